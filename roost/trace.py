@@ -1,0 +1,205 @@
+"""``trace.jsonl`` lines: the envelope order, token redaction, and an append-only writer.
+
+A session's trace lives at ``<workdir>/.murmur/<session_id>/trace.jsonl``. Both the session's
+own host (``roost-capsule``) and the daemon append to it (``delegation_start``, ``a2a_send``,
+``peer_handle_*`` lines), so every line is written with one ``write`` on an ``O_APPEND``
+descriptor, which keeps concurrent writers from interleaving.
+
+Every line starts with ``event_type, event_id, parent_id, session_id, timestamp`` in that order
+(seeds/000). ``parent_id`` of a line the daemon writes is the session node: the ``event_id`` of
+that file's ``session_start`` line, or ``null`` when the file has none.
+
+No token may reach a trace: every string is scanned for ``mh1.``/``msc1.``/``msa1.`` tokens and
+each is replaced with ``<handle:ID>`` / ``<token:ID>`` before the line is serialised.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from roost.ids import event_id, token_id
+
+__all__ = [
+    "SESSION_NODE",
+    "TRACE_FILE",
+    "TraceWriter",
+    "build_line",
+    "read_trace",
+    "records_dir",
+    "redact",
+    "redact_text",
+    "trace_path",
+]
+
+TRACE_FILE = "trace.jsonl"
+
+_HANDLE_RE = re.compile(r"mh1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
+_SPAWN_TOKEN_RE = re.compile(r"ms[ca]1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
+
+
+def redact_text(text: str) -> str:
+    """Replace every token in ``text`` with its id; a bare ``mh1`` word is left alone."""
+    if "1." not in text:
+        return text
+    text = _HANDLE_RE.sub(lambda m: f"<handle:{token_id(m.group(0))}>", text)
+    return _SPAWN_TOKEN_RE.sub(lambda m: f"<token:{token_id(m.group(0))}>", text)
+
+
+def redact(value: Any) -> Any:
+    """Recursively redact tokens from every string inside a JSON-like value."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, Mapping):
+        return {k: redact(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(v) for v in value]
+    return value
+
+
+def records_dir(workdir: str | os.PathLike[str], session_id: str) -> Path:
+    """``<workdir>/.murmur/<session_id>``: a session's records directory (DESIGN §3)."""
+    return Path(workdir) / ".murmur" / session_id
+
+
+def trace_path(workdir: str | os.PathLike[str], session_id: str) -> Path:
+    return records_dir(workdir, session_id) / TRACE_FILE
+
+
+def build_line(
+    event_type: str,
+    session_id: str,
+    parent_id: str | None,
+    payload: Mapping[str, Any],
+    *,
+    timestamp_ms: int | None = None,
+    evt_id: str | None = None,
+) -> tuple[str, bytes]:
+    """Return ``(event_id, encoded line)`` with the five envelope fields first, payload redacted."""
+    eid = evt_id or event_id()
+    line: dict[str, Any] = {
+        "event_type": event_type,
+        "event_id": eid,
+        "parent_id": parent_id,
+        "session_id": session_id,
+        "timestamp": int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
+    }
+    for key, val in payload.items():
+        if key in line:
+            raise ValueError(f"payload field '{key}' collides with the trace envelope")
+        line[key] = redact(val)
+    data = json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n"
+    return eid, data.encode("utf-8")
+
+
+def _append(path: Path, data: bytes, *, fsync: bool) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _session_node(path: Path) -> str | None:
+    """The ``event_id`` of the file's ``session_start`` line (its first line), if any."""
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(1 << 20)
+    except OSError:
+        return None
+    try:
+        obj = json.loads(first)
+    except ValueError:
+        return None
+    if isinstance(obj, dict) and obj.get("event_type") == "session_start":
+        eid = obj.get("event_id")
+        return eid if isinstance(eid, str) else None
+    return None
+
+
+def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every parseable line of a trace file, in order (for tests and ``roostctl``)."""
+    out: list[dict[str, Any]] = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for raw in fh:
+                raw = raw.strip()
+                if raw:
+                    out.append(json.loads(raw))
+    except FileNotFoundError:
+        return []
+    return out
+
+
+class _Parent(enum.Enum):
+    SESSION_NODE = 0
+
+
+SESSION_NODE = _Parent.SESSION_NODE
+
+
+class TraceWriter:
+    """Appends lines to one session's trace. Blocking: call it through the daemon's executor.
+
+    The writer that owns the session (the capsule host) passes ``session_node`` explicitly once
+    it has written ``session_start``; a foreign writer (the daemon) discovers it from the file.
+    """
+
+    def __init__(
+        self,
+        workdir: str | os.PathLike[str],
+        session_id: str,
+        *,
+        session_node: str | None = None,
+        fsync: bool = False,
+    ) -> None:
+        self.session_id = session_id
+        self.path = trace_path(workdir, session_id)
+        self._node = session_node
+        self._node_known = session_node is not None
+        self._fsync = fsync
+        self._lock = threading.Lock()
+
+    @property
+    def session_node(self) -> str | None:
+        return self._node
+
+    def write(
+        self,
+        event_type: str,
+        payload: Mapping[str, Any],
+        *,
+        parent_id: str | _Parent | None = SESSION_NODE,
+    ) -> str:
+        """Append one line and return its ``event_id``.
+
+        ``parent_id`` defaults to the session node; ``session_start`` passes ``None``.
+        """
+        with self._lock:
+            parent: str | None
+            if isinstance(parent_id, _Parent):
+                if not self._node_known:
+                    self._node = _session_node(self.path)
+                    self._node_known = self._node is not None
+                parent = self._node
+            else:
+                parent = parent_id
+            eid, data = build_line(event_type, self.session_id, parent, payload)
+            _append(self.path, data, fsync=self._fsync)
+            if event_type == "session_start":
+                self._node = eid
+                self._node_known = True
+            return eid
