@@ -1,0 +1,160 @@
+"""Daemon configuration: defaults, the TOML file, and validation — kept apart from the CLI.
+
+Precedence: built-in defaults < ``--config`` TOML file < command-line flags. Relative paths in
+the TOML file are resolved against the file's own directory, so ``deploy/roost.toml`` works
+from any working directory.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+__all__ = ["Config", "ConfigError", "default_max_live_capsules", "default_state_dir", "load_toml"]
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message is one sentence naming it."""
+
+
+def default_max_live_capsules() -> int:
+    """cores × 8 clamped to [16, 256]; 16 when the core count cannot be read (upstream)."""
+    cores = os.cpu_count()
+    if not cores:
+        return 16
+    return max(16, min(256, cores * 8))
+
+
+def default_state_dir() -> Path:
+    """``$STATE_DIRECTORY`` under systemd, else ``$HOME/.murmur/roost``."""
+    sd = os.environ.get("STATE_DIRECTORY")
+    if sd:
+        return Path(sd.split(":")[0])
+    home = os.environ.get("HOME")
+    if not home or not os.path.isabs(home):
+        raise ConfigError("--state-dir is required: the home directory could not be resolved")
+    return Path(home) / ".murmur" / "roost"
+
+
+def default_registry_path() -> Path:
+    home = os.environ.get("HOME")
+    if not home or not os.path.isabs(home):
+        raise ConfigError("--registry-path is required")
+    return Path(home) / ".murmur" / "artifacts"
+
+
+class Config(BaseModel):
+    """Every setting the daemon reads. Field names are the TOML keys (``spawn_allow`` etc.)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    port: int = Field(default=7700, ge=0, le=65535)
+    bind: str = "127.0.0.1"
+    allow_remote: bool = False
+    registry_path: Path = Field(default_factory=default_registry_path)
+    spawn_allow: tuple[str, ...] = ()
+    max_depth: int = Field(default=3, ge=0, le=1_000)
+    max_concurrent: int = Field(default=4, ge=0, le=100_000)
+    max_live_capsules: int = Field(default_factory=default_max_live_capsules, ge=0, le=1_000_000)
+    state_dir: Path = Field(default_factory=default_state_dir)
+    ephemeral_keys: bool = False
+    log_format: Literal["json", "console", "auto"] = "auto"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    admin_socket: Path | None = None
+    launch_timeout_secs: float = Field(default=180.0, gt=0, le=3600)
+    stop_grace_secs: float = Field(default=5.0, gt=0, le=600)
+    lifeline_grace_secs: float = Field(default=20.0, gt=0, le=600)
+    runtime_command: tuple[str, ...] = ("mur", "run")
+    capsule_command: tuple[str, ...] = ()
+    peer_fetch_max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    peer_timeout_secs: float = Field(default=30.0, gt=0, le=3600)
+
+    @field_validator("bind")
+    @classmethod
+    def _bind(cls, v: str) -> str:
+        if v == "localhost":
+            return v
+        try:
+            ipaddress.ip_address(v)
+        except ValueError:
+            raise ValueError(f"'{v}' is not an IP address") from None
+        return v
+
+    @field_validator("spawn_allow", mode="before")
+    @classmethod
+    def _names(cls, v: object) -> object:
+        if isinstance(v, str):
+            return (v,)
+        return v
+
+    def is_loopback_bind(self) -> bool:
+        if self.bind == "localhost":
+            return True
+        return ipaddress.ip_address(self.bind).is_loopback
+
+    def check(self) -> None:
+        """Cross-field rules a type cannot express."""
+        if not self.is_loopback_bind() and not self.allow_remote:
+            raise ConfigError(
+                f"invalid --bind: {self.bind} is not a loopback address; peers and capsules "
+                "talk to roost over loopback, so pass --allow-remote to listen beyond this host"
+            )
+
+    @property
+    def admin_socket_path(self) -> Path:
+        return self.admin_socket or (self.state_dir / "admin.sock")
+
+    @property
+    def db_path(self) -> Path:
+        return self.state_dir / "roost.db"
+
+    def public(self) -> dict[str, Any]:
+        """The effective configuration as JSON-safe data (no secrets live in it)."""
+        return self.model_dump(mode="json")
+
+
+_TOML_KEYS = set(Config.model_fields)
+_PATH_KEYS = {"registry_path", "state_dir", "admin_socket"}
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    """Read a TOML config file into a mapping of Config fields, resolving relative paths."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read --config {path}: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"invalid --config {path}: {exc}") from None
+    section = data.get("roost", data)
+    if not isinstance(section, dict):
+        raise ConfigError(f"invalid --config {path}: [roost] must be a table")
+    out: dict[str, Any] = {}
+    base = path.resolve().parent
+    for key, value in section.items():
+        norm = key.replace("-", "_")
+        if norm not in _TOML_KEYS:
+            raise ConfigError(f"invalid --config {path}: unknown setting '{key}'")
+        if norm in _PATH_KEYS and isinstance(value, str):
+            value = str((base / os.path.expanduser(value)).resolve()) if value else value
+        out[norm] = value
+    return out
+
+
+def build_config(values: dict[str, Any]) -> Config:
+    """Validate merged settings into a Config, with one sentence on the first bad value."""
+    try:
+        cfg = Config.model_validate(values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = str(err["loc"][0]) if err["loc"] else "config"
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"invalid --{key.replace('_', '-')}: {msg}") from None
+    cfg.check()
+    return cfg

@@ -1,0 +1,181 @@
+"""The daemon process: wires config, keys, store, registry and referee, serves, and stops cleanly.
+
+Start-up order: state dir (owner-only) → key ring → SQLite (WAL) → load sessions → bind →
+announce. Stop: SIGTERM/SIGINT close the listener, let in-flight requests finish, flush the
+store; a second signal forces the exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import structlog
+from aiohttp import web
+
+from roost.blocking import BlockingExecutor
+from roost.config import Config
+from roost.http.app import build_app
+from roost.keys import KeyFileError, KeyRing
+from roost.logs import configure_logging
+from roost.metrics import Metrics
+from roost.referee import Referee, wall_ms
+from roost.registry import Registry
+from roost.sessions import SessionTable
+from roost.store import Store, StoreError
+
+__all__ = ["Roost", "StartupError", "run"]
+
+log = structlog.get_logger("roost.daemon")
+
+
+class StartupError(RuntimeError):
+    """The daemon cannot start; the message is one sentence for the operator."""
+
+
+def _prepare_state_dir(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = path.lstat()
+    except OSError as exc:
+        raise StartupError(f"cannot use the state directory {path}: {exc.strerror or exc}") from None
+    if not path.is_dir() or path.is_symlink():
+        raise StartupError(f"the state directory {path} is not a directory")
+    if st.st_uid != os.geteuid():
+        raise StartupError(f"the state directory {path} belongs to another user; roost keeps keys there")
+    if st.st_mode & 0o077:
+        path.chmod(0o700)
+
+
+class Roost:
+    """Everything one daemon instance holds. Tests build it in-process with an injected clock."""
+
+    def __init__(self, config: Config, *, clock: Callable[[], int] = wall_ms) -> None:
+        self.config = config
+        self.clock = clock
+        self.executor = BlockingExecutor()
+        self.metrics = Metrics()
+        self.table = SessionTable()
+        self.registry = Registry(config.registry_path)
+        self.keys: KeyRing = KeyRing.ephemeral()
+        self.store = Store(None if config.ephemeral_keys else config.db_path, self.executor)
+        self.referee = Referee(
+            config=config,
+            table=self.table,
+            store=self.store,
+            registry=self.registry,
+            keys=self.keys,
+            executor=self.executor,
+            clock=clock,
+        )
+        self.extra_routes: list[web.RouteTableDef] = []
+        self.app: web.Application | None = None
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+        self.started_at = time.time()
+
+    @staticmethod
+    def process_start_time(pid: int | None) -> float | None:
+        if pid is None:
+            return None
+        try:
+            return float(psutil.Process(pid).create_time())
+        except (psutil.Error, OSError):
+            return None
+
+    async def start(self) -> None:
+        cfg = self.config
+        if not cfg.ephemeral_keys:
+            await self.executor.run(_prepare_state_dir, cfg.state_dir)
+            try:
+                self.keys = await self.executor.run(KeyRing.load_or_create, cfg.state_dir)
+            except KeyFileError as exc:
+                raise StartupError(str(exc)) from None
+            self.referee.keys = self.keys
+        try:
+            await self.store.open()
+            await self.executor.run(self.referee.load)
+        except StoreError as exc:
+            raise StartupError(str(exc)) from None
+        self.app = build_app(self)
+        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=10.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, cfg.bind, cfg.port, reuse_address=True)
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            raise StartupError(f"failed to bind port {cfg.port}: {exc.strerror or exc}") from None
+        server = site._server
+        sockets = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1] if sockets else cfg.port
+        log.info(
+            "listening",
+            bind=cfg.bind,
+            port=self.port,
+            sessions=len(self.table.sessions),
+            running=self.table.running,
+            key_id=self.keys.key_id,
+            ephemeral_keys=cfg.ephemeral_keys,
+        )
+
+    @property
+    def url(self) -> str:
+        host = self.config.bind if ":" not in self.config.bind else f"[{self.config.bind}]"
+        return f"http://{host}:{self.port}"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        await self.store.close()
+        self.executor.shutdown()
+
+
+async def _serve(config: Config) -> int:
+    roost = Roost(config)
+    try:
+        await roost.start()
+    except StartupError as exc:
+        print(f"mur-roost: {exc}", file=sys.stderr, flush=True)
+        with contextlib.suppress(Exception):
+            await roost.store.close()
+        roost.executor.shutdown()
+        return 1
+    print(f"mur-roost: listening on {config.bind}:{roost.port}", file=sys.stderr, flush=True)
+    print(
+        f"mur-roost: machine ceiling {config.max_live_capsules} live capsules (--max-live-capsules)",
+        file=sys.stderr,
+        flush=True,
+    )
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signals_seen = 0
+
+    def on_signal(signame: str) -> None:
+        nonlocal signals_seen
+        signals_seen += 1
+        if signals_seen > 1:
+            print("mur-roost: second signal, exiting now", file=sys.stderr, flush=True)
+            os._exit(130)
+        log.info("stopping", signal=signame)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig.name)
+    await stop.wait()
+    await roost.stop()
+    log.info("stopped")
+    return 0
+
+
+def run(config: Config) -> int:
+    configure_logging(config.log_format, config.log_level)
+    return asyncio.run(_serve(config))

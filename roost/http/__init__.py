@@ -1,0 +1,1 @@
+"""HTTP edges of the daemon: the peer-facing TCP app and its error mapping."""

@@ -1,0 +1,25 @@
+"""The peer-facing TCP application: routes from each concern, one error middleware."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from roost.http import referee_routes
+from roost.http.context import ROOST
+from roost.http.middleware import MAX_BODY_BYTES, error_middleware
+
+if TYPE_CHECKING:
+    from roost.daemon import Roost
+
+__all__ = ["build_app"]
+
+
+def build_app(roost: Roost) -> web.Application:
+    app = web.Application(middlewares=[error_middleware], client_max_size=MAX_BODY_BYTES)
+    app[ROOST] = roost
+    app.add_routes(referee_routes.routes)
+    for extra in roost.extra_routes:
+        app.add_routes(extra)
+    return app

@@ -1,0 +1,71 @@
+"""The one place exceptions become HTTP answers.
+
+Handlers raise :class:`roost.errors.RoostError`; this renders ``{"error": "<sentence>"}`` with
+its status. aiohttp's own HTTP exceptions (unknown route, wrong method, body too large) get the
+same JSON shape. Anything else is logged with its traceback and answered with a fixed 500
+sentence: no traceback and no exception text ever reaches a client.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import structlog
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from roost.errors import BadRequest, RoostError
+
+__all__ = ["INTERNAL_ERROR", "MAX_BODY_BYTES", "error_middleware", "json_error", "read_json"]
+
+log = structlog.get_logger("roost.http")
+
+MAX_BODY_BYTES = 64 * 1024
+INTERNAL_ERROR = "internal error: the daemon could not complete this request; its log has the details"
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def json_error(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response(body, status=status, dumps=_dumps, headers=headers)
+
+
+_HTTP_SENTENCES = {
+    404: "not found",
+    405: "method not allowed",
+    413: f"request body too large: this daemon accepts at most {MAX_BODY_BYTES} bytes",
+}
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except RoostError as exc:
+        return json_error(exc.status, exc.body())
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        sentence = _HTTP_SENTENCES.get(exc.status) or (exc.reason or "request refused").lower()
+        headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+        return json_error(exc.status, {"error": sentence}, headers)
+    except (ConnectionResetError, web.RequestPayloadError):
+        raise
+    except Exception:
+        log.exception("request_failed", method=request.method, path=request.rel_url.path)
+        return json_error(500, {"error": INTERNAL_ERROR})
+
+
+async def read_json(request: web.Request) -> dict[str, Any]:
+    """The request body as a JSON object, or a 400/413 with one sentence."""
+    raw = await request.read()
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"invalid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise BadRequest("invalid JSON: the body must be a JSON object")
+    return body

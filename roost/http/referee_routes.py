@@ -1,0 +1,113 @@
+"""Upstream-compatible referee endpoints: /health, /spawn, /register, /deregister, /status."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from roost.errors import BadRequest, NotFound
+from roost.http.context import ROOST
+from roost.http.middleware import read_json
+from roost.referee import require_str
+
+__all__ = ["routes"]
+
+CREDENTIAL_HEADER = "x-murmur-spawn-credential"
+APPROVAL_HEADER = "x-murmur-spawn-approval"
+
+routes = web.RouteTableDef()
+
+
+@routes.get("/health")
+async def health(request: web.Request) -> web.Response:
+    return web.json_response({})
+
+
+@routes.post("/spawn")
+async def spawn(request: web.Request) -> web.Response:
+    roost = request.app[ROOST]
+    body = await read_json(request)
+    name = require_str(body, "name")
+    version = require_str(body, "version")
+    grant = await roost.referee.spawn(request.headers.get(CREDENTIAL_HEADER), name, version)
+    roost.metrics.spawn_decision("granted")
+    return web.json_response(grant.answer())
+
+
+def _optional_workdir(body: dict[str, Any]) -> str | None:
+    workdir = body.get("workdir")
+    if workdir is None:
+        return None
+    if not isinstance(workdir, str) or not os.path.isabs(workdir) or "\x00" in workdir:
+        raise BadRequest("workdir must be an absolute path")
+    return os.path.normpath(workdir)
+
+
+def _optional_pid(body: dict[str, Any]) -> int | None:
+    pid = body.get("pid")
+    if pid is None:
+        return None
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
+        raise BadRequest("pid must be a process id (a whole number above 1)")
+    return pid
+
+
+def _optional_url(body: dict[str, Any]) -> str | None:
+    url = body.get("capsule_url")
+    if url is None:
+        return None
+    if not isinstance(url, str):
+        raise BadRequest("capsule_url must be a string")
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname or parts.port is None:
+        raise BadRequest("capsule_url must be http://<host>:<port> (the session's A2A door)")
+    return f"http://{parts.hostname}:{parts.port}"
+
+
+@routes.post("/register")
+async def register(request: web.Request) -> web.Response:
+    roost = request.app[ROOST]
+    body = await read_json(request)
+    session_id = require_str(body, "session_id")
+    name = require_str(body, "name")
+    version = require_str(body, "version")
+    workdir = _optional_workdir(body)
+    if workdir is not None and not await roost.executor.run(os.path.isdir, workdir):
+        raise BadRequest("workdir must be an existing directory")
+    pid = _optional_pid(body)
+    capsule_url = _optional_url(body)
+    credential, _rec = await roost.referee.register(
+        request.headers.get(APPROVAL_HEADER),
+        session_id=session_id,
+        name=name,
+        version=version,
+        workdir=workdir,
+        pid=pid,
+        pid_start=await roost.executor.run(roost.process_start_time, pid) if pid else None,
+        capsule_url=capsule_url,
+    )
+    return web.json_response({"credential": credential})
+
+
+@routes.post("/deregister")
+async def deregister(request: web.Request) -> web.Response:
+    roost = request.app[ROOST]
+    body = await read_json(request)
+    outcome = body.get("outcome")
+    if outcome not in ("complete", "failed"):
+        shown = outcome if isinstance(outcome, str) else ("" if outcome is None else str(outcome))
+        raise BadRequest(f"outcome '{shown}' is not 'complete' or 'failed'")
+    await roost.referee.deregister(request.headers.get(CREDENTIAL_HEADER), outcome)
+    return web.json_response({})
+
+
+@routes.get("/status/{session_id}")
+async def status(request: web.Request) -> web.Response:
+    roost = request.app[ROOST]
+    answer = roost.referee.status(request.match_info["session_id"])
+    if answer is None:
+        raise NotFound("session not found")
+    return web.json_response(answer)

@@ -1,0 +1,413 @@
+"""The referee: ``/spawn``, ``/register``, ``/deregister`` and ``/status`` semantics.
+
+Check order, bounds and refusal sentences follow upstream (reference/upstream-roost.md §3, §5,
+§6, §10) so an upstream capsule runtime can use this daemon unchanged. Every decision is made
+on the in-memory :class:`~roost.sessions.SessionTable` without awaiting between the check and
+the reservation it grants; the change is then made durable before the answer leaves.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from roost import tokens
+from roost.blocking import BlockingExecutor
+from roost.config import Config
+from roost.envelope import Envelope, violation
+from roost.errors import BadRequest, IdentityRefused, Internal, Refused
+from roost.ids import token_id
+from roost.keys import KeyRing
+from roost.registry import Artifact, Registry, RegistryError
+from roost.sessions import Reservation, SessionRecord, SessionTable, Trust
+from roost.store import Op, Store
+
+__all__ = ["APPROVAL_TTL_MS", "Grant", "Referee", "refusals"]
+
+log = structlog.get_logger("roost.referee")
+
+APPROVAL_TTL_MS = 60_000
+Clock = Callable[[], int]
+SessionEndHook = Callable[[SessionRecord], Awaitable[None]]
+
+
+def wall_ms() -> int:
+    return max(0, time.time_ns() // 1_000_000)
+
+
+class refusals:
+    """The exact upstream sentences, in one place."""
+
+    @staticmethod
+    def not_in_parent_allow(name: str) -> str:
+        return f"capsule '{name}' is not in parent's spawn_allow"
+
+    @staticmethod
+    def not_in_spawn_allow(name: str) -> str:
+        return f"capsule '{name}' is not in --spawn-allow"
+
+    @staticmethod
+    def depth(d: int) -> str:
+        return (
+            f"delegation depth bound reached: this daemon allows {d} levels of delegation below a "
+            f"top-level capsule (--max-depth {d}), and this session has none left to spend — a capsule "
+            "whose capabilities.spawn.allow names itself terminates here rather than recursing"
+        )
+
+    @staticmethod
+    def ceiling(m: int, live: int) -> str:
+        return (
+            f"machine capsule ceiling reached: this daemon allows {m} live capsules on this host across "
+            f"every formation (--max-live-capsules {m}), and it is already holding {live} — this is the "
+            "host's ceiling rather than this capsule's own --max-concurrent, so narrowing the formation "
+            "does not help; the same request may be granted once other capsules finish"
+        )
+
+    @staticmethod
+    def concurrency(c: int, live: int) -> str:
+        return (
+            f"delegation concurrency bound reached: this daemon allows a capsule {c} live children at a "
+            f"time (--max-concurrent {c}), and this session already holds {live} — wait for one to "
+            "finish, or raise --max-concurrent"
+        )
+
+    EXPIRED = (
+        "this spawn approval has passed its expiry; an approval is valid for 60 seconds from the "
+        "POST /spawn that granted it"
+    )
+    REPLAYED = (
+        "this spawn approval has already been redeemed; an approval covers one launch, so ask "
+        "POST /spawn for another"
+    )
+
+    @staticmethod
+    def coordinates(granted: str, asked: str) -> str:
+        return f"this spawn approval was granted for '{granted}', not '{asked}'"
+
+    @staticmethod
+    def digest(coords: str, approved: str, resolved: str) -> str:
+        return (
+            f"'{coords}' now resolves to a different artifact than the one this spawn approval was "
+            f"granted for (approved sha256 {approved}, resolved sha256 {resolved})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """A granted spawn: the approval token and what it pins."""
+
+    approval: str
+    claims: tokens.ApprovalClaims
+    artifact: Artifact
+    parent: SessionRecord
+
+    def answer(self) -> dict[str, Any]:
+        return {
+            "approval": self.approval,
+            "name": self.artifact.name,
+            "version": self.artifact.version,
+            "sha256": self.artifact.sha256,
+            "expires_at_ms": self.claims.exp,
+        }
+
+
+def require_str(body: dict[str, Any], key: str) -> str:
+    if key not in body:
+        raise BadRequest(f"invalid JSON: missing field '{key}'")
+    value = body[key]
+    if not isinstance(value, str):
+        raise BadRequest(f"invalid JSON: field '{key}' must be a string")
+    return value
+
+
+class Referee:
+    def __init__(
+        self,
+        *,
+        config: Config,
+        table: SessionTable,
+        store: Store,
+        registry: Registry,
+        keys: KeyRing,
+        executor: BlockingExecutor,
+        clock: Clock = wall_ms,
+    ) -> None:
+        self.config = config
+        self.table = table
+        self.store = store
+        self.registry = registry
+        self.keys = keys
+        self.executor = executor
+        self.clock = clock
+        self.on_session_end: list[SessionEndHook] = []
+        self.draining = False
+
+    # -- identity --------------------------------------------------------------------------
+    def authenticate(self, credential: str | None) -> SessionRecord:
+        """The running session a credential names, or the one fixed identity refusal."""
+        if not credential:
+            raise IdentityRefused()
+        try:
+            claims = tokens.verify_credential(self.keys.credential_key, credential)
+        except tokens.TokenError:
+            raise IdentityRefused() from None
+        rec = self.table.running_session(claims.sid)
+        if rec is None or not secrets.compare_digest(rec.cred_nonce, claims.n):
+            raise IdentityRefused()
+        return rec
+
+    async def resolve(self, name: str, version: str) -> Artifact:
+        try:
+            return await self.executor.run(self.registry.resolve, name, version)
+        except RegistryError as exc:
+            raise Internal(str(exc)) from None
+
+    # -- POST /spawn -----------------------------------------------------------------------
+    async def spawn(
+        self,
+        credential: str | None,
+        name: str,
+        version: str,
+        *,
+        untrusted: bool = False,
+        job_id: str | None = None,
+    ) -> Grant:
+        """Referee one spawn for the session the credential names; reserve its slot durably."""
+        parent = self.authenticate(credential)
+        if self.draining:
+            raise Refused("this daemon is draining: it finishes running jobs and grants no new spawns")
+        if name not in parent.envelope.spawn_allow:
+            raise Refused(refusals.not_in_parent_allow(name))
+        self._check_bounds(parent)
+        artifact = await self.resolve(name, version)
+        # The parent may have ended while the registry was read.
+        parent = self.authenticate(credential)
+        child_env = Envelope.from_manifest(artifact.manifest)
+        why = violation(parent.envelope, child_env)
+        if why is not None:
+            raise Refused(why)
+        now = self.clock()
+        approval, claims = tokens.mint_approval(
+            self.keys.approval_key,
+            sid=parent.session_id,
+            name=artifact.name,
+            version=artifact.version,
+            digest=artifact.sha256,
+            depth=parent.depth_remaining - 1,
+            exp_ms=now + APPROVAL_TTL_MS,
+        )
+        # Race guard: re-check both bounds and record the reservation with no await between.
+        ops = self._check_bounds(parent)
+        trust: Trust = "untrusted" if untrusted else parent.trust
+        res = Reservation(
+            jti=claims.jti,
+            parent_id=parent.session_id,
+            name=artifact.name,
+            version=artifact.version,
+            sha256=artifact.sha256,
+            depth=claims.depth,
+            trust=trust,
+            exp_ms=claims.exp,
+            job_id=job_id,
+        )
+        self.table.reserve(res)
+        ops.append(res.insert_op())
+        try:
+            await self.store.commit(ops)
+        except Exception:
+            self.table.release(res.jti)
+            raise
+        log.info(
+            "spawn_granted",
+            session_id=parent.session_id,
+            capsule=artifact.coordinates,
+            approval_id=token_id(approval),
+            depth=claims.depth,
+        )
+        return Grant(approval=approval, claims=claims, artifact=artifact, parent=parent)
+
+    def _check_bounds(self, parent: SessionRecord) -> list[Op]:
+        """Depth, machine ceiling, concurrency — in upstream order. Returns prune deletes."""
+        cfg = self.config
+        if parent.depth_remaining <= 0:
+            raise Refused(refusals.depth(cfg.max_depth))
+        gone = self.table.prune(self.clock())
+        live = self.table.live_capsules()
+        if live >= cfg.max_live_capsules:
+            raise Refused(refusals.ceiling(cfg.max_live_capsules, live))
+        kids = self.table.live_children(parent.session_id)
+        if kids >= cfg.max_concurrent:
+            raise Refused(refusals.concurrency(cfg.max_concurrent, kids))
+        return [r.delete_op() for r in gone]
+
+    # -- POST /register --------------------------------------------------------------------
+    async def register(
+        self,
+        approval: str | None,
+        *,
+        session_id: str,
+        name: str,
+        version: str,
+        workdir: str | None = None,
+        pid: int | None = None,
+        pid_start: float | None = None,
+        capsule_url: str | None = None,
+        job_id: str | None = None,
+    ) -> tuple[str, SessionRecord]:
+        if not session_id.strip():
+            raise BadRequest("session_id must not be empty")
+        if self.table.get(session_id) is not None:
+            raise IdentityRefused()
+        ops: list[Op] = []
+        parent_id: str | None
+        trust: Trust
+        if approval is None:
+            if self.draining:
+                raise Refused(
+                    "this daemon is draining: it finishes running jobs and registers no new top-level sessions"
+                )
+            if name not in self.config.spawn_allow:
+                raise Refused(refusals.not_in_spawn_allow(name))
+            artifact = await self.resolve(name, version)
+            depth = self.config.max_depth
+            parent_id = None
+            trust = "trusted"
+        else:
+            artifact = await self.resolve(name, version)
+            now = self.clock()
+            try:
+                claims = tokens.verify_approval(self.keys.approval_key, approval, now_ms=now)
+            except tokens.ApprovalExpired:
+                raise Refused(refusals.EXPIRED) from None
+            except tokens.TokenError:
+                raise IdentityRefused() from None
+            if not self.table.spend(claims.jti, claims.exp, now):
+                raise Refused(refusals.REPLAYED)
+            spent_op: Op = (
+                "INSERT OR IGNORE INTO spent (jti, exp_ms) VALUES (?, ?)",
+                (claims.jti, claims.exp),
+            )
+            try:
+                parent = self.table.running_session(claims.sid)
+                if parent is None:
+                    raise IdentityRefused()
+                granted = f"{claims.name}@{claims.version}"
+                asked = f"{name}@{version}"
+                if granted != asked:
+                    raise Refused(refusals.coordinates(granted, asked))
+                if claims.digest != artifact.sha256:
+                    raise Refused(refusals.digest(asked, claims.digest, artifact.sha256))
+            except Refused:
+                # The approval is spent the moment it verified, whatever follows.
+                await self.store.commit([spent_op])
+                raise
+            if self.table.get(session_id) is not None:
+                await self.store.commit([spent_op])
+                raise IdentityRefused()
+            ops.append(spent_op)
+            res = self.table.release(claims.jti)
+            if res is not None:
+                ops.append(res.delete_op())
+                trust = res.trust
+                job_id = job_id or res.job_id
+            else:
+                trust = parent.trust
+            depth = claims.depth
+            parent_id = parent.session_id
+        credential = tokens.mint_credential(self.keys.credential_key, session_id)
+        cred_claims = tokens.verify_credential(self.keys.credential_key, credential)
+        rec = SessionRecord(
+            session_id=session_id,
+            name=artifact.name,
+            version=artifact.version,
+            sha256=artifact.sha256,
+            status="running",
+            parent_id=parent_id,
+            depth_remaining=depth,
+            envelope=Envelope.from_manifest(artifact.manifest),
+            manifest=artifact.manifest,
+            trust=trust,
+            cred_nonce=cred_claims.n,
+            handle_salt=secrets.token_hex(16),
+            created_ms=self.clock(),
+            workdir=workdir,
+            pid=pid,
+            pid_start=pid_start,
+            capsule_url=capsule_url,
+            job_id=job_id,
+        )
+        self.table.add(rec)
+        ops.append(rec.insert_op())
+        try:
+            await self.store.commit(ops)
+        except Exception:
+            self.table.end(rec, "failed", self.clock())
+            self.table.sessions.pop(session_id, None)
+            raise
+        log.info(
+            "session_registered",
+            session_id=session_id,
+            capsule=rec.coordinates,
+            parent=parent_id,
+            depth_remaining=depth,
+            trust=trust,
+            credential_id=token_id(credential),
+        )
+        return credential, rec
+
+    # -- POST /deregister ------------------------------------------------------------------
+    async def deregister(self, credential: str | None, outcome: str) -> SessionRecord:
+        rec = self.authenticate(credential)
+        await self.end_session(rec, "complete" if outcome == "complete" else "failed")
+        return rec
+
+    async def end_session(self, rec: SessionRecord, status: str) -> None:
+        """Mark a session ended, drop its pending approvals, and run the end hooks (lifelines)."""
+        if not rec.running:
+            return
+        now = self.clock()
+        self.table.end(rec, "complete" if status == "complete" else "failed", now)
+        ops: list[Op] = [rec.status_op()]
+        ops.extend(r.delete_op() for r in self.table.release_all_of(rec.session_id))
+        await self.store.commit(ops)
+        log.info("session_ended", session_id=rec.session_id, capsule=rec.coordinates, status=rec.status)
+        for hook in list(self.on_session_end):
+            try:
+                await hook(rec)
+            except Exception:
+                log.exception("session_end_hook_failed", session_id=rec.session_id)
+
+    # -- GET /status -----------------------------------------------------------------------
+    def status(self, session_id: str) -> dict[str, Any] | None:
+        rec = self.table.get(session_id)
+        if rec is None:
+            return None
+        self.table.prune(self.clock())
+        return {
+            "status": rec.status,
+            "depth_remaining": rec.depth_remaining,
+            "live_children": self.table.live_children(session_id),
+            "live_capsules": self.table.live_capsules(),
+        }
+
+    # -- startup ---------------------------------------------------------------------------
+    def load(self) -> None:
+        """Fill the table from the store (blocking; called once at startup)."""
+        now = self.clock()
+        for row in self.store.rows("SELECT * FROM sessions"):
+            self.table.add(SessionRecord.from_row(row))
+        for row in self.store.rows("SELECT * FROM reservations WHERE exp_ms > ? ORDER BY exp_ms", (now,)):
+            self.table.reserve(Reservation.from_row(row))
+        for row in self.store.rows("SELECT jti, exp_ms FROM spent WHERE exp_ms > ?", (now,)):
+            self.table.spent[row["jti"]] = int(row["exp_ms"])
+        self.store.write_sync(
+            [
+                ("DELETE FROM reservations WHERE exp_ms <= ?", (now,)),
+                ("DELETE FROM spent WHERE exp_ms <= ?", (now,)),
+            ]
+        )

@@ -1,0 +1,270 @@
+"""The referee's working set: sessions, pending approvals (reservations) and spent approval ids.
+
+This is the in-memory mirror of the SQLite tables. Every check the referee makes reads it
+without awaiting, so a check and the reservation it leads to happen under one lock (the event
+loop's single thread). Counting expired reservations is done at read time, as upstream does:
+no timer releases a slot, the clock does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from roost.envelope import Envelope
+from roost.manifest import Manifest
+from roost.store import Op
+
+__all__ = ["Reservation", "SessionRecord", "SessionStatus", "SessionTable", "Trust"]
+
+Trust = Literal["trusted", "untrusted"]
+SessionStatus = Literal["running", "complete", "failed"]
+
+
+@dataclass(slots=True)
+class SessionRecord:
+    session_id: str
+    name: str
+    version: str
+    sha256: str
+    status: SessionStatus
+    parent_id: str | None
+    depth_remaining: int
+    envelope: Envelope
+    manifest: Manifest
+    trust: Trust
+    cred_nonce: str
+    handle_salt: str
+    created_ms: int
+    workdir: str | None = None
+    pid: int | None = None
+    pid_start: float | None = None
+    capsule_url: str | None = None
+    job_id: str | None = None
+    ended_ms: int | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+    @property
+    def coordinates(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    def insert_op(self) -> Op:
+        return (
+            "INSERT INTO sessions (session_id, name, version, sha256, status, parent_id, depth_remaining,"
+            " envelope, manifest, trust, cred_nonce, handle_salt, workdir, pid, pid_start, capsule_url,"
+            " job_id, created_ms, ended_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                self.session_id,
+                self.name,
+                self.version,
+                self.sha256,
+                self.status,
+                self.parent_id,
+                self.depth_remaining,
+                self.envelope.to_json(),
+                self.manifest.model_dump_json(),
+                self.trust,
+                self.cred_nonce,
+                self.handle_salt,
+                self.workdir,
+                self.pid,
+                self.pid_start,
+                self.capsule_url,
+                self.job_id,
+                self.created_ms,
+                self.ended_ms,
+            ),
+        )
+
+    def status_op(self) -> Op:
+        return (
+            "UPDATE sessions SET status = ?, ended_ms = ? WHERE session_id = ?",
+            (self.status, self.ended_ms, self.session_id),
+        )
+
+    @classmethod
+    def from_row(cls, row: Any) -> SessionRecord:
+        return cls(
+            session_id=row["session_id"],
+            name=row["name"],
+            version=row["version"],
+            sha256=row["sha256"],
+            status=row["status"],
+            parent_id=row["parent_id"],
+            depth_remaining=int(row["depth_remaining"]),
+            envelope=Envelope.from_json(row["envelope"]),
+            manifest=Manifest.model_validate(json.loads(row["manifest"])),
+            trust=row["trust"],
+            cred_nonce=row["cred_nonce"],
+            handle_salt=row["handle_salt"],
+            workdir=row["workdir"],
+            pid=row["pid"],
+            pid_start=row["pid_start"],
+            capsule_url=row["capsule_url"],
+            job_id=row["job_id"],
+            created_ms=int(row["created_ms"]),
+            ended_ms=row["ended_ms"],
+        )
+
+
+@dataclass(slots=True, frozen=True)
+class Reservation:
+    """A slot held by a granted, not yet redeemed approval."""
+
+    jti: str
+    parent_id: str
+    name: str
+    version: str
+    sha256: str
+    depth: int
+    trust: Trust
+    exp_ms: int
+    job_id: str | None = None
+
+    def insert_op(self) -> Op:
+        return (
+            "INSERT INTO reservations (jti, parent_id, name, version, sha256, depth, trust, exp_ms, job_id)"
+            " VALUES (?,?,?,?,?,?,?,?,?)",
+            (
+                self.jti,
+                self.parent_id,
+                self.name,
+                self.version,
+                self.sha256,
+                self.depth,
+                self.trust,
+                self.exp_ms,
+                self.job_id,
+            ),
+        )
+
+    def delete_op(self) -> Op:
+        return ("DELETE FROM reservations WHERE jti = ?", (self.jti,))
+
+    @classmethod
+    def from_row(cls, row: Any) -> Reservation:
+        return cls(
+            jti=row["jti"],
+            parent_id=row["parent_id"],
+            name=row["name"],
+            version=row["version"],
+            sha256=row["sha256"],
+            depth=int(row["depth"]),
+            trust=row["trust"],
+            exp_ms=int(row["exp_ms"]),
+            job_id=row["job_id"],
+        )
+
+
+@dataclass
+class SessionTable:
+    """Sessions by id, live children per parent, reservations in grant order, spent ids."""
+
+    sessions: dict[str, SessionRecord] = field(default_factory=dict)
+    live_children_of: dict[str, set[str]] = field(default_factory=dict)
+    reservations: OrderedDict[str, Reservation] = field(default_factory=OrderedDict)
+    reservations_of: dict[str, set[str]] = field(default_factory=dict)
+    spent: dict[str, int] = field(default_factory=dict)
+    running: int = 0
+
+    # -- sessions --------------------------------------------------------------------------
+    def get(self, session_id: str) -> SessionRecord | None:
+        return self.sessions.get(session_id)
+
+    def running_session(self, session_id: str) -> SessionRecord | None:
+        rec = self.sessions.get(session_id)
+        return rec if rec is not None and rec.running else None
+
+    def add(self, rec: SessionRecord) -> None:
+        self.sessions[rec.session_id] = rec
+        if rec.running:
+            self.running += 1
+            if rec.parent_id is not None:
+                self.live_children_of.setdefault(rec.parent_id, set()).add(rec.session_id)
+
+    def end(self, rec: SessionRecord, status: SessionStatus, now_ms: int) -> None:
+        if not rec.running:
+            return
+        rec.status = status
+        rec.ended_ms = now_ms
+        self.running -= 1
+        if rec.parent_id is not None:
+            kids = self.live_children_of.get(rec.parent_id)
+            if kids is not None:
+                kids.discard(rec.session_id)
+                if not kids:
+                    del self.live_children_of[rec.parent_id]
+
+    def children_of(self, session_id: str) -> set[str]:
+        return set(self.live_children_of.get(session_id, ()))
+
+    def iter_running(self) -> Iterator[SessionRecord]:
+        return (r for r in self.sessions.values() if r.running)
+
+    # -- reservations ----------------------------------------------------------------------
+    def prune(self, now_ms: int) -> list[Reservation]:
+        """Drop reservations whose approval has expired; return them (to delete from disk)."""
+        gone: list[Reservation] = []
+        while self.reservations:
+            res = next(iter(self.reservations.values()))
+            if res.exp_ms > now_ms:
+                break
+            self.reservations.popitem(last=False)
+            self._unlink(res)
+            gone.append(res)
+        # Out-of-order expiries (clock steps) are rare; sweep them too.
+        stale = [r for r in self.reservations.values() if r.exp_ms <= now_ms]
+        for res in stale:
+            del self.reservations[res.jti]
+            self._unlink(res)
+            gone.append(res)
+        return gone
+
+    def reserve(self, res: Reservation) -> None:
+        self.reservations[res.jti] = res
+        self.reservations_of.setdefault(res.parent_id, set()).add(res.jti)
+
+    def release(self, jti: str) -> Reservation | None:
+        res = self.reservations.pop(jti, None)
+        if res is not None:
+            self._unlink(res)
+        return res
+
+    def release_all_of(self, parent_id: str) -> list[Reservation]:
+        out = []
+        for jti in list(self.reservations_of.get(parent_id, ())):
+            res = self.release(jti)
+            if res is not None:
+                out.append(res)
+        return out
+
+    def _unlink(self, res: Reservation) -> None:
+        mine = self.reservations_of.get(res.parent_id)
+        if mine is not None:
+            mine.discard(res.jti)
+            if not mine:
+                del self.reservations_of[res.parent_id]
+
+    # -- counts (callers prune first) ------------------------------------------------------
+    def live_capsules(self) -> int:
+        return self.running + len(self.reservations)
+
+    def live_children(self, parent_id: str) -> int:
+        return len(self.live_children_of.get(parent_id, ())) + len(self.reservations_of.get(parent_id, ()))
+
+    # -- spent approvals -------------------------------------------------------------------
+    def spend(self, jti: str, exp_ms: int, now_ms: int) -> bool:
+        """Record ``jti`` as redeemed; False if it already was (a replay)."""
+        if len(self.spent) > 4096:
+            for k in [k for k, exp in self.spent.items() if exp <= now_ms]:
+                del self.spent[k]
+        if jti in self.spent:
+            return False
+        self.spent[jti] = exp_ms
+        return True
