@@ -69,6 +69,7 @@ class Config(BaseModel):
     launch_timeout_secs: float = Field(default=180.0, gt=0, le=3600)
     stop_grace_secs: float = Field(default=5.0, gt=0, le=600)
     lifeline_grace_secs: float = Field(default=20.0, gt=0, le=600)
+    registry_recheck_secs: float = Field(default=1.0, ge=0, le=3600)
     runtime_command: tuple[str, ...] = ("mur", "run")
     capsule_command: tuple[str, ...] = ()
     peer_fetch_max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)

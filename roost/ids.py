@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import secrets
 
@@ -44,7 +45,7 @@ def job_id() -> str:
 
 def nonce_hex() -> str:
     """16 CSPRNG bytes as 32 lowercase hex chars (token nonces, jti)."""
-    return secrets.token_hex(16)
+    return os.urandom(16).hex()
 
 
 def child_suffix() -> str:

@@ -11,6 +11,7 @@ import sys
 from collections.abc import MutableMapping
 from typing import Any
 
+import orjson
 import structlog
 
 from roost.trace import redact
@@ -34,7 +35,7 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
     if use_console:
         renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     else:
-        renderer = structlog.processors.JSONRenderer()
+        renderer = structlog.processors.JSONRenderer(serializer=orjson.dumps)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -45,6 +46,10 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, logging.INFO)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=(
+            structlog.PrintLoggerFactory(file=sys.stderr)
+            if use_console
+            else structlog.BytesLoggerFactory(file=sys.stderr.buffer)
+        ),
         cache_logger_on_first_use=True,
     )

@@ -89,13 +89,39 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, strict=False)
 
 
+def _destinations(entries: list[str]) -> list[str]:
+    from roost.netrule import NetworkAllowRule
+
+    for entry in entries:
+        if NetworkAllowRule.parse(entry) is None:
+            raise ValueError(
+                f"'{entry}' is not a network destination (a bare host, host:port, or an http(s) URL "
+                "with no path)"
+            )
+    return entries
+
+
 class NetworkCaps(_Model):
     allow: StrList = Field(default_factory=list)
     unix_sockets: bool = False
 
+    @field_validator("allow")
+    @classmethod
+    def _allow(cls, v: list[str]) -> list[str]:
+        return _destinations(v)
+
 
 class AllowList(_Model):
     allow: StrList = Field(default_factory=list)
+
+
+class DestinationList(_Model):
+    allow: StrList = Field(default_factory=list)
+
+    @field_validator("allow")
+    @classmethod
+    def _allow(cls, v: list[str]) -> list[str]:
+        return _destinations(v)
 
 
 class FilesystemCaps(_Model):
@@ -129,7 +155,7 @@ class StateCaps(_Model):
 
 class Capabilities(_Model):
     network: NetworkCaps = Field(default_factory=NetworkCaps)
-    peer_fetch: AllowList = Field(default_factory=AllowList)
+    peer_fetch: DestinationList = Field(default_factory=DestinationList)
     shell: AllowList = Field(default_factory=AllowList)
     spawn: AllowList = Field(default_factory=AllowList)
     env: AllowList = Field(default_factory=AllowList)

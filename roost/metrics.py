@@ -13,9 +13,7 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.spawn_requests = Counter(
-            "roost_spawn_requests", "Spawn decisions by outcome", ["outcome"], registry=r
-        )
+        self.spawn_requests = Counter("roost_spawn_requests", "Spawn decisions by outcome", ["outcome"], registry=r)
         self.jobs = Gauge("roost_jobs", "Jobs by state", ["state"], registry=r)
         self.capsules = Gauge("roost_capsules", "Live capsules (running sessions)", registry=r)
         self.launch_seconds = Histogram(
@@ -28,9 +26,7 @@ class Metrics:
         self.deliveries = Counter(
             "roost_completion_deliveries", "Completion deliveries by outcome", ["outcome"], registry=r
         )
-        self.handles_minted = Counter(
-            "roost_handles_minted", "Peer handle mints by outcome", ["outcome"], registry=r
-        )
+        self.handles_minted = Counter("roost_handles_minted", "Peer handle mints by outcome", ["outcome"], registry=r)
         self.handle_redemptions = Counter(
             "roost_handle_redemptions", "Peer handle redemptions by outcome", ["outcome"], registry=r
         )

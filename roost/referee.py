@@ -20,7 +20,7 @@ from roost import tokens
 from roost.blocking import BlockingExecutor
 from roost.config import Config
 from roost.envelope import Envelope, violation
-from roost.errors import BadRequest, IdentityRefused, Internal, Refused
+from roost.errors import BadRequest, IdentityRefused, Refused
 from roost.ids import token_id
 from roost.keys import KeyRing
 from roost.registry import Artifact, Registry, RegistryError
@@ -81,8 +81,7 @@ class refusals:
         "POST /spawn that granted it"
     )
     REPLAYED = (
-        "this spawn approval has already been redeemed; an approval covers one launch, so ask "
-        "POST /spawn for another"
+        "this spawn approval has already been redeemed; an approval covers one launch, so ask POST /spawn for another"
     )
 
     @staticmethod
@@ -145,6 +144,8 @@ class Referee:
         self.executor = executor
         self.clock = clock
         self.on_session_end: list[SessionEndHook] = []
+        self._resolved: dict[tuple[str, str], tuple[Artifact, float]] = {}
+        self._envelopes: dict[str, Envelope] = {}
         self.draining = False
 
     # -- identity --------------------------------------------------------------------------
@@ -162,10 +163,39 @@ class Referee:
         return rec
 
     async def resolve(self, name: str, version: str) -> Artifact:
+        """Resolve through the executor, reusing an answer checked within ``registry_recheck_secs``.
+
+        The registry revalidates against the file's stat on every call; doing that (a thread
+        hop) on every /spawn would cost more than the rest of the referee together. A
+        replaced artifact is therefore noticed within the recheck window, and the launcher
+        re-hashes what it unpacks, so bytes that were never approved are never run.
+        """
+        key = (name, version)
+        now = time.monotonic()
+        hit = self._resolved.get(key)
+        if hit is not None and now - hit[1] < self.config.registry_recheck_secs:
+            return hit[0]
         try:
-            return await self.executor.run(self.registry.resolve, name, version)
-        except RegistryError as exc:
-            raise Internal(str(exc)) from None
+            artifact = await self.executor.run(self.registry.resolve, name, version)
+        except RegistryError:
+            self._resolved.pop(key, None)
+            raise
+        if len(self._resolved) > 4096:
+            self._resolved.clear()
+        self._resolved[key] = (artifact, now)
+        return artifact
+
+    def _envelope_of(self, artifact: Artifact) -> Envelope:
+        env = self._envelopes.get(artifact.sha256)
+        if env is None:
+            if len(self._envelopes) > 4096:
+                self._envelopes.clear()
+            env = self._envelopes[artifact.sha256] = Envelope.from_manifest(artifact.manifest)
+        return env
+
+    def forget_resolved(self) -> None:
+        """Drop every cached resolution (SIGHUP, ``roostctl registry add``)."""
+        self._resolved.clear()
 
     # -- POST /spawn -----------------------------------------------------------------------
     async def spawn(
@@ -186,8 +216,9 @@ class Referee:
         self._check_bounds(parent)
         artifact = await self.resolve(name, version)
         # The parent may have ended while the registry was read.
-        parent = self.authenticate(credential)
-        child_env = Envelope.from_manifest(artifact.manifest)
+        if self.table.running_session(parent.session_id) is None:
+            raise IdentityRefused()
+        child_env = self._envelope_of(artifact)
         why = violation(parent.envelope, child_env)
         if why is not None:
             raise Refused(why)
@@ -217,11 +248,10 @@ class Referee:
         )
         self.table.reserve(res)
         ops.append(res.insert_op())
-        try:
-            await self.store.commit(ops)
-        except Exception:
-            self.table.release(res.jti)
-            raise
+        # Write-behind: a pending slot lost in a crash only under-counts for at most 60 s, and
+        # trust lowered by the request is sealed where it matters (the job record, the
+        # reservation lookup defaults to untrusted when it is missing).
+        self.store.enqueue(ops)
         log.info(
             "spawn_granted",
             session_id=parent.session_id,
@@ -316,7 +346,9 @@ class Referee:
                 trust = res.trust
                 job_id = job_id or res.job_id
             else:
-                trust = parent.trust
+                # No reservation behind a valid approval (lost in a crash): never assume
+                # more trust than the least the request could have asked for.
+                trust = "untrusted"
             depth = claims.depth
             parent_id = parent.session_id
         credential = tokens.mint_credential(self.keys.credential_key, session_id)

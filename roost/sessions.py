@@ -8,8 +8,8 @@ no timer releases a slot, the clock does.
 
 from __future__ import annotations
 
+import heapq
 import json
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -168,10 +168,11 @@ class SessionTable:
 
     sessions: dict[str, SessionRecord] = field(default_factory=dict)
     live_children_of: dict[str, set[str]] = field(default_factory=dict)
-    reservations: OrderedDict[str, Reservation] = field(default_factory=OrderedDict)
+    reservations: dict[str, Reservation] = field(default_factory=dict)
     reservations_of: dict[str, set[str]] = field(default_factory=dict)
     spent: dict[str, int] = field(default_factory=dict)
     running: int = 0
+    _expiry_heap: list[tuple[int, str]] = field(default_factory=list)
 
     # -- sessions --------------------------------------------------------------------------
     def get(self, session_id: str) -> SessionRecord | None:
@@ -209,25 +210,28 @@ class SessionTable:
 
     # -- reservations ----------------------------------------------------------------------
     def prune(self, now_ms: int) -> list[Reservation]:
-        """Drop reservations whose approval has expired; return them (to delete from disk)."""
+        """Drop reservations whose approval has expired; return them (to delete from disk).
+
+        A min-heap on expiry keeps this O(log n) per expired entry whatever the clock does.
+        """
         gone: list[Reservation] = []
-        while self.reservations:
-            res = next(iter(self.reservations.values()))
-            if res.exp_ms > now_ms:
-                break
-            self.reservations.popitem(last=False)
-            self._unlink(res)
-            gone.append(res)
-        # Out-of-order expiries (clock steps) are rare; sweep them too.
-        stale = [r for r in self.reservations.values() if r.exp_ms <= now_ms]
-        for res in stale:
-            del self.reservations[res.jti]
-            self._unlink(res)
-            gone.append(res)
+        heap = self._expiry_heap
+        while heap and heap[0][0] <= now_ms:
+            _, jti = heapq.heappop(heap)
+            res = self.reservations.get(jti)
+            if res is not None and res.exp_ms <= now_ms:
+                del self.reservations[jti]
+                self._unlink(res)
+                gone.append(res)
         return gone
 
     def reserve(self, res: Reservation) -> None:
         self.reservations[res.jti] = res
+        heapq.heappush(self._expiry_heap, (res.exp_ms, res.jti))
+        if len(self._expiry_heap) > 2 * len(self.reservations) + 1024:
+            # Released entries linger in the heap; rebuild it now and then.
+            self._expiry_heap = [(r.exp_ms, r.jti) for r in self.reservations.values()]
+            heapq.heapify(self._expiry_heap)
         self.reservations_of.setdefault(res.parent_id, set()).add(res.jti)
 
     def release(self, jti: str) -> Reservation | None:

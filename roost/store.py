@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import structlog
+
 from roost.blocking import BlockingExecutor
 
 __all__ = ["MIGRATIONS", "Op", "Store", "StoreError"]
@@ -173,6 +175,23 @@ class Store:
             asyncio.get_running_loop().create_task(self._flush_loop())
         await fut
 
+    def enqueue(self, ops: Iterable[Op]) -> None:
+        """Write-behind: make ``ops`` durable in the next group without waiting for it.
+
+        For records whose loss in a crash is harmless (a pending approval's slot, which expires
+        within 60 s anyway); a clean stop still flushes them. Failures are logged.
+        """
+        batch = list(ops)
+        if not batch or self._closed:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        fut.add_done_callback(_log_failure)
+        self._pending.append((batch, fut))
+        if not self._flushing:
+            self._flushing = True
+            self._idle.clear()
+            asyncio.get_running_loop().create_task(self._flush_loop())
+
     async def _flush_loop(self) -> None:
         try:
             while self._pending:
@@ -220,6 +239,11 @@ class Store:
         if self._conn is None:
             raise StoreError("the state database is not open")
         return self._conn
+
+
+def _log_failure(fut: asyncio.Future[None]) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        structlog.get_logger("roost.store").error("write_behind_failed", error=str(fut.exception()))
 
 
 def _split_sql(script: str) -> list[str]:

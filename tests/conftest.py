@@ -97,7 +97,13 @@ class RunningDaemon:
     clock: FakeClock
 
     async def call(
-        self, method: str, path: str, *, json: Any = None, data: bytes | None = None, headers: dict[str, str] | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        data: bytes | None = None,
+        headers: dict[str, str] | None = None,
     ) -> tuple[int, Any, aiohttp.ClientResponse, bytes]:
         async with self.http.request(method, self.url + path, json=json, data=data, headers=headers) as resp:
             raw = await resp.read()

@@ -18,14 +18,16 @@ from roost import __version__
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "roost", *args], capture_output=True, text=True, timeout=30, env=env
-    )
+    return subprocess.run([sys.executable, "-m", "roost", *args], capture_output=True, text=True, timeout=30, env=env)
 
 
-def http(method: str, url: str, body: object | None = None, headers: dict[str, str] | None = None) -> tuple[int, object]:
+def http(
+    method: str, url: str, body: object | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, object]:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers={"content-type": "application/json", **(headers or {})})
+    req = urllib.request.Request(
+        url, data=data, method=method, headers={"content-type": "application/json", **(headers or {})}
+    )
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return resp.status, json.loads(resp.read())
@@ -77,10 +79,14 @@ def test_config_file_flags_win_and_paths_are_relative_to_file(
     cfg = tmp_path / "conf" / "roost.toml"
     cfg.parent.mkdir()
     rel = os.path.relpath(registry.root, cfg.parent)
-    cfg.write_text(f'[roost]\nregistry_path = "{rel}"\nspawn_allow = ["orchestrator"]\nmax_depth = 2\nstate_dir = "state"\n')
+    cfg.write_text(
+        f'[roost]\nregistry_path = "{rel}"\nspawn_allow = ["orchestrator"]\nmax_depth = 2\nstate_dir = "state"\n'
+    )
     d = start_daemon_process(["--config", str(cfg), "--max-depth", "1"])
     daemon_processes.append(d)
-    status, body = http("POST", d.url + "/register", {"session_id": "ses_c", "name": "orchestrator", "version": "0.1.0"})
+    status, body = http(
+        "POST", d.url + "/register", {"session_id": "ses_c", "name": "orchestrator", "version": "0.1.0"}
+    )
     assert status == 200, body
     status, body = http("GET", d.url + "/status/ses_c")
     assert status == 200 and body["depth_remaining"] == 1  # type: ignore[index]
@@ -95,14 +101,18 @@ def test_sigterm_clean_shutdown_and_restart_keeps_credentials(
     args = ["--registry-path", str(registry.root), "--state-dir", str(tmp_path / "st"), "--spawn-allow=orchestrator"]
     d1 = start_daemon_process(args)
     daemon_processes.append(d1)
-    status, body = http("POST", d1.url + "/register", {"session_id": "ses_p", "name": "orchestrator", "version": "0.1.0"})
+    status, body = http(
+        "POST", d1.url + "/register", {"session_id": "ses_p", "name": "orchestrator", "version": "0.1.0"}
+    )
     assert status == 200
     cred = body["credential"]  # type: ignore[index]
     assert d1.stop(signal.SIGTERM) == 0
     assert any('"event": "stopped"' in line or '"event":"stopped"' in line for line in d1.stderr_lines)
     d2 = start_daemon_process(args)
     daemon_processes.append(d2)
-    status, body = http("POST", d2.url + "/spawn", {"name": "worker", "version": "0.1.0"}, {"x-murmur-spawn-credential": cred})
+    status, body = http(
+        "POST", d2.url + "/spawn", {"name": "worker", "version": "0.1.0"}, {"x-murmur-spawn-credential": cred}
+    )
     assert status == 200, body
     assert d2.stop(signal.SIGINT) == 0
     # No token ever reaches the log: only 16-hex ids.
@@ -110,7 +120,9 @@ def test_sigterm_clean_shutdown_and_restart_keeps_credentials(
         assert "msc1." not in line and "msa1." not in line, line
 
 
-def test_port_in_use_is_one_sentence(tmp_path: Path, registry: RegistryBuilder, daemon_processes: list[DaemonProcess]) -> None:
+def test_port_in_use_is_one_sentence(
+    tmp_path: Path, registry: RegistryBuilder, daemon_processes: list[DaemonProcess]
+) -> None:
     d = start_daemon_process(["--registry-path", str(registry.root), "--state-dir", str(tmp_path / "a")])
     daemon_processes.append(d)
     out = run_cli("--port", str(d.port), "--registry-path", str(registry.root), "--state-dir", str(tmp_path / "b"))

@@ -124,11 +124,11 @@ async def test_spawn_refusals(daemon: RunningDaemon) -> None:
 
 
 async def test_identity_refusal_is_byte_identical(daemon: RunningDaemon) -> None:
-    parent, cred = await daemon.register_top("orchestrator")
+    _, cred = await daemon.register_top("orchestrator")
     # A well-formed credential for a session that does not exist (forged payload, real tag).
     payload = base64.urlsafe_b64encode(b'{"v":1,"sid":"ses_nobody","n":"' + b"0" * 32 + b'"}').rstrip(b"=").decode()
     forged = f"msc1.{payload}.{cred.split('.')[2]}"
-    ended_sid, ended_cred = await daemon.register_top("orchestrator")
+    _, ended_cred = await daemon.register_top("orchestrator")
     status, _, _, _ = await daemon.call("POST", "/deregister", json={"outcome": "complete"}, headers={CRED: ended_cred})
     assert status == 200
     approval_status, grant = await daemon.spawn(cred, "worker")
@@ -153,9 +153,10 @@ async def test_identity_refusal_is_byte_identical(daemon: RunningDaemon) -> None
     assert status == 403 and json.loads(raw) == {"error": IDENTITY_REFUSAL}
 
 
-async def test_approval_replay_expiry_coordinates_digest(
-    daemon: RunningDaemon, registry: RegistryBuilder
-) -> None:
+async def test_approval_replay_expiry_coordinates_digest(daemon_factory: Any, registry: RegistryBuilder) -> None:
+    registry.add("orchestrator", capabilities={"spawn": {"allow": ["worker"]}, "network": {"allow": ["localhost"]}})
+    registry.add("worker", capabilities={"network": {"allow": ["localhost:8080"]}})
+    daemon = await daemon_factory(registry.root, spawn_allow=("orchestrator",), registry_recheck_secs=0)
     _, cred = await daemon.register_top("orchestrator")
     _, grant = await daemon.spawn(cred, "worker")
     await daemon.register_child(grant["approval"], "worker")
@@ -184,7 +185,10 @@ async def test_approval_replay_expiry_coordinates_digest(
         json={"session_id": "ses_wrong", "name": "orchestrator", "version": "0.1.0"},
         headers={APPR: grant["approval"]},
     )
-    assert (status, body) == (403, {"error": "this spawn approval was granted for 'worker@0.1.0', not 'orchestrator@0.1.0'"})
+    assert (status, body) == (
+        403,
+        {"error": "this spawn approval was granted for 'worker@0.1.0', not 'orchestrator@0.1.0'"},
+    )
     # Spent the moment it verified: the right coordinates are now a replay.
     status, body, _, _ = await daemon.call(
         "POST",
@@ -217,7 +221,9 @@ async def test_depth_bound(daemon_factory: Any, registry: RegistryBuilder) -> No
     _, child_cred = await d.register_child(grant["approval"], "orchestrator")
     status, body = await d.spawn(child_cred, "orchestrator")
     assert (status, body) == (403, {"error": refusals.depth(1)})
-    d0 = await daemon_factory(registry.root, spawn_allow=("orchestrator",), max_depth=0, state_dir=d.roost.config.state_dir.parent / "s0")
+    d0 = await daemon_factory(
+        registry.root, spawn_allow=("orchestrator",), max_depth=0, state_dir=d.roost.config.state_dir.parent / "s0"
+    )
     _, cred0 = await d0.register_top("orchestrator")
     status, body = await d0.spawn(cred0, "orchestrator")
     assert (status, body) == (403, {"error": refusals.depth(0)})
@@ -249,7 +255,10 @@ async def test_machine_ceiling(daemon_factory: Any, registry: RegistryBuilder) -
     await d.register_child(grant["approval"], "worker")
     await d.register_top("orchestrator")
     d0 = await daemon_factory(
-        registry.root, spawn_allow=("orchestrator",), max_live_capsules=0, state_dir=d.roost.config.state_dir.parent / "z"
+        registry.root,
+        spawn_allow=("orchestrator",),
+        max_live_capsules=0,
+        state_dir=d.roost.config.state_dir.parent / "z",
     )
     _, cred0 = await d0.register_top("orchestrator")
     assert (await d0.spawn(cred0, "worker")) == (403, {"error": refusals.ceiling(0, 1)})
@@ -330,7 +339,9 @@ async def test_restart_keeps_sessions_and_spent_ids(
     assert mode == 0o600
 
 
-async def test_restart_with_ephemeral_keys_forgets(daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path) -> None:
+async def test_restart_with_ephemeral_keys_forgets(
+    daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path
+) -> None:
     registry.add("orchestrator", capabilities={"spawn": {"allow": ["worker"]}})
     registry.add("worker")
     state = tmp_path / "eph"

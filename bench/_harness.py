@@ -1,0 +1,181 @@
+"""Shared benchmark plumbing: temp registries, daemons pinned to a core, wrk runs, reports.
+
+Benchmarks compare against a baseline measured in the same run on the same core, because the
+machine is shared and noisy: the ratio is the figure that means something, not the absolute.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+SERVER_CPU = "0"
+CLIENT_CPU = "1"
+
+
+def taskset(cpu: str) -> list[str]:
+    return ["taskset", "-c", cpu] if shutil.which("taskset") and (os.cpu_count() or 1) > 1 else []
+
+
+def make_registry(root: Path, capsules: dict[str, dict[str, Any]]) -> None:
+    """Pack ``{name: manifest-extras}`` capsules (version 0.1.0) into ``root``."""
+    import yaml
+
+    from roost.packing import pack_capsule
+
+    src = root.parent / "src"
+    for name, extra in capsules.items():
+        d = src / name
+        d.mkdir(parents=True, exist_ok=True)
+        manifest = {"name": name, "version": "0.1.0", **extra}
+        script = manifest.pop("script", None)
+        if script is not None:
+            (d / "main.py").write_text("#!/usr/bin/env python3\n" + textwrap.dedent(script))
+            (d / "main.py").chmod(0o755)
+            manifest["entrypoint"] = ["main.py"]
+        (d / "murmur.yaml").write_text(yaml.safe_dump(manifest))
+        pack_capsule(d, root)
+
+
+@dataclass
+class Proc:
+    proc: subprocess.Popen[bytes]
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def start_daemon(args: list[str], cpu: str = SERVER_CPU, env: dict[str, str] | None = None) -> Proc:
+    cmd = [*taskset(cpu), sys.executable, "-m", "roost", "--port", "0", "--log-format", "json", *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    assert proc.stderr is not None
+    pat = re.compile(rb"listening on \S+:(\d+)")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        m = pat.search(line)
+        if m:
+            # Discard the rest of stderr in the background so the daemon never blocks on it.
+            import threading
+
+            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()  # type: ignore[union-attr]
+            return Proc(proc, int(m.group(1)))
+    proc.kill()
+    raise SystemExit("daemon did not start")
+
+
+def start_script(code: str, cpu: str = SERVER_CPU) -> Proc:
+    """Run a python server script that prints its port on the first stdout line."""
+    proc = subprocess.Popen([*taskset(cpu), sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    port = int(proc.stdout.readline().decode().strip())
+    return Proc(proc, port)
+
+
+def post_json(url: str, body: Any, headers: dict[str, str] | None = None) -> Any:
+    req = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"content-type": "application/json", **(headers or {})},
+    )
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+@dataclass
+class WrkResult:
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    bytes_per_s: float
+    non2xx: int
+
+
+_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+_BYTES = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3}
+
+
+def wrk(
+    url: str,
+    *,
+    method: str = "GET",
+    body: str | None = None,
+    headers: dict[str, str] | None = None,
+    connections: int = 50,
+    seconds: int = 8,
+) -> WrkResult:
+    if not shutil.which("wrk"):
+        raise SystemExit("wrk is required for this benchmark: apt-get install wrk")
+    lua = ["wrk.method = " + json.dumps(method)]
+    if body is not None:
+        lua.append("wrk.body = " + json.dumps(body))
+    for k, v in (headers or {}).items():
+        lua.append(f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}")
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fh:
+        fh.write("\n".join(lua) + "\n")
+        script = fh.name
+    try:
+        out = subprocess.run(
+            [*taskset(CLIENT_CPU), "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", script, url],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    finally:
+        os.unlink(script)
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    tr = re.search(r"Transfer/sec:\s+([\d.]+)(\w+)", out)
+    bps = float(tr.group(1)) * _BYTES.get(tr.group(2), 1) if tr else 0.0
+
+    def pct(p: str) -> float:
+        m = re.search(rf"\s{p}%\s+([\d.]+)(us|ms|s)", out)
+        return float(m.group(1)) * _UNITS[m.group(2)] if m else float("nan")
+
+    non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    return WrkResult(rps, pct("50"), pct("99"), bps, int(non2xx.group(1)) if non2xx else 0)
+
+
+BARE_JSON_SERVER = """
+import asyncio, json, socket, sys
+from aiohttp import web
+async def handler(request):
+    body = json.loads(await request.read())
+    return web.json_response({"approval": "x" * 300, "name": body.get("name"), "version": body.get("version"),
+                              "sha256": "0" * 64, "expires_at_ms": 0})
+async def main():
+    app = web.Application()
+    app.router.add_post("/spawn", handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    print(site._server.sockets[0].getsockname()[1], flush=True)
+    await asyncio.Event().wait()
+asyncio.run(main())
+"""
