@@ -20,16 +20,22 @@ import psutil
 import structlog
 from aiohttp import web
 
+from a2a.client import A2AClient
 from roost.blocking import BlockingExecutor
 from roost.config import Config
+from roost.events import EventBus
 from roost.http.app import build_app
 from roost.keys import KeyFileError, KeyRing
+from roost.launcher.service import Launcher
 from roost.logs import configure_logging
 from roost.metrics import Metrics
+from roost.peer.plane import PeerPlane
 from roost.referee import Referee, wall_ms
 from roost.registry import Registry
-from roost.sessions import SessionTable
+from roost.relay import Relay
+from roost.sessions import SessionRecord, SessionTable
 from roost.store import Store, StoreError
+from roost.trace import TraceWriter
 
 __all__ = ["Roost", "StartupError", "run"]
 
@@ -75,7 +81,13 @@ class Roost:
             executor=self.executor,
             clock=clock,
         )
-        self.extra_routes: list[web.RouteTableDef] = []
+        self.events = EventBus(clock=clock)
+        # One client (one connection pool) for every outbound A2A call the daemon makes.
+        self.a2a = A2AClient(connect_timeout=5.0, total_timeout=config.peer_timeout_secs)
+        self._traces: dict[str, TraceWriter] = {}
+        self.relay = Relay(self)
+        self.peer_plane = PeerPlane(self)
+        self.launcher = Launcher(self)
         self.app: web.Application | None = None
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
@@ -102,8 +114,11 @@ class Roost:
         try:
             await self.store.open()
             await self.executor.run(self.referee.load)
+            self.events.run_id = await self.executor.run(self._instance_id)
         except StoreError as exc:
             raise StartupError(str(exc)) from None
+        for service in (self.relay, self.peer_plane, self.launcher):
+            await service.start()
         self.app = build_app(self)
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=10.0)
         await self._runner.setup()
@@ -126,6 +141,37 @@ class Roost:
             ephemeral_keys=cfg.ephemeral_keys,
         )
 
+    def _instance_id(self) -> str:
+        """The daemon instance id (``runId`` of every event), kept across restarts."""
+        rows = self.store.rows("SELECT value FROM meta WHERE key = 'instance_id'")
+        if rows:
+            return str(rows[0]["value"])
+        run_id = self.events.run_id
+        self.store.write_sync([("INSERT INTO meta (key, value) VALUES ('instance_id', ?)", (run_id,))])
+        return run_id
+
+    def trace_writer(self, rec: SessionRecord) -> TraceWriter | None:
+        """The writer for a session's ``trace.jsonl``; None when roost does not know its workdir."""
+        if rec.workdir is None:
+            return None
+        writer = self._traces.get(rec.session_id)
+        if writer is None:
+            if len(self._traces) > 10_000:
+                self._traces.clear()
+            writer = self._traces[rec.session_id] = TraceWriter(rec.workdir, rec.session_id)
+        return writer
+
+    async def write_trace(self, rec: SessionRecord, event_type: str, payload: dict[str, object]) -> str | None:
+        """Append one line to the session's trace through the executor; returns its event id."""
+        writer = self.trace_writer(rec)
+        if writer is None:
+            return None
+        try:
+            return await self.executor.run(writer.write, event_type, payload)
+        except OSError as exc:
+            log.warning("trace_write_failed", session_id=rec.session_id, event_type=event_type, error=str(exc))
+            return None
+
     @property
     def url(self) -> str:
         host = self.config.bind if ":" not in self.config.bind else f"[{self.config.bind}]"
@@ -135,6 +181,12 @@ class Roost:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        for service in (self.launcher, self.peer_plane, self.relay):
+            try:
+                await service.stop()
+            except Exception:
+                log.exception("service_stop_failed", service=type(service).__name__)
+        await self.a2a.close()
         await self.store.close()
         self.executor.shutdown()
 

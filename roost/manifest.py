@@ -95,8 +95,7 @@ def _destinations(entries: list[str]) -> list[str]:
     for entry in entries:
         if NetworkAllowRule.parse(entry) is None:
             raise ValueError(
-                f"'{entry}' is not a network destination (a bare host, host:port, or an http(s) URL "
-                "with no path)"
+                f"'{entry}' is not a network destination (a bare host, host:port, or an http(s) URL with no path)"
             )
     return entries
 

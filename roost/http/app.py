@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from roost.http import referee_routes
+from roost.http import job_routes, peer_routes, referee_routes, relay_routes
 from roost.http.context import ROOST
 from roost.http.middleware import MAX_BODY_BYTES, error_middleware
 
@@ -20,6 +20,7 @@ def build_app(roost: Roost) -> web.Application:
     app = web.Application(middlewares=[error_middleware], client_max_size=MAX_BODY_BYTES)
     app[ROOST] = roost
     app.add_routes(referee_routes.routes)
-    for extra in roost.extra_routes:
-        app.add_routes(extra)
+    app.add_routes(relay_routes.routes)
+    app.add_routes(peer_routes.routes)
+    app.add_routes(job_routes.routes)
     return app

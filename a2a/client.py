@@ -1,0 +1,239 @@
+"""An aiohttp A2A client that speaks both dialects and fails with sentences an operator can act on.
+
+Why this shape: the roost relay sends many short requests to a handful of peers, so one
+``ClientSession`` (one connection pool) is reused for the client's life. The dialect is read once
+per peer from its card (1.0 when offered, else 0.3) and cached. Errors never echo the request's
+headers or body, because the relay's headers may carry credentials.
+
+Peer URLs: ``host:port`` or ``http://host:port[/path]``. ``https://`` is refused with
+:class:`~a2a.errors.UnsupportedPeerURL`: murmur doors are plain HTTP on loopback/LAN, and
+silently downgrading an https URL to clear text (what murmur does) would leak whatever the
+caller meant to protect. The card is read from the origin root; requests go to the given path.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+from multidict import CIMultiDict
+from yarl import URL
+
+from a2a import errors, jsonrpc
+from a2a.card import CARD_PATH, card_dialect
+from a2a.models import AgentCard, Dialect, Message, Task, dump_message, parse_send_result, parse_task
+
+VERSION_HEADER = "A2A-Version"
+_METHODS: dict[Dialect, dict[str, str]] = {
+    "0.3": {"send": "message/send", "get": "tasks/get", "cancel": "tasks/cancel"},
+    "1.0": {"send": "SendMessage", "get": "GetTask", "cancel": "CancelTask"},
+}
+_SNIPPET = 200
+
+
+def normalize_peer_url(peer_url: str) -> URL:
+    """``host:port`` → ``http://host:port/``; keep http URLs; refuse https and other schemes."""
+    raw = peer_url.strip()
+    if "://" not in raw:
+        raw = "http://" + raw
+    try:
+        url = URL(raw)
+    except ValueError as exc:
+        raise errors.UnsupportedPeerURL(f"peer URL {peer_url!r} is not a valid URL: {exc}") from None
+    if url.scheme == "https":
+        raise errors.UnsupportedPeerURL(
+            f"peer URL {peer_url!r} uses https, which this A2A client does not dial: there is no TLS "
+            "here; give the door's plain http://host:port address"
+        )
+    if url.scheme != "http":
+        raise errors.UnsupportedPeerURL(f"peer URL {peer_url!r} has scheme {url.scheme!r}; only http is supported")
+    if not url.host:
+        raise errors.UnsupportedPeerURL(f"peer URL {peer_url!r} has no host")
+    if not url.path:
+        url = url.with_path("/")
+    return url.with_fragment(None)
+
+
+def _reason(exc: BaseException, timeout: float | None) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"timed out after {timeout:g} s" if timeout else "timed out"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        os_err = exc.os_error
+        return os_err.strerror or str(os_err) if isinstance(os_err, OSError) else str(exc)
+    text = str(exc)
+    return f"{exc.__class__.__name__}: {text}" if text else exc.__class__.__name__
+
+
+class A2AClient:
+    """One reusable A2A client. Use ``async with A2AClient() as c:`` or call :meth:`close`."""
+
+    def __init__(self, *, connect_timeout: float = 5.0, total_timeout: float = 30.0) -> None:
+        self._timeout = aiohttp.ClientTimeout(total=total_timeout, sock_connect=connect_timeout)
+        self._total = total_timeout
+        self._session: aiohttp.ClientSession | None = None
+        self._dialects: dict[str, Dialect] = {}
+
+    async def __aenter__(self) -> A2AClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(timeout=self._timeout, raise_for_status=False)
+        return self._session
+
+    # -- card and dialect ------------------------------------------------------------------------
+
+    async def fetch_card(self, base_url: str) -> AgentCard:
+        """GET ``/.well-known/agent-card.json`` at the peer's origin and validate it."""
+        url = normalize_peer_url(base_url)
+        card_url = url.with_path(CARD_PATH).with_query(None)
+        status, body = await self._request("GET", card_url, base_url, None, {})
+        if not 200 <= status < 300:
+            raise self._http_error(base_url, status, body)
+        try:
+            obj = json.loads(body)
+            card = AgentCard.model_validate(obj)
+        except ValueError as exc:
+            raise errors.InvalidResponse(base_url, f"agent card is not valid ({_first_line(exc)})") from None
+        self._dialects[str(url)] = card_dialect(card)
+        return card
+
+    async def dialect_for(self, peer_url: str) -> Dialect:
+        """The dialect to speak to ``peer_url``: from its card (cached), 0.3 when it has no usable card.
+
+        Unreachable peers raise :class:`~a2a.errors.PeerUnreachable`; a missing or broken card
+        falls back to 0.3 (murmur era-B doors speak it) without caching the guess.
+        """
+        key = str(normalize_peer_url(peer_url))
+        cached = self._dialects.get(key)
+        if cached is not None:
+            return cached
+        try:
+            await self.fetch_card(peer_url)
+        except (errors.PeerHTTPError, errors.InvalidResponse):
+            return "0.3"
+        return self._dialects[key]
+
+    def forget(self, peer_url: str) -> None:
+        """Drop the cached dialect for a peer (e.g. after it restarted with another version)."""
+        self._dialects.pop(str(normalize_peer_url(peer_url)), None)
+
+    # -- methods ---------------------------------------------------------------------------------
+
+    async def send_message(
+        self,
+        url: str,
+        message: Message,
+        *,
+        dialect: Dialect | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Task:
+        """``message/send`` / ``SendMessage``; returns the peer's Task (1.0 ``{"task"}`` unwrapped)."""
+        d = dialect or await self.dialect_for(url)
+        params: dict[str, Any] = {"message": dump_message(message, d)}
+        if d == "1.0":
+            params["configuration"] = {"returnImmediately": True}
+        result = await self._call(url, d, _METHODS[d]["send"], params, headers)
+        return self._parse(url, result, send=True)
+
+    async def get_task(
+        self,
+        url: str,
+        task_id: str,
+        *,
+        dialect: Dialect | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Task:
+        d = dialect or await self.dialect_for(url)
+        result = await self._call(url, d, _METHODS[d]["get"], {"id": task_id}, headers)
+        return self._parse(url, result, send=False)
+
+    async def cancel_task(
+        self,
+        url: str,
+        task_id: str,
+        *,
+        dialect: Dialect | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Task:
+        d = dialect or await self.dialect_for(url)
+        result = await self._call(url, d, _METHODS[d]["cancel"], {"id": task_id}, headers)
+        return self._parse(url, result, send=False)
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    @staticmethod
+    def _parse(url: str, result: Any, *, send: bool) -> Task:
+        try:
+            return parse_send_result(result) if send else parse_task(result)
+        except ValueError as exc:
+            raise errors.InvalidResponse(url, f"result is not a Task ({_first_line(exc)})") from None
+
+    async def _call(
+        self,
+        url: str,
+        dialect: Dialect,
+        method: str,
+        params: dict[str, Any],
+        extra_headers: Mapping[str, str] | None,
+    ) -> Any:
+        target = normalize_peer_url(url)
+        headers: CIMultiDict[str] = CIMultiDict({"Content-Type": "application/json"})
+        if dialect == "1.0":
+            headers[VERSION_HEADER] = "1.0"
+        if extra_headers:
+            for name, value in extra_headers.items():
+                headers[name] = value  # caller's headers are sent as given, replacing ours
+        body = jsonrpc.dumps(jsonrpc.build_request(method, params))
+        status, data = await self._request("POST", target, url, body, headers)
+        if not 200 <= status < 300:
+            raise self._http_error(url, status, data)
+        return jsonrpc.read_result(data, url)
+
+    async def _request(
+        self, method: str, target: URL, shown_url: str, body: bytes | None, headers: Mapping[str, str]
+    ) -> tuple[int, bytes]:
+        try:
+            async with self._http().request(method, target, data=body, headers=headers) as resp:
+                return resp.status, await resp.read()
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise errors.PeerUnreachable(shown_url, _reason(exc, self._total)) from None
+
+    @staticmethod
+    def _http_error(url: str, status: int, body: bytes) -> errors.PeerHTTPError:
+        code: str | None = None
+        message = ""
+        try:
+            obj = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            obj = None
+        if isinstance(obj, dict):
+            err, msg = obj.get("error"), obj.get("message")
+            code = err if isinstance(err, str) else None
+            message = msg if isinstance(msg, str) else (code or "")
+        if not message:
+            text = body.decode("utf-8", "replace").strip()
+            message = _snippet(text) if text else "no body"
+        return errors.PeerHTTPError(url, status, message, code)
+
+
+def _snippet(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= _SNIPPET else line[: _SNIPPET - 1] + "…"
+
+
+def _first_line(exc: BaseException) -> str:
+    return _snippet(str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)

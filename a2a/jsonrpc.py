@@ -1,0 +1,105 @@
+"""JSON-RPC 2.0 envelopes: parse a request on the door, build requests and read answers on the client.
+
+Why hand-written and not pydantic: the door parses one envelope per request on its hot path and
+must turn every malformed body into the exact JSON-RPC error (-32700 / -32600), never a
+validation traceback. The stdlib ``json`` module and a few type checks do that in microseconds.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from a2a import errors
+from a2a.ids import prefixed
+
+JsonId = str | int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One JSON-RPC request as the door sees it. ``params`` is always an object (absent → ``{}``)."""
+
+    id: JsonId
+    method: str
+    params: dict[str, Any]
+
+
+class RequestError(Exception):
+    """Envelope-level failure: carries the id (if one could be read) and the error to answer."""
+
+    def __init__(self, error: errors.JsonRpcError, request_id: JsonId = None) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.request_id = request_id
+
+
+def _valid_id(value: object) -> bool:
+    return value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def parse_request(body: bytes) -> Request:
+    """Parse a request body; raise :class:`RequestError` with the JSON-RPC error to answer.
+
+    Batches are not served (A2A never batches): an array answers -32600. A missing ``id`` is
+    read as ``null`` rather than treated as a notification, so every request gets an answer.
+    """
+    try:
+        obj = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise RequestError(errors.parse_error()) from None
+    if not isinstance(obj, dict):
+        detail = "batch requests are not supported" if isinstance(obj, list) else "not a request object"
+        raise RequestError(errors.invalid_request(detail))
+    request_id = obj.get("id")
+    if not _valid_id(request_id):
+        raise RequestError(errors.invalid_request("id must be a string, an integer or null"))
+    if obj.get("jsonrpc") != "2.0":
+        raise RequestError(errors.invalid_request('jsonrpc must be "2.0"'), request_id)
+    method = obj.get("method")
+    if not isinstance(method, str):
+        raise RequestError(errors.invalid_request("method must be a string"), request_id)
+    params = obj.get("params")
+    if params is None:
+        params = {}
+    elif not isinstance(params, dict):
+        raise RequestError(errors.invalid_params("params must be an object"), request_id)
+    return Request(request_id, method, params)
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact UTF-8 JSON, the form every answer and request is sent in."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def result_body(request_id: JsonId, result: Any) -> bytes:
+    return dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+def error_body(request_id: JsonId, error: errors.JsonRpcError) -> bytes:
+    return dumps({"jsonrpc": "2.0", "id": request_id, "error": error.to_object()})
+
+
+def build_request(method: str, params: dict[str, Any], request_id: str | None = None) -> dict[str, Any]:
+    """A client request envelope; ids are ``req_<uuid7>`` as murmur mints them."""
+    return {"jsonrpc": "2.0", "id": request_id or prefixed("req"), "method": method, "params": params}
+
+
+def read_result(body: bytes, url: str) -> Any:
+    """Return ``result`` from a response body, or raise the matching client-side error."""
+    try:
+        obj = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise errors.InvalidResponse(url, f"body is not JSON ({exc.__class__.__name__})") from None
+    if not isinstance(obj, dict):
+        raise errors.InvalidResponse(url, "body is not a JSON-RPC response object")
+    err = obj.get("error")
+    if err is not None:
+        if not isinstance(err, dict) or not isinstance(err.get("code"), int):
+            raise errors.InvalidResponse(url, "malformed JSON-RPC error object")
+        message = err.get("message")
+        raise errors.JsonRpcError(err["code"], message if isinstance(message, str) else "", err.get("data"), url=url)
+    if "result" not in obj:
+        raise errors.NoResult(url)
+    return obj["result"]

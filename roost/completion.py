@@ -1,0 +1,329 @@
+"""The completion path: ``MURMUR_SPAWNER``, ``completion.json`` and its delivery (upstream §9).
+
+Shared by the child's host (``roost-capsule``, ``reported_by: child``) and the daemon's
+launcher (``reported_by: launcher``), so both write the same record the same way:
+
+* the record is written atomically with ``delivered: false`` *before* anything is posted, then
+  rewritten with ``delivered: true`` or ``delivery_error`` — a reader never sees a half file;
+* delivery is one ``message/send`` to the parent's door with origin ``completion``, the trust
+  the spawner handle carries, and ``x-murmur-delegation-id`` / ``x-murmur-completion-session``;
+* the message names where the result is and never carries the child's output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from a2a.client import A2AClient
+from a2a.errors import A2AError, JsonRpcError, PeerHTTPError, PeerUnreachable
+from a2a.ids import prefixed
+from a2a.models import Message, Part, TaskState
+
+__all__ = [
+    "COMPLETION_FILE",
+    "TERMINATED_DETAIL",
+    "CompletionRecord",
+    "SpawnerHandle",
+    "SpawnerHandleError",
+    "crash_detail",
+    "cut_detail",
+    "deadline_detail",
+    "deliver",
+    "message_text",
+    "read_completion",
+    "report",
+    "write_completion",
+    "write_json_atomic",
+]
+
+COMPLETION_FILE = "completion.json"
+TERMINATED_DETAIL = "the parent ended this delegation"
+DETAIL_MAX_BYTES = 2000
+STDERR_LINES = 20
+
+Status = Literal["ok", "error", "crashed", "terminated"]
+Reporter = Literal["child", "launcher"]
+
+
+def cut_detail(text: str, limit: int = DETAIL_MAX_BYTES) -> str:
+    """At most ``limit`` UTF-8 bytes; a cut is marked `` […]``."""
+    raw = text.encode("utf-8")
+    if len(raw) <= limit:
+        return text
+    marker = " […]"
+    room = limit - len(marker.encode("utf-8"))
+    return raw[:room].decode("utf-8", "ignore") + marker
+
+
+def crash_detail(exit_status: str, stderr_lines: list[str]) -> str:
+    text = f"the child process ended without recording a completion ({exit_status})"
+    tail = [ln for ln in stderr_lines[-STDERR_LINES:] if ln.strip()]
+    if tail:
+        text += "; its last stderr lines were:\n" + "\n".join(tail)
+    return cut_detail(text)
+
+
+def deadline_detail(secs: int | float) -> str:
+    return f"the capsule was still running after {int(secs)}s and was ended at the delegation deadline"
+
+
+class SpawnerHandleError(ValueError):
+    """``MURMUR_SPAWNER`` cannot be used; the message is the reason sentence."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpawnerHandle:
+    """Where a delegated child reports: parent door, parent session, context, trust, delegation."""
+
+    session_id: str
+    context_id: str
+    delegation_id: str
+    url: str | None = None
+    trust: Literal["trusted", "untrusted"] | None = None
+
+    @property
+    def addressed(self) -> bool:
+        return self.url is not None
+
+    def to_env(self) -> str:
+        obj: dict[str, Any] = {}
+        if self.url is not None:
+            obj["url"] = self.url
+        obj["session_id"] = self.session_id
+        obj["context_id"] = self.context_id
+        if self.trust is not None:
+            obj["trust"] = self.trust
+        obj["delegation_id"] = self.delegation_id
+        return json.dumps(obj, separators=(",", ":"))
+
+    @classmethod
+    def parse(cls, raw: str) -> SpawnerHandle:
+        try:
+            obj = json.loads(raw)
+        except ValueError as exc:
+            raise SpawnerHandleError(f"it is not JSON: {exc}") from None
+        if not isinstance(obj, dict):
+            raise SpawnerHandleError("it is not a JSON object")
+        for key in ("session_id", "context_id", "delegation_id"):
+            if not isinstance(obj.get(key), str) or not obj[key]:
+                raise SpawnerHandleError(f"it carries no '{key}'")
+        url, trust = obj.get("url"), obj.get("trust")
+        if url is not None and not isinstance(url, str):
+            raise SpawnerHandleError("its 'url' is not a string")
+        if trust is not None and trust not in ("trusted", "untrusted"):
+            raise SpawnerHandleError(f"'{trust}' is not a trust class")
+        if (url is None) != (trust is None):
+            which = "a 'url' with no 'trust'" if url is not None else "a 'trust' with no 'url'"
+            raise SpawnerHandleError(f"it carries {which}; a completion address is both or neither")
+        return cls(
+            session_id=obj["session_id"],
+            context_id=obj["context_id"],
+            delegation_id=obj["delegation_id"],
+            url=url,
+            trust=trust,
+        )
+
+
+@dataclass(slots=True)
+class CompletionRecord:
+    delegation_id: str
+    capsule_name: str
+    capsule_version: str
+    session_id: str
+    status: Status
+    workdir: str
+    duration_ms: int
+    reported_by: Reporter
+    result_path: str | None = None
+    detail: str | None = None
+    delivered: bool = False
+    delivery_error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "delegation_id": self.delegation_id,
+            "capsule_name": self.capsule_name,
+            "capsule_version": self.capsule_version,
+            "session_id": self.session_id,
+            "status": self.status,
+        }
+        if self.result_path is not None:
+            out["result_path"] = self.result_path
+        out["workdir"] = self.workdir
+        out["duration_ms"] = self.duration_ms
+        if self.detail is not None:
+            out["detail"] = self.detail
+        out["reported_by"] = self.reported_by
+        out["delivered"] = self.delivered
+        if self.delivery_error is not None:
+            out["delivery_error"] = self.delivery_error
+        return out
+
+    @classmethod
+    def from_dict(cls, obj: dict[str, Any]) -> CompletionRecord:
+        try:
+            return cls(
+                delegation_id=str(obj["delegation_id"]),
+                capsule_name=str(obj["capsule_name"]),
+                capsule_version=str(obj["capsule_version"]),
+                session_id=str(obj["session_id"]),
+                status=obj["status"],
+                workdir=str(obj["workdir"]),
+                duration_ms=int(obj["duration_ms"]),
+                reported_by=obj.get("reported_by", "child"),
+                result_path=obj.get("result_path"),
+                detail=obj.get("detail"),
+                delivered=bool(obj.get("delivered", False)),
+                delivery_error=obj.get("delivery_error"),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"completion.json is not a completion record: {exc}") from None
+
+
+def write_json_atomic(path: Path, obj: Any, *, mode: int = 0o600) -> None:
+    """Pretty JSON + newline via temp file, fsync, rename, fsync of the directory (blocking)."""
+    data = (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def write_completion(workdir: Path, rec: CompletionRecord) -> Path:
+    path = workdir / COMPLETION_FILE
+    write_json_atomic(path, rec.to_dict())
+    return path
+
+
+def read_completion(workdir: Path) -> CompletionRecord | None:
+    """The record in ``workdir``, or None when there is none or it is unreadable."""
+    try:
+        raw = (workdir / COMPLETION_FILE).read_bytes()
+        obj = json.loads(raw)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    try:
+        return CompletionRecord.from_dict(obj)
+    except ValueError:
+        return None
+
+
+def message_text(rec: CompletionRecord) -> str:
+    lines = [
+        "Delegated capsule finished.",
+        f"delegation_id: {rec.delegation_id}",
+        f"capsule: {rec.capsule_name}@{rec.capsule_version}",
+        f"session_id: {rec.session_id}",
+        f"status: {rec.status}",
+        f"duration_ms: {rec.duration_ms}",
+        f"workdir: {rec.workdir}",
+        (
+            f"result: {rec.result_path} (in that workdir)"
+            if rec.result_path
+            else "result: none (the child wrote no result file)"
+        ),
+    ]
+    if rec.detail:
+        lines.append(f"detail: {rec.detail}")
+    lines.append("The child's output is not reproduced here; read it from the workdir named above.")
+    return "\n".join(lines)
+
+
+async def deliver(
+    client: A2AClient,
+    handle: SpawnerHandle,
+    rec: CompletionRecord,
+    *,
+    window_secs: float = 30.0,
+) -> str | None:
+    """Post the completion to the parent's door; None on success, else the reason.
+
+    Transport errors are retried with backoff (100 ms doubling to 2 s) for ``window_secs``,
+    because the parent's listener may still be coming up; a refusal is final.
+    """
+    if handle.url is None or handle.trust is None:
+        return "the spawner handle carries no completion address"
+    message = Message(
+        message_id=prefixed("msg"),
+        role="user",
+        parts=[Part(kind="text", text=message_text(rec))],
+        context_id=handle.context_id,
+    )
+    headers = {
+        "x-murmur-task-origin": "completion",
+        "x-murmur-task-trust": handle.trust,
+        "x-murmur-delegation-id": handle.delegation_id,
+        "x-murmur-completion-session": handle.session_id,
+    }
+    deadline = time.monotonic() + window_secs
+    delay = 0.1
+    while True:
+        try:
+            task = await client.send_message(handle.url, message, dialect="0.3", headers=headers)
+        except PeerUnreachable as exc:
+            if time.monotonic() + delay > deadline:
+                return str(exc)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+            continue
+        except JsonRpcError as exc:
+            return exc.message or "the parent refused the completion"
+        except (PeerHTTPError, A2AError) as exc:
+            return str(exc)
+        if task.status.state == TaskState.REJECTED:
+            return "the parent rejected the completion: its queue is full"
+        return None
+
+
+async def report(
+    client: A2AClient,
+    handle: SpawnerHandle | None,
+    workdir: Path,
+    rec: CompletionRecord,
+    *,
+    run_blocking: Any = None,
+    window_secs: float = 30.0,
+) -> CompletionRecord:
+    """Write ``delivered: false``, post (when addressed), rewrite with the result.
+
+    ``run_blocking`` is an awaitable-returning callable ``(fn, *args)`` (the daemon's executor);
+    without one the writes run inline (the capsule host's own loop has nothing else to serve).
+    """
+
+    async def blocking(fn: Any, *args: Any) -> Any:
+        if run_blocking is None:
+            return fn(*args)
+        return await run_blocking(fn, *args)
+
+    first = replace(rec, delivered=False, delivery_error=None)
+    await blocking(write_completion, workdir, first)
+    if handle is None or not handle.addressed:
+        return first
+    error = await deliver(client, handle, first, window_secs=window_secs)
+    final = replace(first, delivered=error is None, delivery_error=error)
+    await blocking(write_completion, workdir, final)
+    return final

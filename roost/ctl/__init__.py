@@ -1,0 +1,1 @@
+"""roostctl: the operator CLI over the daemon's admin socket."""

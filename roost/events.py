@@ -1,0 +1,215 @@
+"""Daemon observation events in the versioned ``ObserveEvent`` shape (seeds/001).
+
+Every unit of daemon work (a child started, a completion delivered, a handle redeemed, a relay
+sent, a reconcile pass) is reported as ``operation.started`` followed by ``operation.completed``
+or ``operation.failed``; the operation is the span name (``roost.process.start`` …). Attributes
+are scalars under ``roost.<subsystem>.*`` keys and never content (no task text, no file bytes,
+no token — only ids).
+
+``runId`` names the daemon instance (kept in the state database, so it survives restarts);
+``executionId`` names this process; ``sequence`` is 0-based and monotonic per execution.
+Subscribers (``roostctl events -f``) each get a bounded queue; a slow reader loses the oldest
+events and is told how many with an ``events.lagged`` marker instead of stalling the daemon.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from a2a.ids import uuid7_hex
+
+__all__ = ["EventBus", "ObservedError", "Scalar", "Span", "Subscription"]
+
+Scalar = str | int | float | bool | None
+Category = Literal[
+    "authentication",
+    "authorization",
+    "rate-limit",
+    "overloaded",
+    "timeout",
+    "network",
+    "provider",
+    "validation",
+    "tool",
+    "checkpoint",
+    "aborted",
+    "unknown",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedError:
+    name: str
+    category: Category = "unknown"
+    code: str | None = None
+    status_code: int | None = None
+    retryable: bool | None = None
+    message: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "category": self.category}
+        if self.code is not None:
+            out["code"] = self.code
+        if self.status_code is not None:
+            out["statusCode"] = self.status_code
+        if self.retryable is not None:
+            out["retryable"] = self.retryable
+        if self.message is not None:
+            out["message"] = self.message
+        return out
+
+
+def _scalars(attrs: dict[str, Any]) -> dict[str, Scalar]:
+    out: dict[str, Scalar] = {}
+    for key, value in attrs.items():
+        if value is None or isinstance(value, (str, int, float, bool)):
+            out[key] = value
+        else:
+            raise TypeError(f"event attribute {key!r} must be a scalar, not {type(value).__name__}")
+    return out
+
+
+class Subscription:
+    """One reader of the live stream."""
+
+    def __init__(self, bus: EventBus, maxsize: int) -> None:
+        self._bus = bus
+        self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize)
+        self.dropped = 0
+
+    def _offer(self, event: dict[str, Any]) -> None:
+        if self._queue.full():
+            with contextlib.suppress(asyncio.QueueEmpty):
+                self._queue.get_nowait()
+            self.dropped += 1
+        self._queue.put_nowait(event)
+
+    async def get(self) -> dict[str, Any]:
+        event = await self._queue.get()
+        if self.dropped:
+            lagged = {"type": "events.lagged", "dropped": self.dropped}
+            self.dropped = 0
+            self._offer(event)
+            return lagged
+        return event
+
+    def close(self) -> None:
+        self._bus._subscribers.discard(self)
+
+
+@dataclass(slots=True)
+class Span:
+    """An operation in flight; finish it exactly once with :meth:`completed` or :meth:`failed`."""
+
+    bus: EventBus
+    subsystem: str
+    operation: str
+    span_id: str
+    parent_span_id: str | None
+    started: float
+    attributes: dict[str, Scalar] = field(default_factory=dict)
+    done: bool = False
+
+    def completed(self, *, result_count: int | None = None, **attributes: Any) -> None:
+        if self.done:
+            return
+        self.done = True
+        extra: dict[str, Any] = {"durationMs": round((time.monotonic() - self.started) * 1000, 3)}
+        if result_count is not None:
+            extra["resultCount"] = result_count
+        self.bus._emit("operation.completed", self, {**self.attributes, **_scalars(attributes)}, extra)
+
+    def failed(self, error: ObservedError, **attributes: Any) -> None:
+        if self.done:
+            return
+        self.done = True
+        extra: dict[str, Any] = {
+            "durationMs": round((time.monotonic() - self.started) * 1000, 3),
+            "error": error.as_dict(),
+        }
+        self.bus._emit("operation.failed", self, {**self.attributes, **_scalars(attributes)}, extra)
+
+
+class EventBus:
+    """Builds, numbers, keeps (ring buffer) and fans out observation events."""
+
+    def __init__(
+        self,
+        run_id: str | None = None,
+        *,
+        keep: int = 2000,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        self.run_id = run_id or uuid7_hex()
+        self.execution_id = uuid7_hex()
+        self.root_span = secrets.token_hex(8)
+        self._sequence = 0
+        self._recent: deque[dict[str, Any]] = deque(maxlen=keep)
+        self._subscribers: set[Subscription] = set()
+        self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+
+    def start(
+        self,
+        operation: str,
+        *,
+        subsystem: str | None = None,
+        parent: Span | None = None,
+        item_count: int | None = None,
+        **attributes: Any,
+    ) -> Span:
+        """Report ``operation.started`` and return the span to finish later."""
+        sub = subsystem or operation.split(".")[1]
+        span = Span(
+            bus=self,
+            subsystem=sub,
+            operation=operation,
+            span_id=secrets.token_hex(8),
+            parent_span_id=parent.span_id if parent is not None else self.root_span,
+            started=time.monotonic(),
+            attributes=_scalars(attributes),
+        )
+        extra: dict[str, Any] = {}
+        if item_count is not None:
+            extra["itemCount"] = item_count
+        self._emit("operation.started", span, span.attributes, extra)
+        return span
+
+    def _emit(self, kind: str, span: Span, attributes: dict[str, Scalar], extra: dict[str, Any]) -> None:
+        seq = self._sequence
+        self._sequence += 1
+        event: dict[str, Any] = {
+            "schemaVersion": 1,
+            "type": kind,
+            "eventId": f"{self.execution_id}:{seq}",
+            "sequence": seq,
+            "timestamp": self._clock(),
+            "runId": self.run_id,
+            "executionId": self.execution_id,
+            "spanId": span.span_id,
+            "parentSpanId": span.parent_span_id,
+            "subsystem": span.subsystem,
+            "operation": span.operation,
+            **extra,
+            "attributes": dict(attributes),
+        }
+        self._recent.append(event)
+        for sub in list(self._subscribers):
+            sub._offer(event)
+
+    def recent(self, limit: int | None = None) -> list[dict[str, Any]]:
+        items = list(self._recent)
+        return items if limit is None else items[-limit:]
+
+    def subscribe(self, *, maxsize: int = 1000, replay: int = 0) -> Subscription:
+        sub = Subscription(self, maxsize)
+        for event in self.recent(replay) if replay else []:
+            sub._offer(event)
+        self._subscribers.add(sub)
+        return sub

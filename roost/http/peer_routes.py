@@ -1,0 +1,9 @@
+"""HTTP routes for peer; handlers stay thin and call the service object."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+__all__ = ["routes"]
+
+routes = web.RouteTableDef()

@@ -1,0 +1,1 @@
+"""Launcher: child sessions as processes of their own, with lifelines and completions."""

@@ -1,0 +1,1 @@
+"""Peer plane: HMAC peer-file handles minted, redeemed and fetched by the daemon."""
