@@ -57,16 +57,23 @@ class PayloadTooLarge(RoostError):
 
 
 class Refused(RoostError):
-    """A policy refusal (allow list, envelope, bound, approval state): 403 with its sentence."""
+    """A policy refusal (allow list, envelope, bound, approval state): 403 with its sentence.
+
+    ``kind`` names the refusal class for logs and metrics (never shown to the client).
+    """
 
     default_status = 403
+
+    def __init__(self, message: str, kind: str = "policy") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class IdentityRefused(Refused):
     """The one fixed identity refusal: byte-identical whatever the cause, so it is no oracle."""
 
     def __init__(self) -> None:
-        super().__init__(IDENTITY_REFUSAL)
+        super().__init__(IDENTITY_REFUSAL, kind="identity")
 
 
 class NotFound(RoostError):

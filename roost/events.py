@@ -82,6 +82,7 @@ class Subscription:
     def __init__(self, bus: EventBus, maxsize: int) -> None:
         self._bus = bus
         self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize)
+        self._held: dict[str, Any] | None = None
         self.dropped = 0
 
     def _offer(self, event: dict[str, Any]) -> None:
@@ -92,11 +93,15 @@ class Subscription:
         self._queue.put_nowait(event)
 
     async def get(self) -> dict[str, Any]:
+        """The next event; a lag marker first when events were dropped since the last read."""
+        if self._held is not None:
+            event, self._held = self._held, None
+            return event
         event = await self._queue.get()
         if self.dropped:
             lagged = {"type": "events.lagged", "dropped": self.dropped}
             self.dropped = 0
-            self._offer(event)
+            self._held = event
             return lagged
         return event
 

@@ -210,9 +210,9 @@ class Referee:
         """Referee one spawn for the session the credential names; reserve its slot durably."""
         parent = self.authenticate(credential)
         if self.draining:
-            raise Refused("this daemon is draining: it finishes running jobs and grants no new spawns")
+            raise Refused("this daemon is draining: it finishes running jobs and grants no new spawns", "draining")
         if name not in parent.envelope.spawn_allow:
-            raise Refused(refusals.not_in_parent_allow(name))
+            raise Refused(refusals.not_in_parent_allow(name), "spawn_allow")
         self._check_bounds(parent)
         artifact = await self.resolve(name, version)
         # The parent may have ended while the registry was read.
@@ -221,7 +221,7 @@ class Referee:
         child_env = self._envelope_of(artifact)
         why = violation(parent.envelope, child_env)
         if why is not None:
-            raise Refused(why)
+            raise Refused(why, "envelope")
         now = self.clock()
         approval, claims = tokens.mint_approval(
             self.keys.approval_key,
@@ -265,14 +265,14 @@ class Referee:
         """Depth, machine ceiling, concurrency — in upstream order. Returns prune deletes."""
         cfg = self.config
         if parent.depth_remaining <= 0:
-            raise Refused(refusals.depth(cfg.max_depth))
+            raise Refused(refusals.depth(cfg.max_depth), "depth")
         gone = self.table.prune(self.clock())
         live = self.table.live_capsules()
         if live >= cfg.max_live_capsules:
-            raise Refused(refusals.ceiling(cfg.max_live_capsules, live))
+            raise Refused(refusals.ceiling(cfg.max_live_capsules, live), "ceiling")
         kids = self.table.live_children(parent.session_id)
         if kids >= cfg.max_concurrent:
-            raise Refused(refusals.concurrency(cfg.max_concurrent, kids))
+            raise Refused(refusals.concurrency(cfg.max_concurrent, kids), "concurrency")
         return [r.delete_op() for r in gone]
 
     # -- POST /register --------------------------------------------------------------------
@@ -299,10 +299,11 @@ class Referee:
         if approval is None:
             if self.draining:
                 raise Refused(
-                    "this daemon is draining: it finishes running jobs and registers no new top-level sessions"
+                    "this daemon is draining: it finishes running jobs and registers no new top-level sessions",
+                    "draining",
                 )
             if name not in self.config.spawn_allow:
-                raise Refused(refusals.not_in_spawn_allow(name))
+                raise Refused(refusals.not_in_spawn_allow(name), "spawn_allow")
             artifact = await self.resolve(name, version)
             depth = self.config.max_depth
             parent_id = None
@@ -313,11 +314,11 @@ class Referee:
             try:
                 claims = tokens.verify_approval(self.keys.approval_key, approval, now_ms=now)
             except tokens.ApprovalExpired:
-                raise Refused(refusals.EXPIRED) from None
+                raise Refused(refusals.EXPIRED, "approval_expired") from None
             except tokens.TokenError:
                 raise IdentityRefused() from None
             if not self.table.spend(claims.jti, claims.exp, now):
-                raise Refused(refusals.REPLAYED)
+                raise Refused(refusals.REPLAYED, "approval_replayed")
             spent_op: Op = (
                 "INSERT OR IGNORE INTO spent (jti, exp_ms) VALUES (?, ?)",
                 (claims.jti, claims.exp),
@@ -329,9 +330,9 @@ class Referee:
                 granted = f"{claims.name}@{claims.version}"
                 asked = f"{name}@{version}"
                 if granted != asked:
-                    raise Refused(refusals.coordinates(granted, asked))
+                    raise Refused(refusals.coordinates(granted, asked), "approval_coordinates")
                 if claims.digest != artifact.sha256:
-                    raise Refused(refusals.digest(asked, claims.digest, artifact.sha256))
+                    raise Refused(refusals.digest(asked, claims.digest, artifact.sha256), "approval_digest")
             except Refused:
                 # The approval is spent the moment it verified, whatever follows.
                 await self.store.commit([spent_op])

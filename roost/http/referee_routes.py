@@ -6,9 +6,10 @@ import os
 from typing import Any
 from urllib.parse import urlsplit
 
+import structlog
 from aiohttp import web
 
-from roost.errors import BadRequest, NotFound
+from roost.errors import BadRequest, NotFound, Refused, RoostError
 from roost.http.context import ROOST
 from roost.http.middleware import read_json
 from roost.referee import require_str
@@ -19,6 +20,13 @@ CREDENTIAL_HEADER = "x-murmur-spawn-credential"
 APPROVAL_HEADER = "x-murmur-spawn-approval"
 
 routes = web.RouteTableDef()
+log = structlog.get_logger("roost.referee")
+
+
+def _outcome(exc: RoostError) -> str:
+    if isinstance(exc, Refused):
+        return exc.kind
+    return "bad_request" if exc.status < 500 else "error"
 
 
 @routes.get("/health")
@@ -29,10 +37,16 @@ async def health(request: web.Request) -> web.Response:
 @routes.post("/spawn")
 async def spawn(request: web.Request) -> web.Response:
     roost = request.app[ROOST]
-    body = await read_json(request)
-    name = require_str(body, "name")
-    version = require_str(body, "version")
-    grant = await roost.referee.spawn(request.headers.get(CREDENTIAL_HEADER), name, version)
+    try:
+        body = await read_json(request)
+        name = require_str(body, "name")
+        version = require_str(body, "version")
+        grant = await roost.referee.spawn(request.headers.get(CREDENTIAL_HEADER), name, version)
+    except RoostError as exc:
+        outcome = _outcome(exc)
+        roost.metrics.spawn_decision(outcome)
+        log.info("spawn_refused", outcome=outcome, status=exc.status)
+        raise
     roost.metrics.spawn_decision("granted")
     return web.json_response(grant.answer())
 
@@ -79,16 +93,20 @@ async def register(request: web.Request) -> web.Response:
         raise BadRequest("workdir must be an existing directory")
     pid = _optional_pid(body)
     capsule_url = _optional_url(body)
-    credential, _rec = await roost.referee.register(
-        request.headers.get(APPROVAL_HEADER),
-        session_id=session_id,
-        name=name,
-        version=version,
-        workdir=workdir,
-        pid=pid,
-        pid_start=await roost.executor.run(roost.process_start_time, pid) if pid else None,
-        capsule_url=capsule_url,
-    )
+    try:
+        credential, _rec = await roost.referee.register(
+            request.headers.get(APPROVAL_HEADER),
+            session_id=session_id,
+            name=name,
+            version=version,
+            workdir=workdir,
+            pid=pid,
+            pid_start=await roost.executor.run(roost.process_start_time, pid) if pid else None,
+            capsule_url=capsule_url,
+        )
+    except RoostError as exc:
+        log.info("register_refused", outcome=_outcome(exc), status=exc.status, capsule=f"{name}@{version}")
+        raise
     return web.json_response({"credential": credential})
 
 

@@ -1,0 +1,55 @@
+"""Observation events: versioned shape, monotonic sequence, scalar attributes, lag marker."""
+
+from __future__ import annotations
+
+import pytest
+
+from roost.events import EventBus, ObservedError
+
+
+def test_span_lifecycle_shape() -> None:
+    bus = EventBus(run_id="run1", clock=lambda: 42)
+    span = bus.start("roost.process.start", job_id="job_1", pid=7)
+    span.completed(exit_code=0)
+    span.completed()  # finishing twice reports once
+    started, done = bus.recent()
+    assert started["schemaVersion"] == 1
+    assert started["type"] == "operation.started" and done["type"] == "operation.completed"
+    assert (started["sequence"], done["sequence"]) == (0, 1)
+    assert started["eventId"] == f"{bus.execution_id}:0"
+    assert started["runId"] == "run1" and started["timestamp"] == 42
+    assert started["spanId"] == done["spanId"] and started["parentSpanId"] == bus.root_span
+    assert started["subsystem"] == "process" and started["operation"] == "roost.process.start"
+    assert done["attributes"] == {"job_id": "job_1", "pid": 7, "exit_code": 0}
+    assert done["durationMs"] >= 0
+
+
+def test_failed_carries_observed_error_and_child_span() -> None:
+    bus = EventBus()
+    parent = bus.start("roost.process.reconcile")
+    child = bus.start("roost.completion.deliver", parent=parent)
+    child.failed(ObservedError(name="DeliveryError", category="network", retryable=True, message="refused"))
+    ev = bus.recent()[-1]
+    assert ev["type"] == "operation.failed"
+    assert ev["parentSpanId"] == parent.span_id
+    assert ev["error"] == {"name": "DeliveryError", "category": "network", "retryable": True, "message": "refused"}
+
+
+def test_attributes_must_be_scalars() -> None:
+    bus = EventBus()
+    with pytest.raises(TypeError, match="scalar"):
+        bus.start("roost.process.start", argv=["a", "b"])
+
+
+async def test_slow_subscriber_gets_a_lag_marker() -> None:
+    bus = EventBus()
+    sub = bus.subscribe(maxsize=3)
+    for i in range(10):
+        bus.start("roost.process.start", n=i)
+    first = await sub.get()
+    assert first == {"type": "events.lagged", "dropped": 7}
+    rest = [await sub.get() for _ in range(3)]
+    assert [e["attributes"]["n"] for e in rest] == [7, 8, 9]
+    sub.close()
+    bus.start("roost.process.start")
+    assert sub._queue.empty()
