@@ -102,12 +102,13 @@ def test_spawner_handle_round_trip_and_refusals() -> None:
     assert SpawnerHandle.parse(h.to_env()) == h
     lineage = SpawnerHandle(session_id="ses_p", context_id="ctx_1", delegation_id="dlg_1")
     assert not SpawnerHandle.parse(lineage.to_env()).addressed
+    addr = '{"session_id":"s","context_id":"c","delegation_id":"d","url":"http://x:1"'
     cases = {
         "nope": "it is not JSON",
         "[]": "it is not a JSON object",
         '{"context_id":"c","delegation_id":"d"}': "it carries no 'session_id'",
-        '{"session_id":"s","context_id":"c","delegation_id":"d","url":"http://x:1"}': "it carries a 'url' with no 'trust'",
-        '{"session_id":"s","context_id":"c","delegation_id":"d","url":"http://x:1","trust":"maybe"}': "'maybe' is not a trust class",
+        addr + "}": "it carries a 'url' with no 'trust'",
+        addr + ',"trust":"maybe"}': "'maybe' is not a trust class",
     }
     for raw, reason in cases.items():
         with pytest.raises(SpawnerHandleError) as err:
