@@ -1,25 +1,238 @@
-"""Service object for the A2A relay (POST /a2a/send and relays of tasks/get, tasks/cancel).
+"""The A2A relay: sends ``message/send``, ``tasks/get`` and ``tasks/cancel`` on a session's behalf.
 
-Constructed by :class:`roost.daemon.Roost` and started after the store is open, stopped before it
-closes.
+Why the daemon does this rather than the capsule: the receiving door derives a task's origin and
+trust from ``x-murmur-task-origin`` / ``x-murmur-task-trust`` (upstream-a2a.md §3). Only a sender
+that cannot be told what to stamp keeps untrust from being laundered along a chain, so every
+header that classifies the task is built here from the *session record* (its trust was fixed at
+registration), never from the request: unknown body fields and caller ``x-murmur-*`` headers are
+simply never read.
+
+Other rules: the peer must be covered by the session's ``capabilities.network.allow`` (checked
+before any connection); a ``traceparent`` is always sent (the caller's trace continued when it is
+valid W3C, else a new trace); ``a2a_send`` is appended to the sender's ``trace.jsonl`` only after
+the peer returned a Task, so a failed or refused send records nothing.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from a2a import traceparent
+from a2a.errors import A2AError, JsonRpcError, PeerHTTPError, PeerUnreachable
+from a2a.ids import prefixed
+from a2a.models import Message, Part, Task
+from a2a.origin import Origin, Trust, outbound_headers
+from roost.errors import BadGateway, BadRequest, Refused
+from roost.events import ObservedError
+from roost.netrule import allows
+from roost.referee import require_str
+from roost.sessions import SessionRecord
 
 if TYPE_CHECKING:
     from roost.daemon import Roost
 
-__all__ = ["Relay"]
+__all__ = ["Relay", "SendRequest", "network_refusal", "parse_send"]
+
+log = structlog.get_logger("roost.relay")
+
+MAX_TEXT_BYTES = 48 * 1024  # the HTTP body ceiling is 64 KiB; leave room for the envelope
+
+
+def network_refusal(peer_url: str) -> str:
+    return f"network policy: '{peer_url}' not in capabilities.network.allow"
+
+
+@dataclass(frozen=True, slots=True)
+class SendRequest:
+    """The only fields of a ``POST /a2a/send`` body the relay reads."""
+
+    peer_url: str
+    parts: tuple[Part, ...]
+    context_id: str | None
+    message_id: str
+    traceparent: str | None
+    tracestate: str | None
+
+
+def _optional_str(body: dict[str, Any], key: str) -> str | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BadRequest(f"invalid JSON: field '{key}' must be a string")
+    return value
+
+
+def parse_send(body: dict[str, Any]) -> SendRequest:
+    """Validate a send body (pure). ``text`` or ``parts`` is required; nothing sets origin or trust."""
+    peer_url = require_str(body, "peer_url").strip()
+    if not peer_url:
+        raise BadRequest("peer_url must not be empty")
+    text = _optional_str(body, "text")
+    raw_parts = body.get("parts")
+    parts: list[Part] = []
+    if raw_parts is not None:
+        if not isinstance(raw_parts, list) or not raw_parts:
+            raise BadRequest("invalid JSON: field 'parts' must be a non-empty list of parts")
+        try:
+            parts = [Part.model_validate(p) for p in raw_parts]
+        except ValueError as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else "invalid part"
+            raise BadRequest(f"invalid JSON: field 'parts': {reason}") from None
+    if text is not None:
+        parts.insert(0, Part(kind="text", text=text))
+    if not parts:
+        raise BadRequest("a send needs 'text' or 'parts'")
+    size = sum(len(p.text.encode()) for p in parts if p.text is not None)
+    if size > MAX_TEXT_BYTES:
+        raise BadRequest(f"the message text is {size} bytes; the relay carries at most {MAX_TEXT_BYTES}")
+    return SendRequest(
+        peer_url=peer_url,
+        parts=tuple(parts),
+        context_id=_optional_str(body, "context_id") or None,
+        message_id=_optional_str(body, "message_id") or prefixed("msg"),
+        traceparent=_optional_str(body, "traceparent"),
+        tracestate=_optional_str(body, "tracestate"),
+    )
+
+
+def stamp(trust: Trust, caller_traceparent: str | None, caller_tracestate: str | None) -> tuple[str, dict[str, str]]:
+    """The outgoing headers (pure): trace context continued or new, origin ``peer``, the given trust."""
+    caller = traceparent.parse(caller_traceparent.strip().lower() if caller_traceparent else None)
+    tp = caller.child() if caller is not None else traceparent.new()
+    headers = {"traceparent": tp.format(), **outbound_headers(Origin.PEER, trust)}
+    if caller is not None and caller_tracestate and traceparent.valid_tracestate(caller_tracestate):
+        headers["tracestate"] = caller_tracestate
+    return tp.format(), headers
+
+
+def _failure(exc: A2AError) -> tuple[str, ObservedError]:
+    """The 502 sentence (the peer's error or the network reason) and its observation."""
+    if isinstance(exc, PeerUnreachable):
+        return str(exc), ObservedError("PeerUnreachable", "network", retryable=True)
+    if isinstance(exc, PeerHTTPError):
+        return str(exc), ObservedError("PeerHTTPError", "provider", status_code=exc.status)
+    if isinstance(exc, JsonRpcError):
+        return str(exc), ObservedError("JsonRpcError", "provider", code=str(exc.code))
+    return str(exc), ObservedError(type(exc).__name__, "validation")
+
+
+def _attrs(session_id: str, method: str) -> dict[str, Any]:
+    return {"roost.relay.session_id": session_id, "roost.relay.method": method}
 
 
 class Relay:
+    """``POST /a2a/send``, ``/a2a/tasks/get``, ``/a2a/tasks/cancel`` for authenticated sessions."""
+
     def __init__(self, roost: Roost) -> None:
         self.roost = roost
 
     async def start(self) -> None:
-        """Nothing to start yet."""
+        """Nothing to start: the relay uses the daemon's shared A2A client."""
 
     async def stop(self) -> None:
-        """Nothing to stop yet."""
+        """Nothing to stop: the shared client is closed by the daemon."""
+
+    def _authorize(self, credential: str | None, peer_url: str) -> SessionRecord:
+        rec = self.roost.referee.authenticate(credential)
+        if not allows(rec.envelope.network_allow, peer_url):
+            raise Refused(network_refusal(peer_url))
+        return rec
+
+    async def send(self, credential: str | None, body: dict[str, Any]) -> dict[str, Any]:
+        metrics = self.roost.metrics.relay_requests
+        try:
+            req = parse_send(body)
+            rec = self._authorize(credential, req.peer_url)
+        except (BadRequest, Refused):
+            metrics.labels("send", "refused").inc()
+            raise
+        trust: Trust = Trust(rec.trust)
+        sent_tp, headers = stamp(trust, req.traceparent, req.tracestate)
+        message = Message(message_id=req.message_id, role="user", parts=list(req.parts), context_id=req.context_id)
+        span = self.roost.events.start("roost.relay.send", **_attrs(rec.session_id, "send"))
+        try:
+            task = await self.roost.a2a.send_message(req.peer_url, message, headers=headers)
+        except A2AError as exc:
+            sentence, observed = _failure(exc)
+            span.failed(observed)
+            metrics.labels("send", "failed").inc()
+            log.info("relay_failed", session_id=rec.session_id, method="send", error=observed.name)
+            raise BadGateway(sentence) from None
+        state = task.status.state.value
+        await self.roost.write_trace(
+            rec,
+            "a2a_send",
+            {
+                "peer_url": req.peer_url,
+                "message_id": req.message_id,
+                "task_id": task.id,
+                "context_id": task.context_id,
+                "traceparent": sent_tp,
+                "trust": trust.value,
+            },
+        )
+        done: dict[str, Any] = {"roost.relay.task_id": task.id, "roost.relay.state": state}
+        span.completed(**done)
+        metrics.labels("send", "ok").inc()
+        return {
+            "task_id": task.id,
+            "context_id": task.context_id,
+            "message_id": req.message_id,
+            "traceparent": sent_tp,
+            "trust": trust.value,
+            "state": state,
+        }
+
+    async def get(self, credential: str | None, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._task_call("get", credential, body)
+
+    async def cancel(self, credential: str | None, body: dict[str, Any]) -> dict[str, Any]:
+        return await self._task_call("cancel", credential, body)
+
+    async def _task_call(self, method: str, credential: str | None, body: dict[str, Any]) -> dict[str, Any]:
+        metrics = self.roost.metrics.relay_requests
+        try:
+            peer_url = require_str(body, "peer_url").strip()
+            task_id = require_str(body, "task_id")
+            if not peer_url or not task_id:
+                raise BadRequest("peer_url and task_id must not be empty")
+            rec = self._authorize(credential, peer_url)
+        except (BadRequest, Refused):
+            metrics.labels(method, "refused").inc()
+            raise
+        _, headers = stamp(Trust(rec.trust), None, None)
+        span = self.roost.events.start("roost.relay.send", **_attrs(rec.session_id, method))
+        client = self.roost.a2a
+        try:
+            if method == "get":
+                task = await client.get_task(peer_url, task_id, headers=headers)
+            else:
+                task = await client.cancel_task(peer_url, task_id, headers=headers)
+        except A2AError as exc:
+            sentence, observed = _failure(exc)
+            span.failed(observed)
+            metrics.labels(method, "failed").inc()
+            raise BadGateway(sentence) from None
+        done: dict[str, Any] = {"roost.relay.task_id": task.id, "roost.relay.state": task.status.state.value}
+        span.completed(**done)
+        metrics.labels(method, "ok").inc()
+        return task_answer(task)
+
+
+def task_answer(task: Task) -> dict[str, Any]:
+    """A peer's Task as the relay answers it: ids, state, status text and artifact texts."""
+    status_text = task.status.message.text if task.status.message is not None else None
+    artifacts = [
+        {"name": a.name, "text": "\n".join(p.text for p in a.parts if p.text is not None)} for a in task.artifacts or []
+    ]
+    return {
+        "task_id": task.id,
+        "context_id": task.context_id,
+        "state": task.status.state.value,
+        "status_text": status_text,
+        "artifacts": artifacts,
+    }

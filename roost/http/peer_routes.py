@@ -1,9 +1,51 @@
-"""HTTP routes for peer; handlers stay thin and call the service object."""
+"""HTTP routes of the peer plane; handlers stay thin and call :class:`roost.peer.plane.PeerPlane`.
+
+``/resources/peer`` and everything below it is routed to one handler for *every* method, so the
+405 (``allow: GET``) is decided by the plane before anything else, identically for every path,
+and aiohttp's own method handling (which would also answer HEAD) never sees these paths.
+``PeerError`` becomes the daemon's ``{"error": code, "message": sentence}`` body here.
+"""
 
 from __future__ import annotations
 
 from aiohttp import web
 
+from roost.http.context import ROOST
+from roost.http.middleware import read_json
+from roost.peer.errors import PeerError
+
 __all__ = ["routes"]
 
 routes = web.RouteTableDef()
+
+CREDENTIAL_HEADER = "x-murmur-spawn-credential"
+
+
+@routes.post("/handles")
+async def mint_handle(request: web.Request) -> web.Response:
+    roost = request.app[ROOST]
+    rec = roost.referee.authenticate(request.headers.get(CREDENTIAL_HEADER))
+    body = await read_json(request)
+    try:
+        answer = await roost.peer_plane.mint(rec, body)
+    except PeerError as err:
+        raise err.coded() from None
+    return web.json_response(answer)
+
+
+@routes.post("/peer-fetch")
+async def peer_fetch(request: web.Request) -> web.Response:
+    roost = request.app[ROOST]
+    rec = roost.referee.authenticate(request.headers.get(CREDENTIAL_HEADER))
+    body = await read_json(request)
+    try:
+        answer = await roost.peer_plane.fetch(rec, body)
+    except PeerError as err:
+        raise err.coded() from None
+    return web.json_response(answer)
+
+
+@routes.route("*", "/resources/peer")
+@routes.route("*", "/resources/peer/{tail:.*}")
+async def redeem_handle(request: web.Request) -> web.StreamResponse:
+    return await request.app[ROOST].peer_plane.redeem(request)

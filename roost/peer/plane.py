@@ -1,25 +1,112 @@
-"""Service object for the peer plane (mint, redeem and fetch of mh1 peer-file handles).
+"""Service object for the peer plane: mint, redeem and fetch of ``mh1`` peer-file handles.
 
-Constructed by :class:`roost.daemon.Roost` and started after the store is open, stopped before it
-closes.
+Constructed by :class:`roost.daemon.Roost`, started after the store is open and stopped before
+it closes. It holds what outlives one request: the etag cache (so an unchanged large file is
+hashed once, see :mod:`roost.peer.redeem`) and the HTTP client the fetch side redeems with (a
+pool of its own, without auto-decompression, separate from the A2A client's).
+
+Keys: a handle is MACed with ``KeyRing.handle_key(session_id, handle_salt)``, derived per
+session; a handle is accepted only while the session that minted it is running, so ending a
+session revokes every handle it minted (upstream: the key dies with the session), and
+``roostctl keys rotate`` revokes them all.
+
+Trace lines of redeems go through a small group writer (:meth:`PeerPlane.trace`): every line
+queued while one executor job is writing is written by the next job, in order, so under load
+many redeems share one thread round trip instead of paying one each. A caller still waits for
+its own line to be on disk before it answers, so a trace is never behind the responses.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+import structlog
+from aiohttp import web
+
+from roost.peer import fetch as fetch_mod
+from roost.peer import mint as mint_mod
+from roost.peer import redeem as redeem_mod
+from roost.sessions import SessionRecord
+from roost.trace import TraceWriter
 
 if TYPE_CHECKING:
     from roost.daemon import Roost
 
 __all__ = ["PeerPlane"]
 
+log = structlog.get_logger("roost.peer")
+
+_Line = tuple[TraceWriter, str, str, dict[str, object], "asyncio.Future[None]"]
+
 
 class PeerPlane:
     def __init__(self, roost: Roost) -> None:
         self.roost = roost
+        self.etags = redeem_mod.EtagCache()
+        self._http: aiohttp.ClientSession | None = None
+        self._lines: list[_Line] = []
+        self._writer_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Nothing to start yet."""
+        """Nothing to open eagerly: the fetch client is created on first use."""
 
     async def stop(self) -> None:
-        """Nothing to stop yet."""
+        if self._writer_task is not None:
+            await asyncio.shield(self._writer_task)
+        if self._http is not None:
+            http, self._http = self._http, None
+            await http.close()
+
+    def http(self) -> aiohttp.ClientSession:
+        """The fetch-side client: no auto-decompression, connect timeout from the config."""
+        if self._http is None or self._http.closed:
+            timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(5.0, self.roost.config.peer_timeout_secs))
+            self._http = aiohttp.ClientSession(timeout=timeout, auto_decompress=False, raise_for_status=False)
+        return self._http
+
+    async def mint(self, rec: SessionRecord, body: dict[str, Any]) -> dict[str, Any]:
+        return await mint_mod.mint(self, rec, body)
+
+    async def redeem(self, request: web.Request) -> web.StreamResponse:
+        return await redeem_mod.redeem(self, request)
+
+    async def fetch(self, rec: SessionRecord, body: dict[str, Any]) -> dict[str, Any]:
+        return await fetch_mod.fetch(self, rec, body)
+
+    async def trace(self, rec: SessionRecord, event_type: str, payload: dict[str, object]) -> None:
+        """Append one line to ``rec``'s trace through the group writer; wait until it is written."""
+        writer = self.roost.trace_writer(rec)
+        if writer is None:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._lines.append((writer, rec.session_id, event_type, payload, fut))
+        if self._writer_task is None or self._writer_task.done():
+            self._writer_task = asyncio.create_task(self._drain())
+        await fut
+
+    async def _drain(self) -> None:
+        while self._lines:
+            batch, self._lines = self._lines, []
+            try:
+                failed = await self.roost.executor.run(_write_lines, batch)
+                for sid, event_type, error in failed:
+                    log.warning("trace_write_failed", session_id=sid, event_type=event_type, error=error)
+            except Exception:
+                log.exception("trace_batch_failed", lines=len(batch))
+            finally:
+                for *_, fut in batch:  # a trace failure never fails the redeem it records
+                    if not fut.done():
+                        fut.set_result(None)
+
+
+def _write_lines(batch: list[_Line]) -> list[tuple[str, str, str]]:
+    """Blocking: write each queued line in order; report failures rather than raising."""
+    failed: list[tuple[str, str, str]] = []
+    for writer, sid, event_type, payload, _fut in batch:
+        try:
+            writer.write(event_type, payload)
+        except OSError as exc:
+            failed.append((sid, event_type, exc.strerror or type(exc).__name__))
+    return failed

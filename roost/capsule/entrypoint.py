@@ -1,0 +1,159 @@
+"""Running a script capsule's entrypoint for one task.
+
+Why it looks like this: the entrypoint is untrusted code from an artifact, so it runs in its own
+process group (a cancel reaches everything it started), with the task on stdin and its stdout as
+the task's output. It never inherits the lifeline (close-on-exec) nor any token: the host's env
+is copied and the lifeline variable removed. Stopping is SIGTERM to the group, then SIGKILL
+after a grace period, the same escalation the launcher uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from roost.completion import cut_detail
+
+__all__ = ["EntrypointResult", "resolve_argv", "run_entrypoint", "task_env"]
+
+STDERR_LINES = 20
+KILL_GRACE_SECS = 5.0
+
+
+class EntrypointError(RuntimeError):
+    """The entrypoint cannot be started; the message is one sentence."""
+
+
+def resolve_argv(entrypoint: list[str], artifact_dir: Path) -> list[str]:
+    """A relative first word naming a file of the unpacked artifact runs that file; else PATH."""
+    first, rest = entrypoint[0], entrypoint[1:]
+    if not os.path.isabs(first):
+        candidate = (artifact_dir / first).resolve()
+        if candidate.is_file() and candidate.is_relative_to(artifact_dir.resolve()):
+            return [str(candidate), *rest]
+        if "/" in first:
+            raise EntrypointError(f"the entrypoint '{first}' is not a file of the artifact")
+        found = shutil.which(first)
+        if found is None:
+            raise EntrypointError(f"the entrypoint '{first}' is neither a file of the artifact nor on PATH")
+        return [found, *rest]
+    return list(entrypoint)
+
+
+def task_env(base: Mapping[str, str], extra: Mapping[str, str | None]) -> dict[str, str]:
+    """The host's env plus the ``MURMUR_*`` names, minus the lifeline; our python's dir first on PATH."""
+    env = {k: v for k, v in base.items() if k != "MURMUR_SPAWNER_LIFELINE"}
+    for key, value in extra.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    bindir = os.path.dirname(sys.executable)
+    path = env.get("PATH", os.defpath)
+    env["PATH"] = bindir + os.pathsep + path if path else bindir
+    return env
+
+
+@dataclass(frozen=True, slots=True)
+class EntrypointResult:
+    returncode: int
+    stdout: str
+    stderr_tail: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def failure(self) -> str:
+        """One sentence (plus the last stderr lines) for a failed task."""
+        if self.returncode < 0:
+            try:
+                name = signal.Signals(-self.returncode).name
+            except ValueError:
+                name = f"signal {-self.returncode}"
+            text = f"task failed: the entrypoint was killed by {name}"
+        else:
+            text = f"task failed: the entrypoint exited with status {self.returncode}"
+        tail = [ln for ln in self.stderr_tail if ln.strip()]
+        if tail:
+            text += "; its last stderr lines were:\n" + "\n".join(tail)
+        return cut_detail(text)
+
+
+async def _pump_stderr(stream: asyncio.StreamReader, tail: collections.deque[str]) -> None:
+    """Keep the last lines and echo each to our stderr (the launcher keeps its own tail of it)."""
+    while True:
+        line = await stream.readline()
+        if not line:
+            return
+        text = line.decode("utf-8", "replace").rstrip("\n")
+        tail.append(text)
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(text + "\n")
+            sys.stderr.flush()
+
+
+async def stop_group(proc: asyncio.subprocess.Process, grace: float = KILL_GRACE_SECS) -> None:
+    """SIGTERM the process group, SIGKILL it after ``grace`` seconds, and reap the leader."""
+    if proc.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(asyncio.shield(proc.wait()), grace)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # stragglers left in the group
+
+
+async def run_entrypoint(
+    argv: list[str], *, text: str, cwd: Path, env: Mapping[str, str], grace: float = KILL_GRACE_SECS
+) -> EntrypointResult:
+    """Run one task; cancelling this coroutine stops the whole group first, then re-raises."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=str(cwd),
+            env=dict(env),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return EntrypointResult(127, "", [f"could not start the entrypoint {argv[0]}: {exc.strerror or exc}"])
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+    stderr_task = asyncio.create_task(_pump_stderr(proc.stderr, tail))
+
+    async def feed() -> None:
+        assert proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            proc.stdin.write(text.encode("utf-8"))
+            await proc.stdin.drain()
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            proc.stdin.close()
+
+    feeder = asyncio.create_task(feed())
+    try:
+        out = await proc.stdout.read()
+        await proc.wait()
+        await feeder
+        await stderr_task
+    except asyncio.CancelledError:
+        await stop_group(proc, grace)
+        feeder.cancel()
+        stderr_task.cancel()
+        raise
+    return EntrypointResult(proc.returncode or 0, out.decode("utf-8", "replace"), list(tail))

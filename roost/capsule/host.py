@@ -1,0 +1,514 @@
+"""``roost-capsule run``: one script-capsule session from launch to exit.
+
+Why this order (DESIGN §3, upstream-roost.md §7-9): everything that can refuse the launch
+(``MURMUR_SPAWNER``, the lifeline, the artifact, the approval, registration) is checked before
+``session_start`` is written, so a refused launch leaves an empty trace and no session. The door
+is bound before registering (the daemon records its URL) and the ready line is printed last, so
+a launcher that reads it can use the door and the daemon already knows the session.
+
+Endings: a natural end (``after_task: exit``) writes and posts ``completion.json``; SIGTERM/SIGINT
+(the launcher ending the delegation) and lifeline EOF (the spawner is gone) cancel the running
+task and write no completion — the launcher records ``terminated`` itself, and a dead spawner has
+no door to hear one. Every ending writes exactly one ``session_end`` after every ``task_end``.
+
+Trace appends are done inline on the loop: each is one small ``O_APPEND`` write, cheaper than a
+thread hop, and inline keeps the record order identical to the order of events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import aiohttp
+from aiohttp import web
+
+from a2a.client import A2AClient
+from a2a.door import Door, DoorTask, TaskOutcome
+from a2a.errors import JsonRpcError
+from a2a.models import TaskState
+from a2a.origin import Origin
+from roost.capsule.entrypoint import EntrypointError, resolve_argv, run_entrypoint, task_env
+from roost.capsule.hostsock import HostSocket
+from roost.capsule.lifeline import ENV as LIFELINE_ENV
+from roost.capsule.lifeline import LifelineError, LifelineWatch, lifeline_refusal, take_lifeline
+from roost.capsule.taskinput import read_initial_task, read_job_id, write_results
+from roost.completion import CompletionRecord, SpawnerHandle, SpawnerHandleError, report
+from roost.ids import session_id as mint_session_id
+from roost.manifest import Manifest
+from roost.registry import Registry, RegistryError
+from roost.trace import TRACE_FILE, TraceWriter, records_dir
+
+__all__ = ["LaunchRefused", "Prepared", "RunOptions", "prepare", "run"]
+
+StopReason = Literal["natural", "signal", "lifeline"]
+LIFELINE_GRACE_SECS = 20.0
+EXIT_STATUS = {TaskState.COMPLETED: "ok", TaskState.FAILED: "failed", TaskState.CANCELED: "canceled"}
+REGISTER_TIMEOUT = aiohttp.ClientTimeout(total=30, sock_connect=5)
+DEREGISTER_TIMEOUT = aiohttp.ClientTimeout(total=5, sock_connect=2)
+
+
+class LaunchRefused(Exception):
+    """The launch is refused before any session exists; the message is one sentence."""
+
+
+def spawner_refusal(reason: str) -> str:
+    return (
+        f"MURMUR_SPAWNER does not carry a readable spawner handle: {reason}; a delegated child must be able "
+        "to tell its spawner that it finished, so the launch is refused rather than run unreportable"
+    )
+
+
+def register_refusal(url: str, reason: str) -> str:
+    return (
+        f"failed to register this session with mur-roost at {url}: {reason}; a capsule declaring "
+        "capabilities.spawn.allow must be known to the daemon that referees its spawns, so the launch is "
+        "refused rather than run unrefereed"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    name: str
+    version: str
+    workdir: Path
+    json: bool = False
+    spawn_grant_stdin: bool = False
+    registry_path: Path | None = None
+
+
+@dataclass(slots=True)
+class Prepared:
+    opts: RunOptions
+    manifest: Manifest
+    workdir: Path
+    session_id: str
+    records: Path
+    argv: list[str]
+    handle: SpawnerHandle | None
+    lifeline_fd: int | None
+    approval: str | None
+    roost_url: str | None
+    started_mono: float
+
+
+def _registry_root(opts: RunOptions) -> Path:
+    if opts.registry_path is not None:
+        return opts.registry_path
+    env = os.environ.get("MURMUR_REGISTRY_PATH", "").strip()
+    if env:
+        return Path(env)
+    return Path.home() / ".murmur" / "artifacts"
+
+
+def prepare(opts: RunOptions) -> Prepared:
+    """Every check that can refuse the launch, in upstream order (blocking, before the loop)."""
+    started = time.monotonic()
+    raw_handle = os.environ.get("MURMUR_SPAWNER", "")
+    handle: SpawnerHandle | None = None
+    if raw_handle.strip():
+        try:
+            handle = SpawnerHandle.parse(raw_handle)
+        except SpawnerHandleError as exc:
+            raise LaunchRefused(spawner_refusal(str(exc))) from None
+    try:
+        fd = take_lifeline(os.environ.get(LIFELINE_ENV))
+    except LifelineError as exc:
+        raise LaunchRefused(lifeline_refusal(str(exc))) from None
+    workdir = opts.workdir.absolute()
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LaunchRefused(f"cannot use the workdir {workdir}: {exc.strerror or exc}") from None
+    registry = Registry(_registry_root(opts))
+    try:
+        artifact = registry.resolve(opts.name, opts.version)
+    except RegistryError as exc:
+        raise LaunchRefused(str(exc)) from None
+    manifest = artifact.manifest
+    if not manifest.entrypoint:
+        raise LaunchRefused(
+            f"{artifact.coordinates} declares no entrypoint, so roost-capsule cannot run it; "
+            "a capsule without one runs under its own runtime (mur run)"
+        )
+    approval: str | None = None
+    if opts.spawn_grant_stdin:
+        approval = sys.stdin.readline().strip() or None
+        if approval is None:
+            raise LaunchRefused("--spawn-grant-stdin was given but stdin carried no spawn approval line")
+    sid = mint_session_id()
+    records = records_dir(workdir, sid)
+    records.mkdir(parents=True, mode=0o700)
+    (records / TRACE_FILE).touch(mode=0o600)  # a refused launch still leaves an (empty) trace
+    unpacked = records / "artifact"
+    try:
+        registry.extract(artifact, unpacked)
+        argv = resolve_argv(manifest.entrypoint, unpacked)
+    except (RegistryError, EntrypointError) as exc:
+        raise LaunchRefused(str(exc)) from None
+    url = os.environ.get("MURMUR_ROOST_URL", "").strip().rstrip("/") or None
+    return Prepared(opts, manifest, workdir, sid, records, argv, handle, fd, approval, url, started)
+
+
+def _categories(m: Manifest) -> list[str]:
+    caps = m.capabilities
+    out = []
+    if caps.network.allow or caps.network.unix_sockets:
+        out.append("network")
+    if caps.filesystem.scope is not None or caps.filesystem.workdir_exec:
+        out.append("filesystem")
+    if caps.shell.allow:
+        out.append("shell")
+    return out
+
+
+def _say(text: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"roost-capsule: {text}\n")
+        sys.stderr.flush()
+
+
+class Host:
+    """The running session: door, host socket, trace, tasks, and the way it ends."""
+
+    def __init__(self, p: Prepared) -> None:
+        self.p = p
+        m = p.manifest
+        self.trace = TraceWriter(p.workdir, p.session_id)
+        self.credential: str | None = None
+        self.job_id = read_job_id(p.workdir, os.environ)
+        self.delegated = p.handle is not None or p.approval is not None
+        self.stop_event = asyncio.Event()
+        self.stop_reason: StopReason | None = None
+        self.stopping = False
+        self.current: DoorTask | None = None
+        self.initial_id: str | None = None
+        self.initial_done = asyncio.Event()
+        self.last_state: TaskState | None = None
+        self.task_nodes: dict[str, tuple[str, float]] = {}
+        self.totals = dict.fromkeys(("turns", "input_tokens", "output_tokens", "tool_calls", "shell_calls"), 0)
+        self.door = Door(
+            name=m.name,
+            version=m.version,
+            session_id=p.session_id,
+            runner=self._run_task,
+            task_acceptance=m.lifecycle.task_acceptance,
+            queue_depth=m.lifecycle.queue_depth,
+            peer_tasks_accept=m.exports.peer_tasks.accept,
+            description=m.description,
+            on_activate=self._on_activate,
+            on_finish=self._on_finish,
+        )
+        self.hostsock: HostSocket | None = None
+        self.env: dict[str, str] = {}
+        self._runner: web.AppRunner | None = None
+        self._http: aiohttp.ClientSession | None = None
+        self._watch: LifelineWatch | None = None
+
+    # -- tasks ------------------------------------------------------------------------------------
+
+    async def _on_activate(self, task: DoorTask) -> None:
+        self.current = task
+        from_door = task.dialect is not None
+        if from_door:
+            self.trace.write(
+                "a2a_task_received",
+                {
+                    "task_id": task.id,
+                    "context_id": task.context_id,
+                    "message_id": task.message_id,
+                    "traceparent_from_caller": task.traceparent_from_caller,
+                },
+            )
+        payload: dict[str, Any] = {
+            "task_id": task.id,
+            "context_id": task.context_id,
+            "source": "a2a" if from_door else "task_md",
+            "origin": task.origin.value,
+            "trust": task.trust.value,
+            "lane": task.lane.value,
+        }
+        if task.origin is Origin.COMPLETION and task.delegation_id:
+            payload["delegation_id"] = task.delegation_id
+        payload["message_parts_bytes"] = task.message_parts_bytes
+        eid = self.trace.write("task_start", payload)
+        self.task_nodes[task.id] = (eid, time.monotonic())
+
+    async def _run_task(self, task: DoorTask) -> TaskOutcome:
+        if self.stopping:
+            return TaskOutcome.canceled("task canceled: the session is ending")
+        result = await run_entrypoint(self.p.argv, text=task.text, cwd=self.p.workdir, env=self.env)
+        if result.ok:
+            write_results(self.p.workdir, result.stdout, ok=True, job_id=self.job_id)
+            return TaskOutcome.completed(result.stdout)
+        reason = result.failure()
+        sep = "" if not result.stdout or result.stdout.endswith("\n") else "\n"
+        write_results(self.p.workdir, result.stdout + sep + reason + "\n", ok=False, job_id=self.job_id)
+        return TaskOutcome.failed(reason)
+
+    async def _on_finish(self, task: DoorTask, outcome: TaskOutcome) -> None:
+        node, started = self.task_nodes.pop(task.id, (None, time.monotonic()))
+        counts = dict.fromkeys(self.totals, 0)
+        self.trace.write(
+            "task_end",
+            {
+                "task_id": task.id,
+                "exit_status": EXIT_STATUS.get(outcome.state, "failed"),
+                "duration_ms": int((time.monotonic() - started) * 1000),
+                **counts,
+                "reopen_count": 0,
+            },
+            parent_id=node,
+        )
+        for key, value in counts.items():
+            self.totals[key] += value
+        self.last_state = outcome.state
+        self.current = None
+        if task.id == self.initial_id:
+            self.initial_done.set()
+
+    def _traceparent(self) -> str | None:
+        return self.current.trace.format() if self.current is not None else None
+
+    # -- stopping ---------------------------------------------------------------------------------
+
+    def _stop(self, reason: StopReason) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+            self.stopping = reason != "natural"
+            if reason == "lifeline":
+                self._spawner_ended()
+            self.stop_event.set()
+        elif self.stop_reason == "natural" and reason != "natural":
+            self.stop_reason = reason  # escalate a wind-down already under way
+            self.stopping = True
+            asyncio.get_running_loop().create_task(self._cancel_running())
+        if reason == "lifeline":
+            asyncio.get_running_loop().call_later(LIFELINE_GRACE_SECS, os._exit, 143)
+
+    def _spawner_ended(self) -> None:
+        _say("spawner lifeline closed — the session that delegated to this one has ended")
+        payload: dict[str, Any] = {}
+        if self.p.handle is not None:
+            payload = {"spawned_by": self.p.handle.session_id, "delegation_id": self.p.handle.delegation_id}
+        self.trace.write("spawner_ended", payload)
+
+    async def _cancel_running(self) -> None:
+        running = self.door.running
+        if running is not None:
+            with contextlib.suppress(JsonRpcError):
+                await self.door.cancel(running.id)
+
+    # -- daemon -----------------------------------------------------------------------------------
+
+    async def _register(self, capsule_url: str) -> None:
+        p = self.p
+        required = self.delegated or bool(p.manifest.capabilities.spawn.allow)
+        if p.roost_url is None:
+            if required:
+                raise LaunchRefused(register_refusal("<unset>", "MURMUR_ROOST_URL is not set"))
+            return
+        body = {
+            "session_id": p.session_id,
+            "name": p.manifest.name,
+            "version": p.manifest.version,
+            "workdir": str(p.workdir),
+            "pid": os.getpid(),
+            "capsule_url": capsule_url,
+        }
+        headers = {"x-murmur-spawn-approval": p.approval} if p.approval else {}
+        assert self._http is not None
+        try:
+            async with self._http.post(
+                p.roost_url + "/register", json=body, headers=headers, timeout=REGISTER_TIMEOUT
+            ) as resp:
+                raw = await resp.read()
+                status = resp.status
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise LaunchRefused(register_refusal(p.roost_url, str(exc) or type(exc).__name__)) from None
+        try:
+            answer = json.loads(raw)
+        except ValueError:
+            answer = None
+        if status != 200 or not isinstance(answer, dict) or not isinstance(answer.get("credential"), str):
+            err = answer.get("error") if isinstance(answer, dict) else None
+            reason = f"{status} {err}" if isinstance(err, str) else f"it answered HTTP {status}"
+            raise LaunchRefused(register_refusal(p.roost_url, reason))
+        self.credential = answer["credential"]
+
+    async def _deregister(self, outcome: str) -> None:
+        if self.credential is None or self.p.roost_url is None or self._http is None:
+            return
+        try:
+            async with self._http.post(
+                self.p.roost_url + "/deregister",
+                json={"outcome": outcome},
+                headers={"x-murmur-spawn-credential": self.credential},
+                timeout=DEREGISTER_TIMEOUT,
+            ) as resp:
+                await resp.read()
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            _say(f"could not deregister from mur-roost at {self.p.roost_url}: {exc or type(exc).__name__}")
+
+    # -- the session ------------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stop, "signal")
+        self._http = aiohttp.ClientSession()
+        try:
+            return await self._run()
+        finally:
+            await self._cleanup()
+
+    async def _start_listeners(self) -> str:
+        self._runner = web.AppRunner(self.door.app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        url = f"http://127.0.0.1:{port}"
+        self.door.url = url
+        self.hostsock = HostSocket(
+            self.p.records,
+            daemon_url=self.p.roost_url,
+            credential=lambda: self.credential,
+            traceparent=self._traceparent,
+        )
+        await self.hostsock.start()
+        return url
+
+    async def _run(self) -> int:
+        p = self.p
+        m = p.manifest
+        try:
+            url = await self._start_listeners()
+            await self._register(url)
+        except LaunchRefused as exc:
+            _say(str(exc))
+            return 1
+        assert self.hostsock is not None
+        self.env = task_env(
+            os.environ,
+            {
+                "MURMUR_JOB_ID": self.job_id,
+                "MURMUR_ROOST_URL": p.roost_url,
+                "MURMUR_SESSION_ID": p.session_id,
+                "MURMUR_HOST_SOCKET": str(self.hostsock.path),
+            },
+        )
+        start: dict[str, Any] = {
+            "capsule_name": m.name,
+            "capsule_version": m.version,
+            "capabilities": _categories(m),
+            "containment_declared": m.capabilities.containment,
+            "containment_achieved": "advisory",
+            "workdir_exec": m.capabilities.filesystem.workdir_exec,
+            "resumed_from": None,
+            "context_id": None,
+        }
+        if p.handle is not None:
+            start["spawned_by"] = p.handle.session_id
+            start["delegation_id"] = p.handle.delegation_id
+        self.trace.write("session_start", start, parent_id=None)
+        if p.opts.json:
+            sys.stdout.write(json.dumps({"session_id": p.session_id, "capsule_url": url}, separators=(",", ":")) + "\n")
+            sys.stdout.flush()
+        else:
+            _say(f"session {p.session_id} of {m.coordinates} is serving its A2A door at {url}")
+        if p.lifeline_fd is not None:
+            self._watch = LifelineWatch(p.lifeline_fd, lambda: self._stop("lifeline"))
+            self._watch.start()
+        initial = await asyncio.to_thread(read_initial_task, p.workdir)
+        if initial is not None:
+            self.initial_id = self.door.submit(initial.text).id
+        if m.lifecycle.after_task == "exit":
+            if initial is not None:
+                await _first(self.initial_done.wait(), self.stop_event.wait())
+            self._stop("natural")
+        await self.stop_event.wait()
+        return await self._end()
+
+    async def _end(self) -> int:
+        p = self.p
+        self.door.close()
+        if self.stopping:
+            await self._cancel_running()
+        await self.door.drain()
+        await self.door.shutdown()
+        reason = self.stop_reason
+        last = EXIT_STATUS.get(self.last_state, "failed") if self.last_state is not None else "ok"
+        duration = int((time.monotonic() - p.started_mono) * 1000)
+        self.trace.write(
+            "session_end",
+            {f"total_{k}": v for k, v in self.totals.items()} | {"duration_ms": duration, "exit_status": last},
+        )
+        ok = self.last_state is TaskState.COMPLETED
+        if reason == "natural":
+            if p.handle is not None:
+                await self._report_completion(ok, duration)
+            await self._deregister("complete" if ok or self.last_state is None else "failed")
+            return 0 if ok or self.last_state is None else 1
+        await self._deregister("failed")
+        return 143
+
+    async def _report_completion(self, ok: bool, duration: int) -> None:
+        p = self.p
+        assert p.handle is not None
+        has_result = (p.workdir / "out" / "result.txt").is_file()
+        rec = CompletionRecord(
+            delegation_id=p.handle.delegation_id,
+            capsule_name=p.manifest.name,
+            capsule_version=p.manifest.version,
+            session_id=p.session_id,
+            status="ok" if ok else "error",
+            workdir=str(p.workdir),
+            duration_ms=duration,
+            reported_by="child",
+            result_path="out/result.txt" if has_result else None,
+        )
+        async with A2AClient(total_timeout=10.0) as client:
+            final = await report(client, p.handle, p.workdir, rec)
+        if final.delivery_error is not None:
+            _say(
+                f"delegation {rec.delegation_id}: the completion could not be delivered to {p.handle.url}: "
+                f"{final.delivery_error}; recorded in {p.workdir / 'completion.json'}"
+            )
+
+    async def _cleanup(self) -> None:
+        if self._watch is not None:
+            self._watch.stop()
+        if self.hostsock is not None:
+            await self.hostsock.stop()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._http is not None:
+            await self._http.close()
+
+
+async def _first(*aws: Any) -> None:
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in tasks:
+            t.cancel()
+
+
+def run(opts: RunOptions) -> int:
+    """Prepare (may refuse with one sentence), then run the session; returns the exit status."""
+    try:
+        prepared = prepare(opts)
+    except LaunchRefused as exc:
+        _say(str(exc))
+        return 1
+    return asyncio.run(Host(prepared).run())

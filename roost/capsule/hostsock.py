@@ -1,0 +1,152 @@
+"""The ``MURMUR_HOST_SOCKET`` server: the entrypoint's way to ask roost for something.
+
+Why a socket instead of handing the entrypoint its credential: the credential is the session's
+identity at the daemon; an entrypoint that held it could leak it to peers or logs. The host
+keeps it and offers thin forwards instead. Each verb maps to one daemon endpoint; the JSON body
+goes through unchanged apart from the credential header the host adds, and the daemon's status
+and body come back unchanged — so the entrypoint sees exactly the daemon's sentences, and new
+daemon fields need no change here.
+
+The socket lives in a fresh 0700 directory and is itself 0600: only this user can reach it.
+Errors the host itself produces (no daemon, daemon unreachable) carry ``x-roost-capsule-error``
+so the client can tell them from the daemon's answers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import aiohttp
+from aiohttp import web
+
+__all__ = ["HOST_ERROR_HEADER", "ROUTES", "HostSocket", "socket_dir"]
+
+CREDENTIAL_HEADER = "x-murmur-spawn-credential"
+HOST_ERROR_HEADER = "x-roost-capsule-error"
+SOCKET_NAME = "host.sock"
+MAX_PATH = 100  # sun_path is 108 bytes on Linux; keep a margin
+
+# verb path on the host socket -> (method, daemon path)
+ROUTES: dict[str, tuple[str, str]] = {
+    "/send": ("POST", "/a2a/send"),
+    "/share": ("POST", "/handles"),
+    "/fetch": ("POST", "/peer-fetch"),
+    "/delegate": ("POST", "/jobs"),
+}
+
+
+def socket_dir(records: Path) -> Path:
+    """A fresh 0700 directory for the socket: under the records dir when the path fits, else runtime dir."""
+    if len(str(records / "hs" / SOCKET_NAME)) <= MAX_PATH:
+        d = records / "hs"
+        d.mkdir(mode=0o700, parents=True, exist_ok=False)
+        return d
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    if not base or not os.path.isdir(base) or len(base) > MAX_PATH - 40:
+        base = tempfile.gettempdir()
+    return Path(tempfile.mkdtemp(prefix="roost-capsule-", dir=base))
+
+
+class HostSocket:
+    """Serve the forwards on a unix socket. ``credential`` and ``traceparent`` are read per request."""
+
+    def __init__(
+        self,
+        records: Path,
+        *,
+        daemon_url: str | None,
+        credential: Callable[[], str | None],
+        traceparent: Callable[[], str | None] = lambda: None,
+        timeout_secs: float = 60.0,
+    ) -> None:
+        self.dir = socket_dir(records)
+        self.path = self.dir / SOCKET_NAME
+        self._owned_dir = not self.dir.is_relative_to(records)
+        self._daemon_url = daemon_url.rstrip("/") if daemon_url else None
+        self._credential = credential
+        self._traceparent = traceparent
+        self._timeout = aiohttp.ClientTimeout(total=timeout_secs, sock_connect=5.0)
+        self._http: aiohttp.ClientSession | None = None
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        app = web.Application(client_max_size=64 * 1024)
+        for verb in ROUTES:
+            app.router.add_post(verb, self._forward)
+        app.router.add_get("/jobs/{job_id}", self._forward)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        old = os.umask(0o177)
+        try:
+            await web.UnixSite(self._runner, str(self.path)).start()
+        finally:
+            os.umask(old)
+        os.chmod(self.path, 0o600)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+        with contextlib.suppress(OSError):
+            if self._owned_dir:
+                shutil.rmtree(self.dir)
+            else:
+                self.dir.rmdir()
+
+    @staticmethod
+    def _host_error(status: int, sentence: str) -> web.Response:
+        return web.json_response({"error": sentence}, status=status, headers={HOST_ERROR_HEADER: "1"})
+
+    async def _forward(self, request: web.Request) -> web.Response:
+        if request.method == "GET":
+            method, path = "GET", f"/jobs/{request.match_info['job_id']}"
+        else:
+            method, path = ROUTES[request.path]
+        if self._daemon_url is None:
+            return self._host_error(503, "MURMUR_ROOST_URL is not set, so this session has no daemon to ask")
+        credential = self._credential()
+        if credential is None:
+            return self._host_error(503, "this session is not registered with mur-roost, so it holds no credential")
+        body: bytes | None = None
+        if method == "POST":
+            body = await request.read()
+            if request.path == "/send":
+                body = self._with_traceparent(body)
+        headers = {CREDENTIAL_HEADER: credential}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        if self._http is None or self._http.closed:
+            self._http = aiohttp.ClientSession(timeout=self._timeout)
+        try:
+            async with self._http.request(method, self._daemon_url + path, data=body, headers=headers) as resp:
+                data = await resp.read()
+                ctype = resp.headers.get("Content-Type", "application/json")
+                return web.Response(status=resp.status, body=data, headers={"Content-Type": ctype})
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            reason = str(exc) or type(exc).__name__
+            return self._host_error(502, f"could not reach mur-roost at {self._daemon_url}: {reason}")
+
+    def _with_traceparent(self, body: bytes) -> bytes:
+        """Continue the running task's trace when the entrypoint named none (W3C continuation)."""
+        tp = self._traceparent()
+        if tp is None:
+            return body
+        try:
+            obj = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            return body
+        if isinstance(obj, dict) and not obj.get("traceparent"):
+            obj["traceparent"] = tp
+            return json.dumps(obj).encode()
+        return body

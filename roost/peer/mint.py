@@ -1,0 +1,174 @@
+"""``POST /handles``: mint an audience-bound, expiring ``mh1`` handle for one exported file.
+
+Order (upstream §3, adapted): credential → body → plane declared → workdir known → ``peer``
+covered by ``capabilities.network.allow`` (*before* any connection: minting grants no new
+outbound authority) → agent card read with a timeout → audience → path rules and descriptor
+walk → regular file → ``ttl`` → token. Like upstream, the card is read before the path is
+resolved, so a bad path still contacts the (allowed) peer.
+
+Decisions on upstream quirks (``docs/peer-plane.md``):
+
+* ``ttl_secs`` must be a JSON integer > 0 when present (upstream silently ignores a number and
+  reads only strings); it can only shrink the lifetime: ``min(ttl_secs, max_ttl)``.
+* ``path`` is percent-decoded once here and the decoded canonical path is what the token
+  carries; redeem never decodes again.
+* ``https://`` peers are refused with a sentence (upstream dials them as clear-text HTTP).
+* Size is not checked at mint (upstream): a file may grow or shrink before redeem, which
+  enforces ``max_bytes``.
+
+Every outcome after the body has been read is recorded as ``peer_handle_mint`` in the minter's
+trace: ``handle_id``/``expires_at_ms`` null unless ``ok``, ``path`` canonical on ``ok`` and as
+asked otherwise, ``audience`` empty until the card was read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from a2a import errors as a2a_errors
+from roost import netrule, tokens
+from roost.events import ObservedError
+from roost.ids import token_id
+from roost.peer import paths, span_attrs
+from roost.peer.audience import AudienceError, audience_from_card
+from roost.peer.errors import BadPeerRequest, NoPeerPlane, OutsideRoot, PeerError
+from roost.peer.resolve import root_components, stat_export
+from roost.sessions import SessionRecord
+
+if TYPE_CHECKING:
+    from roost.peer.plane import PeerPlane
+
+__all__ = ["mint", "parse_mint_body"]
+
+log = structlog.get_logger("roost.peer")
+
+_U64_MAX = 2**64 - 1
+
+
+def parse_mint_body(body: dict[str, Any]) -> tuple[str, str, int | None]:
+    """``(path, peer, ttl_secs)`` from a request body, or a 400 ``invalid_request``."""
+    out: list[str] = []
+    for key in ("path", "peer"):
+        value = body.get(key)
+        if not isinstance(value, str) or not value.strip():
+            raise BadPeerRequest(400, "invalid_request", f"POST /handles requires a non-empty string '{key}'")
+        out.append(value)
+    ttl = body.get("ttl_secs")
+    if ttl is not None and (type(ttl) is not int or ttl <= 0):
+        raise BadPeerRequest(
+            400,
+            "invalid_request",
+            "ttl_secs must be a positive integer number of seconds (it can only shorten a handle)",
+        )
+    # The path is not trimmed: a name with spaces is a name. The peer is an address: trimmed.
+    return out[0], out[1].strip(), ttl
+
+
+async def mint(plane: PeerPlane, rec: SessionRecord, body: dict[str, Any]) -> dict[str, Any]:
+    """Mint a handle for ``rec``; raise :class:`PeerError` (already traced) on refusal."""
+    roost = plane.roost
+    asked_path, peer, ttl = parse_mint_body(body)
+    span = roost.events.start("roost.peer.mint", **span_attrs({"roost.session_id": rec.session_id}))
+    audience = ""
+
+    async def refuse(err: PeerError, outcome: str | None = None) -> PeerError:
+        code = outcome or err.code
+        roost.metrics.handles_minted.labels(outcome=code).inc()
+        span.failed(ObservedError(name=type(err).__name__, category="validation", code=code, status_code=err.status))
+        log.info("peer_mint_refused", session_id=rec.session_id, outcome=code)
+        await roost.write_trace(
+            rec,
+            "peer_handle_mint",
+            {
+                "handle_id": None,
+                # as asked; a lone surrogate (JSON "\udcxx") is written as its escape
+                "path": asked_path.encode("utf-8", "backslashreplace").decode("utf-8"),
+                "audience": audience,
+                "expires_at_ms": None,
+                "outcome": code,
+                "reason": err.message,
+            },
+        )
+        return err
+
+    plane_cfg = rec.manifest.exports.peer_files
+    if plane_cfg is None:
+        raise await refuse(
+            NoPeerPlane("this session declares no exports.peer_files block in its manifest, so it has no peer plane")
+        )
+    if rec.workdir is None:
+        raise await refuse(
+            BadPeerRequest(
+                409,
+                "no_workdir",
+                "this session registered no workdir, so roost cannot find its exports.peer_files.root",
+            )
+        )
+    if not netrule.allows(rec.manifest.capabilities.network.allow, peer):
+        raise await refuse(
+            BadPeerRequest(403, "peer_not_allowed", f"network policy: '{peer}' not in capabilities.network.allow"),
+            "peer_unreachable",
+        )
+    try:
+        async with asyncio.timeout(roost.config.peer_timeout_secs):
+            card = await roost.a2a.fetch_card(peer)
+        audience = audience_from_card(card)
+    except a2a_errors.UnsupportedPeerURL as exc:
+        raise await refuse(BadPeerRequest(400, "unsupported_peer_url", str(exc)), "peer_unreachable") from None
+    except TimeoutError:
+        reason = (
+            f"peer_unreachable: reading the agent card of '{peer}' timed out after {roost.config.peer_timeout_secs:g} s"
+        )
+        raise await refuse(BadPeerRequest(502, "peer_unreachable", reason)) from None
+    except (a2a_errors.A2AError, AudienceError) as exc:
+        reason = f"peer_unreachable: cannot read the agent card of '{peer}': {exc}"
+        raise await refuse(BadPeerRequest(502, "peer_unreachable", reason)) from None
+
+    try:
+        components = paths.mint_components(asked_path)
+    except paths.PathRefused:
+        raise await refuse(OutsideRoot("the path names a location outside the peer export root")) from None
+    try:
+        await roost.executor.run(stat_export, rec.workdir, root_components(plane_cfg.root), components)
+    except PeerError as err:
+        raise await refuse(_mint_sentence(err)) from None
+
+    lifetime = plane_cfg.max_ttl if ttl is None else min(ttl, plane_cfg.max_ttl)
+    exp = min(roost.clock() + lifetime * 1000, _U64_MAX)
+    canonical = paths.canonical(components)
+    key = roost.keys.handle_key(rec.session_id, rec.handle_salt)
+    handle = tokens.mint_handle(key, iss=rec.session_id, path=canonical, exp_ms=exp, audience=audience)
+    handle_id = token_id(handle)
+    roost.metrics.handles_minted.labels(outcome="ok").inc()
+    span.completed(**span_attrs({"roost.peer.handle_id": handle_id, "roost.peer.outcome": "ok"}))
+    log.info("peer_handle_minted", session_id=rec.session_id, handle_id=handle_id, expires_at_ms=exp)
+    await roost.write_trace(
+        rec,
+        "peer_handle_mint",
+        {
+            "handle_id": handle_id,
+            "path": canonical,
+            "audience": audience,
+            "expires_at_ms": exp,
+            "outcome": "ok",
+            "reason": None,
+        },
+    )
+    return {"handle": handle, "handle_id": handle_id, "expires_at_ms": exp, "path": canonical, "audience": audience}
+
+
+def _mint_sentence(err: PeerError) -> PeerError:
+    """Re-word the redeem-side sentences for the minter (same code and status, about *its* path)."""
+    sentences = {
+        "outside_root": "the path names a location outside the peer export root",
+        "not_found": "no such file under the peer export root",
+        "not_a_regular_file": "the path does not name a regular file, so a handle for it could never be redeemed",
+    }
+    text = sentences.get(err.code)
+    if text is None:
+        return err
+    clone = BadPeerRequest(err.status, err.code, text)
+    return clone

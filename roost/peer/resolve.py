@@ -1,0 +1,148 @@
+"""The descriptor walk that turns validated components into an open file, following no link.
+
+Why a descriptor walk rather than ``realpath`` + prefix check: a check on a path string and a
+later ``open`` of the same string are two lookups, and a link swapped in between them (a TOCTOU
+race) would be followed. Here every directory from the session's workdir down is opened
+relative to its parent's descriptor with ``O_NOFOLLOW | O_DIRECTORY`` (``O_PATH``, so only
+search permission is needed), the last component is examined with ``fstatat(...,
+AT_SYMLINK_NOFOLLOW)`` and opened ``O_NOFOLLOW | O_NONBLOCK`` (a FIFO cannot block the
+thread), and the type and size are read from the *descriptor*. Nothing outside the root can be
+reached: no ``..`` component exists (pure rules) and no link is ever traversed.
+
+The daemon cannot know a session's achieved containment class, so it applies upstream's
+strictest rule (``scoped``) to everyone: any symlink on the path, the export root's own
+components included, is ``symlink_refused``. The workdir itself is the path the session
+registered and is opened normally.
+
+errno mapping (upstream §6 step 7): ``ENOENT``/``ENOTDIR``/``ENAMETOOLONG`` → ``not_found`` (a
+name that long cannot exist), ``ELOOP`` → ``symlink_refused``, anything else → ``io_error``
+with the errno's text, never a path. Blocking: call through the daemon's executor.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from dataclasses import dataclass
+from typing import Final
+
+from roost.peer.errors import IoError, NotARegularFile, NotFound, PeerError, SymlinkRefused, TooLarge
+
+__all__ = ["OpenedFile", "map_oserror", "open_export", "root_components", "stat_export"]
+
+_DIR_FLAGS: Final = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_NOT_FOUND: Final = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG})
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedFile:
+    """An open regular file under the export root, with the identity read from its descriptor."""
+
+    fd: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    dev: int
+    ino: int
+
+    @property
+    def identity(self) -> tuple[int, int, int, int, int]:
+        """(dev, ino, size, mtime_ns, ctime_ns): unchanged ⇒ same bytes (ctime cannot be set back)."""
+        return (self.dev, self.ino, self.size, self.mtime_ns, self.ctime_ns)
+
+    @property
+    def mtime_ms(self) -> int:
+        return self.mtime_ns // 1_000_000
+
+
+def map_oserror(exc: OSError) -> PeerError:
+    """errno → peer-plane refusal; the text names the errno only, never a path."""
+    if exc.errno in _NOT_FOUND:
+        return NotFound()
+    if exc.errno == errno.ELOOP:
+        return SymlinkRefused()
+    reason = os.strerror(exc.errno) if exc.errno else type(exc).__name__
+    return IoError(reason[:1].lower() + reason[1:])
+
+
+def root_components(root: str) -> tuple[str, ...]:
+    """``exports.peer_files.root`` as components (the manifest model already refused ``..``/absolute)."""
+    return tuple(c for c in root.split("/") if c not in ("", "."))
+
+
+def _classify_non_dir(parent: int, name: str) -> PeerError:
+    """A component that did not open as a directory: a link (refused) or something else (missing)."""
+    try:
+        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except OSError as exc:
+        return map_oserror(exc)
+    return SymlinkRefused() if stat.S_ISLNK(st.st_mode) else NotFound()
+
+
+def _walk(workdir: str, dirs: tuple[str, ...]) -> int:
+    """Open ``workdir`` and descend through ``dirs`` without following links; return the last fd."""
+    try:
+        fd = os.open(workdir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise map_oserror(exc) from None
+    for name in dirs:
+        try:
+            nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            err = _classify_non_dir(fd, name) if exc.errno in (errno.ENOTDIR, errno.ELOOP) else map_oserror(exc)
+            os.close(fd)
+            raise err from None
+        os.close(fd)
+        fd = nfd
+    return fd
+
+
+def _lstat_final(parent: int, name: str) -> os.stat_result:
+    try:
+        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except OSError as exc:
+        raise map_oserror(exc) from None
+    if stat.S_ISLNK(st.st_mode):
+        raise SymlinkRefused()
+    if not stat.S_ISREG(st.st_mode):
+        raise NotARegularFile()
+    return st
+
+
+def stat_export(workdir: str, root: tuple[str, ...], components: tuple[str, ...]) -> os.stat_result:
+    """Mint-time check: the target exists under the root, reached without links, and is a regular file."""
+    parent = _walk(workdir, root + components[:-1])
+    try:
+        return _lstat_final(parent, components[-1])
+    finally:
+        os.close(parent)
+
+
+def open_export(workdir: str, root: tuple[str, ...], components: tuple[str, ...], max_bytes: int) -> OpenedFile:
+    """Redeem-time open: walk, refuse links and non-regular files, check size on the descriptor.
+
+    The caller owns the returned descriptor and must close it.
+    """
+    parent = _walk(workdir, root + components[:-1])
+    try:
+        # Refuse FIFOs, devices and sockets without opening them (opening a device can have
+        # side effects); the descriptor is re-checked below in case the name was swapped.
+        _lstat_final(parent, components[-1])
+        try:
+            fd = os.open(components[-1], _FILE_FLAGS, dir_fd=parent)
+        except OSError as exc:
+            raise map_oserror(exc) from None
+    finally:
+        os.close(parent)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotARegularFile()
+        if st.st_size > max_bytes:
+            raise TooLarge(max_bytes)
+    except BaseException:
+        os.close(fd)
+        raise
+    return OpenedFile(fd, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_dev, st.st_ino)

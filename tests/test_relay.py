@@ -1,0 +1,307 @@
+"""The daemon's A2A relay against real doors: stamping, trust, allow list, failures, get/cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from a2a import traceparent
+from a2a.door import Door, DoorTask, TaskOutcome
+from a2a.origin import Trust
+from roost.errors import IDENTITY_REFUSAL
+from roost.relay import parse_send, stamp
+from tests.conftest import RegistryBuilder, RunningDaemon
+
+CRED = "x-murmur-spawn-credential"
+CALLER_TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+class Peer:
+    def __init__(self, url: str, door: Door, tasks: list[DoorTask], headers: list[dict[str, str]]) -> None:
+        self.url, self.door, self.tasks, self.headers = url, door, tasks, headers
+        self.release = asyncio.Event()
+
+
+@contextlib.asynccontextmanager
+async def peer_door(*, accept: bool = True, block: bool = False) -> AsyncIterator[Peer]:
+    tasks: list[DoorTask] = []
+    headers: list[dict[str, str]] = []
+    holder: list[Peer] = []
+
+    async def runner(task: DoorTask) -> TaskOutcome:
+        tasks.append(task)
+        if block:
+            await holder[0].release.wait()
+        return TaskOutcome.completed(f"echo: {task.text}")
+
+    door = Door(name="peer", version="0.1.0", session_id="ses_peer", runner=runner, peer_tasks_accept=accept)
+
+    @web.middleware
+    async def capture(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.method == "POST":
+            headers.append({k.lower(): v for k, v in request.headers.items()})
+        return await handler(request)
+
+    door.app.middlewares.append(capture)
+    r = web.AppRunner(door.app)
+    await r.setup()
+    await web.TCPSite(r, "127.0.0.1", 0).start()
+    url = f"http://127.0.0.1:{r.addresses[0][1]}"
+    door.url = url
+    peer = Peer(url, door, tasks, headers)
+    holder.append(peer)
+    try:
+        yield peer
+    finally:
+        peer.release.set()
+        await r.cleanup()
+
+
+@pytest.fixture
+async def relay_daemon(daemon_factory: Any, registry: RegistryBuilder) -> RunningDaemon:
+    registry.add(
+        "sender",
+        capabilities={"network": {"allow": ["127.0.0.1"]}, "spawn": {"allow": ["child"]}},
+    )
+    registry.add("child", capabilities={"network": {"allow": ["127.0.0.1"]}})
+    registry.add("narrow", capabilities={"network": {"allow": ["localhost:8080"]}})
+    d: RunningDaemon = await daemon_factory(registry.root, spawn_allow=("sender", "narrow"))
+    return d
+
+
+async def _session(d: RunningDaemon, name: str, workdir: Path, approval: str | None = None) -> tuple[str, str]:
+    await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
+    sid = f"ses_{name}_{workdir.name}"
+    headers = {"x-murmur-spawn-approval": approval} if approval else None
+    status, body, _, _ = await d.call(
+        "POST",
+        "/register",
+        json={"session_id": sid, "name": name, "version": "0.1.0", "workdir": str(workdir)},
+        headers=headers,
+    )
+    assert status == 200, body
+    return sid, body["credential"]
+
+
+def _trace(workdir: Path, sid: str) -> list[dict[str, Any]]:
+    path = workdir / ".murmur" / sid / "trace.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+async def test_send_stamps_headers_and_records(relay_daemon: RunningDaemon, tmp_path: Path) -> None:
+    d = relay_daemon
+    sid, cred = await _session(d, "sender", tmp_path / "s")
+    async with peer_door() as peer:
+        status, body, _, _ = await d.call(
+            "POST",
+            "/a2a/send",
+            json={
+                "peer_url": peer.url,
+                "text": "hello",
+                "context_id": "ctx-1",
+                "message_id": "msg-1",
+                "traceparent": CALLER_TP,
+                "tracestate": "vendor=1,other=2",
+                "extra": "ignored",
+            },
+            headers={CRED: cred},
+        )
+        assert status == 200, body
+        for _ in range(100):
+            if peer.tasks:
+                break
+            await asyncio.sleep(0.02)
+    assert set(body) == {"task_id", "context_id", "message_id", "traceparent", "trust", "state"}
+    assert (body["context_id"], body["message_id"], body["trust"], body["state"]) == (
+        "ctx-1",
+        "msg-1",
+        "trusted",
+        "submitted",
+    )
+    sent = traceparent.parse(body["traceparent"])
+    caller = traceparent.parse(CALLER_TP)
+    assert sent is not None and caller is not None
+    assert sent.trace_id == caller.trace_id and sent.parent_id != caller.parent_id
+    h = peer.headers[-1]
+    assert h["traceparent"] == body["traceparent"] and h["tracestate"] == "vendor=1,other=2"
+    assert (h["x-murmur-task-origin"], h["x-murmur-task-trust"]) == ("peer", "trusted")
+    assert CRED not in h
+    task = peer.tasks[0]
+    assert (task.origin.value, task.trust.value, task.lane.value) == ("peer", "trusted", "peer")
+    assert task.text == "hello" and task.message_id == "msg-1" and task.id == body["task_id"]
+    lines = _trace(tmp_path / "s", sid)
+    assert [r["event_type"] for r in lines] == ["a2a_send"]
+    assert {k: lines[0][k] for k in ("peer_url", "message_id", "task_id", "context_id", "traceparent", "trust")} == {
+        "peer_url": peer.url,
+        "message_id": "msg-1",
+        "task_id": body["task_id"],
+        "context_id": "ctx-1",
+        "traceparent": body["traceparent"],
+        "trust": "trusted",
+    }
+    ops = [(e["operation"], e["type"]) for e in d.roost.events.recent() if e["operation"] == "roost.relay.send"]
+    assert ops == [("roost.relay.send", "operation.started"), ("roost.relay.send", "operation.completed")]
+    assert d.roost.metrics.relay_requests.labels("send", "ok")._value.get() == 1
+
+
+async def test_invalid_caller_traceparent_starts_new_trace(relay_daemon: RunningDaemon, tmp_path: Path) -> None:
+    d = relay_daemon
+    _, cred = await _session(d, "sender", tmp_path / "s")
+    async with peer_door() as peer:
+        status, body, _, _ = await d.call(
+            "POST",
+            "/a2a/send",
+            json={
+                "peer_url": peer.url,
+                "parts": [{"text": "a"}, {"kind": "text", "text": "b"}],
+                "traceparent": "00-" + "0" * 32 + "-00f067aa0ba902b7-01",
+                "tracestate": "vendor=1",
+            },
+            headers={CRED: cred},
+        )
+        assert status == 200, body
+        await asyncio.sleep(0.1)
+    tp = traceparent.parse(body["traceparent"])
+    assert tp is not None and tp.trace_id != "0" * 32
+    assert "tracestate" not in peer.headers[-1]  # never forwarded without a valid caller traceparent
+    assert peer.tasks[0].text == "a\nb"
+
+
+async def test_trust_cannot_be_raised(relay_daemon: RunningDaemon, tmp_path: Path) -> None:
+    d = relay_daemon
+    _, parent_cred = await _session(d, "sender", tmp_path / "p")
+    grant = await d.roost.referee.spawn(parent_cred, "child", "0.1.0", untrusted=True)
+    child_sid, child_cred = await _session(d, "child", tmp_path / "c", approval=grant.approval)
+    async with peer_door() as peer:
+        status, body, _, _ = await d.call(
+            "POST",
+            "/a2a/send",
+            json={"peer_url": peer.url, "text": "x", "trust": "trusted", "origin": "user", "lane": "user"},
+            headers={
+                CRED: child_cred,
+                "x-murmur-task-trust": "trusted",
+                "x-murmur-task-origin": "user",
+                "x-murmur-delegation-id": "dlg_forged",
+            },
+        )
+        assert status == 200, body
+        await asyncio.sleep(0.1)
+    assert body["trust"] == "untrusted"
+    h = peer.headers[-1]
+    assert (h["x-murmur-task-origin"], h["x-murmur-task-trust"]) == ("peer", "untrusted")
+    assert "x-murmur-delegation-id" not in h
+    assert (peer.tasks[0].origin.value, peer.tasks[0].trust.value) == ("peer", "untrusted")
+    assert _trace(tmp_path / "c", child_sid)[0]["trust"] == "untrusted"
+
+
+async def test_network_allow_refusal(relay_daemon: RunningDaemon, tmp_path: Path) -> None:
+    d = relay_daemon
+    sid, cred = await _session(d, "narrow", tmp_path / "n")
+    async with peer_door() as peer:
+        status, body, _, _ = await d.call(
+            "POST", "/a2a/send", json={"peer_url": peer.url, "text": "x"}, headers={CRED: cred}
+        )
+        assert not peer.headers
+        for path in ("/a2a/tasks/get", "/a2a/tasks/cancel"):
+            s2, b2, _, _ = await d.call(
+                "POST", path, json={"peer_url": peer.url, "task_id": "tsk_1"}, headers={CRED: cred}
+            )
+            assert (s2, b2) == (403, {"error": f"network policy: '{peer.url}' not in capabilities.network.allow"})
+    assert (status, body) == (403, {"error": f"network policy: '{peer.url}' not in capabilities.network.allow"})
+    assert _trace(tmp_path / "n", sid) == []
+
+
+async def test_unreachable_peer_is_502_and_records_nothing(relay_daemon: RunningDaemon, tmp_path: Path) -> None:
+    d = relay_daemon
+    sid, cred = await _session(d, "sender", tmp_path / "s")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    status, body, _, _ = await d.call("POST", "/a2a/send", json={"peer_url": url, "text": "x"}, headers={CRED: cred})
+    assert status == 502 and body["error"].startswith(f"could not reach {url}: ")
+    assert _trace(tmp_path / "s", sid) == []
+    failed = [e for e in d.roost.events.recent() if e["type"] == "operation.failed"]
+    assert failed and failed[-1]["error"]["category"] == "network"
+
+
+async def test_peer_refusal_is_502_with_its_error(relay_daemon: RunningDaemon, tmp_path: Path) -> None:
+    d = relay_daemon
+    sid, cred = await _session(d, "sender", tmp_path / "s")
+    async with peer_door(accept=False) as peer:
+        status, body, _, _ = await d.call(
+            "POST", "/a2a/send", json={"peer_url": peer.url, "text": "x"}, headers={CRED: cred}
+        )
+    assert status == 502
+    assert body["error"].startswith(f"peer at {peer.url} refused the message (403 peer_not_accepted)")
+    assert _trace(tmp_path / "s", sid) == []
+
+
+async def test_tasks_get_and_cancel(relay_daemon: RunningDaemon, tmp_path: Path) -> None:
+    d = relay_daemon
+    _, cred = await _session(d, "sender", tmp_path / "s")
+    async with peer_door(block=True) as peer:
+        _, sent, _, _ = await d.call(
+            "POST", "/a2a/send", json={"peer_url": peer.url, "text": "a"}, headers={CRED: cred}
+        )
+        tid = sent["task_id"]
+        status, got, _, _ = await d.call(
+            "POST", "/a2a/tasks/get", json={"peer_url": peer.url, "task_id": tid}, headers={CRED: cred}
+        )
+        assert status == 200 and got["task_id"] == tid and got["state"] in ("submitted", "working")
+        status, got, _, _ = await d.call(
+            "POST", "/a2a/tasks/cancel", json={"peer_url": peer.url, "task_id": tid}, headers={CRED: cred}
+        )
+        assert status == 200 and got["state"] == "canceled"
+        _, sent2, _, _ = await d.call(
+            "POST", "/a2a/send", json={"peer_url": peer.url, "text": "b"}, headers={CRED: cred}
+        )
+        peer.release.set()
+        for _ in range(100):
+            _, got, _, _ = await d.call(
+                "POST", "/a2a/tasks/get", json={"peer_url": peer.url, "task_id": sent2["task_id"]}, headers={CRED: cred}
+            )
+            if got["state"] == "completed":
+                break
+            await asyncio.sleep(0.02)
+        assert got["state"] == "completed" and got["artifacts"] == [{"name": "response", "text": "echo: b"}]
+        status, err, _, _ = await d.call(
+            "POST", "/a2a/tasks/get", json={"peer_url": peer.url, "task_id": "tsk_nope"}, headers={CRED: cred}
+        )
+        assert status == 502 and "-32001 Task not found" in err["error"]
+
+
+async def test_auth_and_validation(relay_daemon: RunningDaemon, tmp_path: Path) -> None:
+    d = relay_daemon
+    _, cred = await _session(d, "sender", tmp_path / "s")
+    status, body, _, _ = await d.call("POST", "/a2a/send", json={"peer_url": "127.0.0.1:9", "text": "x"})
+    assert (status, body) == (403, {"error": IDENTITY_REFUSAL})
+    status, body, _, _ = await d.call(
+        "POST", "/a2a/send", json={"peer_url": "127.0.0.1:9", "text": "x"}, headers={CRED: "msc1.a.b"}
+    )
+    assert (status, body) == (403, {"error": IDENTITY_REFUSAL})
+    status, body, _, _ = await d.call("POST", "/a2a/send", json={"text": "x"}, headers={CRED: cred})
+    assert (status, body) == (400, {"error": "invalid JSON: missing field 'peer_url'"})
+    status, body, _, _ = await d.call("POST", "/a2a/send", json={"peer_url": "127.0.0.1:9"}, headers={CRED: cred})
+    assert (status, body) == (400, {"error": "a send needs 'text' or 'parts'"})
+    status, body, _, _ = await d.call(
+        "POST", "/a2a/send", json={"peer_url": "127.0.0.1:9", "text": 3}, headers={CRED: cred}
+    )
+    assert status == 400
+
+
+def test_stamp_is_pure_and_never_reads_trust_from_input() -> None:
+    tp, headers = stamp(Trust.UNTRUSTED, CALLER_TP, "a=1")
+    assert headers["x-murmur-task-origin"] == "peer" and headers["x-murmur-task-trust"] == "untrusted"
+    assert tp.split("-")[1] == CALLER_TP.split("-")[1] and headers["tracestate"] == "a=1"
+    req = parse_send({"peer_url": "h:1", "text": "t", "trust": "trusted", "origin": "user"})
+    assert not hasattr(req, "trust") and not hasattr(req, "origin")

@@ -1,0 +1,98 @@
+"""The relay between two real ``roost-capsule`` sessions, end to end through the host socket.
+
+The sender's entrypoint runs ``roost-capsule send`` (its host adds the credential and the
+running task's traceparent); the receiver is the echo example. Both traces must satisfy the
+seed guarantees and join: the receiver's ``traceparent_from_caller`` is the sender's
+``a2a_send.traceparent``, so they share a trace id.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.capsule.conftest import Capsules, add_examples, base_env, capsules, trace_events, wait_for
+from tests.conftest import RegistryBuilder
+from tests.trace_checks import assert_trace_guarantees
+
+__all__ = ["capsules"]  # the fixture, re-exported for this module
+
+SENDER = """
+import subprocess, sys
+peer = sys.stdin.read().strip()
+proc = subprocess.run(["roost-capsule", "send", "--peer", peer, "hello from sender"], capture_output=True, text=True)
+sys.stderr.write(proc.stderr)
+sys.stdout.write(proc.stdout)
+sys.exit(proc.returncode)
+"""
+
+
+async def _receiver(d: Any, registry: RegistryBuilder, capsules: Capsules, tmp_path: Path) -> Any:
+    return await capsules.start(
+        "echo@0.1.0", tmp_path / "recv", registry=registry.root, env=base_env(MURMUR_ROOST_URL=d.url)
+    )
+
+
+async def test_relay_between_two_capsules(
+    daemon_factory: Any, registry: RegistryBuilder, capsules: Capsules, tmp_path: Path
+) -> None:
+    add_examples(registry, "echo")
+    registry.add("sender", capabilities={"network": {"allow": ["127.0.0.1"]}}, script=SENDER)
+    d = await daemon_factory(registry.root, spawn_allow=("echo", "sender"))
+    recv = await _receiver(d, registry, capsules, tmp_path)
+    work = tmp_path / "send"
+    work.mkdir()
+    (work / "task.md").write_text(recv.url)
+    sender = await capsules.start("sender@0.1.0", work, registry=registry.root, env=base_env(MURMUR_ROOST_URL=d.url))
+    assert await sender.wait() == 0, sender.stderr
+    answer = json.loads((work / "out" / "result.txt").read_text())
+    assert answer["trust"] == "trusted" and answer["state"] == "submitted"
+    await wait_for(lambda: any(r["event_type"] == "task_end" for r in trace_events(recv.trace)))
+    assert await recv.terminate() == 143
+
+    s_recs = assert_trace_guarantees(sender.trace)
+    sends = [r for r in s_recs if r["event_type"] == "a2a_send"]
+    assert len(sends) == 1
+    send = sends[0]
+    assert [r["event_type"] for r in s_recs].index("a2a_send") < [r["event_type"] for r in s_recs].index("task_end")
+    assert (send["peer_url"], send["task_id"], send["trust"]) == (recv.url, answer["task_id"], "trusted")
+
+    r_recs = assert_trace_guarantees(recv.trace)
+    got = next(r for r in r_recs if r["event_type"] == "a2a_task_received")
+    start = next(r for r in r_recs if r["event_type"] == "task_start")
+    assert got["task_id"] == send["task_id"] and got["message_id"] == send["message_id"]
+    assert got["context_id"] == send["context_id"]
+    assert got["traceparent_from_caller"] == send["traceparent"]
+    assert got["traceparent_from_caller"].split("-")[1] == send["traceparent"].split("-")[1]
+    assert (start["origin"], start["trust"], start["lane"], start["source"]) == ("peer", "trusted", "peer", "a2a")
+    assert (tmp_path / "recv" / "out" / "result.txt").read_text() == "echo: hello from sender\n"
+
+
+async def test_untrusted_session_cannot_raise_trust_at_a_capsule(
+    daemon_factory: Any, registry: RegistryBuilder, capsules: Capsules, tmp_path: Path
+) -> None:
+    add_examples(registry, "echo")
+    registry.add("boss", capabilities={"network": {"allow": ["127.0.0.1"]}, "spawn": {"allow": ["minion"]}})
+    registry.add("minion", capabilities={"network": {"allow": ["127.0.0.1"]}})
+    d = await daemon_factory(registry.root, spawn_allow=("echo", "boss"))
+    recv = await _receiver(d, registry, capsules, tmp_path)
+    _, boss = await d.register_top("boss")
+    grant = await d.roost.referee.spawn(boss, "minion", "0.1.0", untrusted=True)
+    _, minion = await d.register_child(grant.approval, "minion")
+    status, body, _, _ = await d.call(
+        "POST",
+        "/a2a/send",
+        json={"peer_url": recv.url, "text": "raise me", "trust": "trusted", "origin": "user"},
+        headers={
+            "x-murmur-spawn-credential": minion,
+            "x-murmur-task-trust": "trusted",
+            "x-murmur-task-origin": "user",
+        },
+    )
+    assert status == 200 and body["trust"] == "untrusted"
+    await wait_for(lambda: any(r["event_type"] == "task_end" for r in trace_events(recv.trace)))
+    assert await recv.terminate() == 143
+    recs = assert_trace_guarantees(recv.trace)
+    start = next(r for r in recs if r["event_type"] == "task_start")
+    assert (start["origin"], start["trust"], start["lane"]) == ("peer", "untrusted", "peer")
