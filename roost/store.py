@@ -73,6 +73,39 @@ MIGRATIONS: list[str] = [
     );
     CREATE TABLE IF NOT EXISTS spent (jti TEXT PRIMARY KEY, exp_ms INTEGER NOT NULL);
     """,
+    # 2: the launcher's jobs (roost/launcher/jobs.py documents the columns).
+    """
+    CREATE TABLE IF NOT EXISTS jobs (
+        job_id         TEXT PRIMARY KEY,
+        delegation_id  TEXT NOT NULL,
+        name           TEXT NOT NULL,
+        version        TEXT NOT NULL,
+        sha256         TEXT NOT NULL,
+        parent_id      TEXT,
+        parent_workdir TEXT,
+        session_id     TEXT,
+        capsule_url    TEXT,
+        workdir        TEXT NOT NULL,
+        state          TEXT NOT NULL,
+        pid            INTEGER,
+        pid_start      REAL,
+        trust          TEXT NOT NULL,
+        deadline_secs  REAL NOT NULL,
+        handle         TEXT,
+        created_ms     INTEGER NOT NULL,
+        ready_ms       INTEGER,
+        ended_ms       INTEGER,
+        exit_status    TEXT,
+        outcome        TEXT,
+        reason         TEXT,
+        stop_reason    TEXT,
+        delivery       TEXT NOT NULL DEFAULT 'none',
+        start_written  INTEGER NOT NULL DEFAULT 0,
+        end_written    INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+    CREATE INDEX IF NOT EXISTS jobs_parent ON jobs(parent_id);
+    """,
 ]
 
 

@@ -1,9 +1,75 @@
-"""HTTP routes for job; handlers stay thin and call the service object."""
+"""``POST /jobs``, ``GET /jobs/{job_id}``, ``POST /jobs/{job_id}/cancel`` (DESIGN §4).
+
+Who may see a job: a delegated job answers only its parent session's credential
+(``x-murmur-spawn-credential``); a top-level job has no credential, so it answers callers on this
+host (loopback) — the same callers that may launch one. Unknown and not-yours are the same 404.
+
+``GET /debug/loop-lag`` (loopback only) gives the launcher's event-loop lag samples for the storm
+benchmark; ``?reset=1`` clears them.
+"""
 
 from __future__ import annotations
 
+import statistics
+
 from aiohttp import web
+
+from roost.errors import Refused
+from roost.http.context import ROOST
+from roost.http.middleware import read_json
+from roost.launcher.service import is_loopback
 
 __all__ = ["routes"]
 
+CREDENTIAL_HEADER = "x-murmur-spawn-credential"
+
 routes = web.RouteTableDef()
+
+
+@routes.post("/jobs")
+async def launch(request: web.Request) -> web.Response:
+    roost = request.app[ROOST]
+    body = await read_json(request)
+    job = await roost.launcher.launch(
+        body, request.headers.get(CREDENTIAL_HEADER), loopback=is_loopback(request.remote)
+    )
+    return web.json_response(job.view(), status=201)
+
+
+@routes.get("/jobs/{job_id}")
+async def get_job(request: web.Request) -> web.Response:
+    roost = request.app[ROOST]
+    job = await roost.launcher.find(
+        request.match_info["job_id"], request.headers.get(CREDENTIAL_HEADER), loopback=is_loopback(request.remote)
+    )
+    return web.json_response(job.view())
+
+
+@routes.post("/jobs/{job_id}/cancel")
+async def cancel_job(request: web.Request) -> web.Response:
+    roost = request.app[ROOST]
+    job = await roost.launcher.cancel(
+        request.match_info["job_id"], request.headers.get(CREDENTIAL_HEADER), loopback=is_loopback(request.remote)
+    )
+    return web.json_response(job.view())
+
+
+@routes.get("/debug/loop-lag")
+async def loop_lag(request: web.Request) -> web.Response:
+    if not is_loopback(request.remote):
+        raise Refused("the loop-lag probe answers only this host")
+    launcher = request.app[ROOST].launcher
+    samples = sorted(launcher.lag_samples)
+    if request.query.get("reset"):
+        launcher.lag_samples.clear()
+    if not samples:
+        return web.json_response({"samples": 0})
+    q = statistics.quantiles(samples, n=100, method="inclusive") if len(samples) > 1 else [samples[0]] * 99
+    return web.json_response(
+        {
+            "samples": len(samples),
+            "p50_ms": round(q[49] * 1000, 3),
+            "p99_ms": round(q[98] * 1000, 3),
+            "max_ms": round(samples[-1] * 1000, 3),
+        }
+    )

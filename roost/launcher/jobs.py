@@ -1,0 +1,170 @@
+"""The job record: one launched child, from ``starting`` to its final state, kept in SQLite (schema: the
+``jobs`` entry of :data:`roost.store.MIGRATIONS`).
+
+A job row is the launcher's durable memory of a child it started. It is written (one full-row
+upsert) at every state change, so after a ``kill -9`` of the daemon the reconcile pass knows
+every child it had running, where its directory is, which pid and process create time it had,
+whether its ``delegation_start``/``delegation`` lines were written and how far a completion
+delivery got (``delivery``: ``posting`` is the marker that makes delivery at-most-once across a
+crash — a post whose answer was never recorded is not sent again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from roost.store import Op
+
+__all__ = ["FINAL_STATES", "Job", "JobState", "StopReason", "state_for_status"]
+
+JobState = Literal["starting", "running", "complete", "failed", "crashed", "terminated"]
+StopReason = Literal["cancel", "deadline", "parent_ended", "shutdown"]
+Delivery = Literal["none", "posting", "delivered", "failed"]
+FINAL_STATES: frozenset[str] = frozenset({"complete", "failed", "crashed", "terminated"})
+
+
+_COLUMNS = (
+    "job_id",
+    "delegation_id",
+    "name",
+    "version",
+    "sha256",
+    "parent_id",
+    "parent_workdir",
+    "session_id",
+    "capsule_url",
+    "workdir",
+    "state",
+    "pid",
+    "pid_start",
+    "trust",
+    "deadline_secs",
+    "handle",
+    "created_ms",
+    "ready_ms",
+    "ended_ms",
+    "exit_status",
+    "outcome",
+    "reason",
+    "stop_reason",
+    "delivery",
+    "start_written",
+    "end_written",
+)
+_UPSERT = f"INSERT OR REPLACE INTO jobs ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+
+
+def state_for_status(status: str) -> JobState:
+    """Job state for a completion status (``ok`` → ``complete``, ``error`` → ``failed``)."""
+    return {"ok": "complete", "error": "failed", "crashed": "crashed", "terminated": "terminated"}.get(status, "failed")  # type: ignore[return-value]
+
+
+@dataclass(slots=True, eq=False)
+class Job:
+    job_id: str
+    delegation_id: str
+    name: str
+    version: str
+    sha256: str
+    workdir: str
+    trust: str
+    deadline_secs: float
+    created_ms: int
+    parent_id: str | None = None
+    parent_workdir: str | None = None
+    session_id: str | None = None
+    capsule_url: str | None = None
+    state: JobState = "starting"
+    pid: int | None = None
+    pid_start: float | None = None
+    handle: str | None = None
+    ready_ms: int | None = None
+    ended_ms: int | None = None
+    exit_status: str | None = None
+    outcome: str | None = None
+    reason: str | None = None
+    stop_reason: StopReason | None = None
+    delivery: Delivery = "none"
+    start_written: bool = False
+    end_written: bool = False
+    # In-memory only: set once the exit has been handled (completion, trace, record).
+    done: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    completion: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def final(self) -> bool:
+        return self.state in FINAL_STATES
+
+    @property
+    def delegated(self) -> bool:
+        return self.parent_id is not None
+
+    def upsert_op(self) -> Op:
+        return (
+            _UPSERT,
+            tuple(
+                int(v) if isinstance(v, bool) else v
+                for v in (
+                    self.job_id,
+                    self.delegation_id,
+                    self.name,
+                    self.version,
+                    self.sha256,
+                    self.parent_id,
+                    self.parent_workdir,
+                    self.session_id,
+                    self.capsule_url,
+                    self.workdir,
+                    self.state,
+                    self.pid,
+                    self.pid_start,
+                    self.trust,
+                    self.deadline_secs,
+                    self.handle,
+                    self.created_ms,
+                    self.ready_ms,
+                    self.ended_ms,
+                    self.exit_status,
+                    self.outcome,
+                    self.reason,
+                    self.stop_reason,
+                    self.delivery,
+                    self.start_written,
+                    self.end_written,
+                )
+            ),
+        )
+
+    @classmethod
+    def from_row(cls, row: Any) -> Job:
+        values = {c: row[c] for c in _COLUMNS}
+        values["start_written"] = bool(values["start_written"])
+        values["end_written"] = bool(values["end_written"])
+        job = cls(**values)
+        if job.final:
+            job.done.set()
+        return job
+
+    def view(self) -> dict[str, Any]:
+        """The JSON answer of ``POST /jobs`` and ``GET /jobs/{job_id}``."""
+        return {
+            "job_id": self.job_id,
+            "delegation_id": self.delegation_id,
+            "session_id": self.session_id,
+            "capsule_url": self.capsule_url,
+            "name": self.name,
+            "version": self.version,
+            "sha256": self.sha256,
+            "workdir": self.workdir,
+            "state": self.state,
+            "parent_session_id": self.parent_id,
+            "created_ms": self.created_ms,
+            "ready_ms": self.ready_ms,
+            "ended_ms": self.ended_ms,
+            "exit_status": self.exit_status,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "completion": self.completion,
+        }

@@ -1,0 +1,131 @@
+"""Starting a child: its command line, its environment, and the process itself.
+
+Why it is done this way (reference/conventions.md §4, §6):
+
+* ``subprocess.Popen`` is called on the event loop's own thread (as asyncio's subprocess
+  transport does), never from an executor thread: Linux ties parent-death behaviour to the
+  spawning thread. No ``preexec_fn`` (it forces fork and costs 3×): the lifeline's read end
+  travels by ``pass_fds``, the own process group by ``process_group=0``; both keep vfork.
+* The environment starts empty. Names a manifest's ``capabilities.env.allow`` lists are copied
+  from the daemon's environment first, then the fixed names are set, so an allow list can never
+  displace ``MURMUR_*``. The approval is never in argv or the environment: it goes on stdin.
+* ``capabilities.resources`` are applied with ``prlimit`` right after the spawn. The child runs
+  its first instructions (the interpreter starting) before the limits land; that window is
+  accepted, because closing it needs a ``preexec_fn`` or an exec wrapper on every launch.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import psutil
+
+from roost.config import Config
+from roost.manifest import Manifest, ResourceCaps
+
+__all__ = ["ChildSpec", "apply_limits", "child_argv", "child_env", "start_process"]
+
+
+# Never copied through an env.allow list: runtime names and anything that carries identity.
+_RESERVED_PREFIXES = ("MURMUR_",)
+_FIXED = ("PATH", "HOME", "LANG")
+
+
+def child_argv(cfg: Config, manifest: Manifest, workdir: str, *, delegated: bool) -> list[str]:
+    """``roost-capsule run …`` for a script capsule, the runtime command for anything else."""
+    coords = f"{manifest.name}@{manifest.version}"
+    if manifest.entrypoint:
+        base = list(cfg.capsule_command) or [sys.executable, "-m", "roost.capsule"]
+        argv = [*base, "run", coords, "--workdir", workdir, "--json"]
+        if delegated:
+            argv.append("--spawn-grant-stdin")
+        return argv
+    return [*cfg.runtime_command, coords, "--workdir", workdir, "--json", "--no-env-file", "--spawn-grant-stdin"]
+
+
+def child_env(
+    source: Mapping[str, str],
+    *,
+    allow: Sequence[str],
+    roost_url: str,
+    job_id: str,
+    lifeline_fd: int,
+    registry_path: str,
+    spawner: str | None,
+) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for name in allow:
+        if name.startswith(_RESERVED_PREFIXES) or name in _FIXED:
+            continue
+        value = source.get(name)
+        if value is not None:
+            env[name] = value
+    for name in _FIXED:
+        value = source.get(name)
+        if value is not None:
+            env[name] = value
+    env.setdefault("PATH", os.defpath)
+    env["MURMUR_ROOST_URL"] = roost_url
+    env["MURMUR_JOB_ID"] = job_id
+    env["MURMUR_REGISTRY_PATH"] = registry_path
+    env["MURMUR_SPAWNER_LIFELINE"] = str(lifeline_fd)
+    if spawner is not None:
+        env["MURMUR_SPAWNER"] = spawner
+    return env
+
+
+@dataclass(slots=True)
+class ChildSpec:
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    lifeline_fd: int
+    stderr_fd: int
+
+
+def start_process(spec: ChildSpec) -> subprocess.Popen[bytes]:
+    """Start the child in its own process group. Call from the event loop's thread only."""
+    return subprocess.Popen(
+        spec.argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=spec.stderr_fd,
+        env=spec.env,
+        cwd=spec.cwd,
+        pass_fds=(spec.lifeline_fd,),
+        close_fds=True,
+        process_group=0,
+    )
+
+
+_LIMITS: tuple[tuple[str, int], ...] = (
+    ("cpu_seconds", resource.RLIMIT_CPU),
+    ("max_file_size_bytes", resource.RLIMIT_FSIZE),
+    ("max_open_files", resource.RLIMIT_NOFILE),
+    ("address_space_bytes", resource.RLIMIT_AS),
+    ("max_processes", resource.RLIMIT_NPROC),
+)
+
+
+def apply_limits(pid: int, caps: ResourceCaps) -> list[str]:
+    """``prlimit`` each declared resource on the child; returns the names that could not be set."""
+    failed: list[str] = []
+    proc: psutil.Process | None = None
+    for attr, which in _LIMITS:
+        value = getattr(caps, attr)
+        if value is None:
+            continue
+        try:
+            if proc is None:
+                proc = psutil.Process(pid)
+            _soft, hard = proc.rlimit(which)
+            cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            proc.rlimit(which, (cap, cap))
+        except (psutil.Error, OSError, ValueError):
+            failed.append(attr)
+    return failed
