@@ -67,6 +67,7 @@ class Config(BaseModel):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     admin_socket: Path | None = None
     launch_timeout_secs: float = Field(default=180.0, gt=0, le=3600)
+    max_starting: int = Field(default=0, ge=0, le=10_000)
     stop_grace_secs: float = Field(default=5.0, gt=0, le=600)
     lifeline_grace_secs: float = Field(default=20.0, gt=0, le=600)
     registry_recheck_secs: float = Field(default=1.0, ge=0, le=3600)

@@ -151,6 +151,7 @@ class Launcher:
         self._reconciled: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._starting_top = 0
+        self._start_gate = asyncio.Semaphore(roost.config.max_starting or max(2, os.cpu_count() or 2))
         self.keeper: KeeperClient | None = None
         self.delivery_window_secs = 30.0
         self.lag_samples: deque[float] = deque(maxlen=20_000)
@@ -358,7 +359,17 @@ class Launcher:
             if parent is None:
                 self._starting_top -= 1
 
-    async def _start(
+    async def _start(self, *args: Any, **kwargs: Any) -> Job:
+        """Start a child once a start slot is free.
+
+        ``Popen`` blocks the event loop until the vforked child has exec'd, which under a storm
+        of launches on a busy host means waiting for a CPU. Admitting only ``max_starting``
+        children between spawn and ready keeps that wait short, so the loop keeps answering.
+        """
+        async with self._start_gate:
+            return await self._start_gated(*args, **kwargs)
+
+    async def _start_gated(
         self,
         job: Job,
         artifact: Artifact,
