@@ -245,6 +245,12 @@ class Host:
     async def _run_task(self, task: DoorTask) -> TaskOutcome:
         if self.stopping:
             return TaskOutcome.canceled("task canceled: the session is ending")
+        if task.origin is Origin.COMPLETION:
+            # A delegation's outcome is news for the session, not work for the entrypoint:
+            # running the entrypoint on it would make a delegating script delegate again. It is
+            # recorded (task_start with its delegation_id) and answered; `roost-capsule delegate
+            # --wait` is how a script reads its child's result.
+            return TaskOutcome.completed("completion recorded")
         result = await run_entrypoint(self.p.argv, text=task.text, cwd=self.p.workdir, env=self.env)
         if result.ok:
             write_results(self.p.workdir, result.stdout, ok=True, job_id=self.job_id)

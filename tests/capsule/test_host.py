@@ -231,3 +231,34 @@ async def test_registration_refusals(
     )
     assert await cp.wait() == 1
     assert "failed to register" in cp.stderr[-1] and "msa1." not in "\n".join(cp.stderr)
+
+
+async def test_completion_task_is_recorded_not_run(
+    daemon_factory: Any, registry: RegistryBuilder, capsules: Capsules, tmp_path: Path
+) -> None:
+    """A delegation's outcome arriving at the door never re-runs the entrypoint on its text."""
+    add_examples(registry, "echo")
+    d = await daemon_factory(registry.root, spawn_allow=("echo",))
+    work = tmp_path / "w"
+    cp = await capsules.start("echo@0.1.0", work, registry=registry.root, env=base_env(MURMUR_ROOST_URL=d.url))
+    headers = {
+        "x-murmur-task-origin": "completion",
+        "x-murmur-task-trust": "trusted",
+        "x-murmur-delegation-id": "dlg_0123",
+        "x-murmur-completion-session": cp.session_id,
+    }
+    async with A2AClient() as client:
+        msg = Message(message_id="m-c", role="user", parts=[Part(kind="text", text="Delegated capsule finished.")])
+        sent = await client.send_message(cp.url, msg, dialect="0.3", headers=headers)
+        done = await _poll(client, cp.url, sent.id, "0.3")
+    assert done.status.state == TaskState.COMPLETED
+    assert await cp.terminate() == 143
+    assert not (work / "out" / "result.txt").exists()  # the entrypoint never ran
+    recs = assert_trace_guarantees(cp.trace)
+    (start,) = [r for r in recs if r["event_type"] == "task_start"]
+    assert (start["origin"], start["trust"], start["lane"], start["delegation_id"]) == (
+        "completion",
+        "trusted",
+        "bg",
+        "dlg_0123",
+    )
