@@ -15,12 +15,16 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psutil
 import structlog
 from aiohttp import web
 
 from a2a.client import A2AClient
+from roost import sdnotify
+from roost.admin import control as admin_control
+from roost.admin.server import AdminServer, AdminSocketError
 from roost.blocking import BlockingExecutor
 from roost.config import Config
 from roost.events import EventBus
@@ -30,10 +34,12 @@ from roost.launcher.service import Launcher
 from roost.logs import configure_logging
 from roost.metrics import Metrics
 from roost.peer.plane import PeerPlane
+from roost.probes import Probes, status_line
 from roost.referee import Referee, wall_ms
 from roost.registry import Registry
 from roost.relay import Relay
 from roost.sessions import SessionRecord, SessionTable
+from roost.sessionwatch import SessionWatch
 from roost.store import Store, StoreError
 from roost.trace import TraceWriter
 
@@ -88,10 +94,21 @@ class Roost:
         self.relay = Relay(self)
         self.peer_plane = PeerPlane(self)
         self.launcher = Launcher(self)
+        self.session_watch = SessionWatch(self)
         self.app: web.Application | None = None
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
         self.started_at = time.time()
+        # -- operator surface (issue 6) -------------------------------------------------------
+        self.admin = AdminServer(self)
+        self.probes = Probes(self)
+        self.stopping = False  # /readyz answers 503 from the moment a stop begins
+        self.shutdown_event = asyncio.Event()  # ends admin streams so a stop is not held up by them
+        self.background: set[asyncio.Task[Any]] = set()
+        # Re-reads the config file on SIGHUP / POST /reload; None when there is nothing to re-read.
+        self.config_loader: Callable[[], Config] | None = None
+        self.stop_callback: Callable[[str], None] | None = None
+        # -- end operator surface ---------------------------------------------------------------
 
     @staticmethod
     def process_start_time(pid: int | None) -> float | None:
@@ -117,7 +134,7 @@ class Roost:
             self.events.run_id = await self.executor.run(self._instance_id)
         except StoreError as exc:
             raise StartupError(str(exc)) from None
-        for service in (self.relay, self.peer_plane, self.launcher):
+        for service in (self.relay, self.peer_plane, self.launcher, self.session_watch):
             await service.start()
         self.app = build_app(self)
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=10.0)
@@ -128,6 +145,15 @@ class Roost:
         except OSError as exc:
             await self._runner.cleanup()
             raise StartupError(f"failed to bind port {cfg.port}: {exc.strerror or exc}") from None
+        # -- operator surface: the admin socket, then the loop probes ----------------------------
+        try:
+            await self.admin.start()
+        except AdminSocketError as exc:
+            await self._runner.cleanup()
+            self._runner = None
+            raise StartupError(str(exc)) from None
+        await self.probes.start()
+        # -- end operator surface ---------------------------------------------------------------
         server = site._server
         sockets = getattr(server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1] if sockets else cfg.port
@@ -177,22 +203,43 @@ class Roost:
         host = self.config.bind if ":" not in self.config.bind else f"[{self.config.bind}]"
         return f"http://{host}:{self.port}"
 
+    def request_stop(self, reason: str) -> None:
+        """Ask the serving loop to stop (a finished drain); a no-op for in-process daemons."""
+        log.info("stop_requested", reason=reason)
+        if self.stop_callback is not None:
+            self.stop_callback(reason)
+
+    async def reload(self) -> dict[str, object]:
+        """SIGHUP / ``POST /reload``: RELOADING=1, re-read config and registry, READY=1 again."""
+        sdnotify.notify("RELOADING=1", f"MONOTONIC_USEC={time.monotonic_ns() // 1000}")
+        try:
+            return await admin_control.reload(self)
+        finally:
+            sdnotify.notify("READY=1", f"STATUS={status_line(self)}")
+
     async def stop(self) -> None:
+        self.stopping = True
+        self.shutdown_event.set()
+        await self.admin.stop()
+        for task in list(self.background):
+            task.cancel()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-        for service in (self.launcher, self.peer_plane, self.relay):
+        for service in (self.session_watch, self.launcher, self.peer_plane, self.relay):
             try:
                 await service.stop()
             except Exception:
                 log.exception("service_stop_failed", service=type(service).__name__)
+        await self.probes.stop()
         await self.a2a.close()
         await self.store.close()
         self.executor.shutdown()
 
 
-async def _serve(config: Config) -> int:
+async def _serve(config: Config, config_loader: Callable[[], Config] | None = None) -> int:
     roost = Roost(config)
+    roost.config_loader = config_loader
     try:
         await roost.start()
     except StartupError as exc:
@@ -210,6 +257,25 @@ async def _serve(config: Config) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     signals_seen = 0
+    # -- operator surface: both listeners are bound, so tell systemd we are ready ----------------
+    sdnotify.notify("READY=1", f"STATUS={status_line(roost)}", f"MAINPID={os.getpid()}")
+    roost.probes.start_notifications()
+
+    def on_stop_request(reason: str) -> None:
+        roost.stopping = True
+        sdnotify.notify("STOPPING=1")
+        stop.set()
+
+    roost.stop_callback = on_stop_request
+
+    def on_hup() -> None:
+        log.info("reload_requested", signal="SIGHUP")
+        task = loop.create_task(roost.reload())
+        roost.background.add(task)
+        task.add_done_callback(roost.background.discard)
+
+    loop.add_signal_handler(signal.SIGHUP, on_hup)
+    # -- end operator surface -------------------------------------------------------------------
 
     def on_signal(signame: str) -> None:
         nonlocal signals_seen
@@ -218,7 +284,7 @@ async def _serve(config: Config) -> int:
             print("mur-roost: second signal, exiting now", file=sys.stderr, flush=True)
             os._exit(130)
         log.info("stopping", signal=signame)
-        stop.set()
+        on_stop_request(signame)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig.name)
@@ -228,6 +294,6 @@ async def _serve(config: Config) -> int:
     return 0
 
 
-def run(config: Config) -> int:
+def run(config: Config, config_loader: Callable[[], Config] | None = None) -> int:
     configure_logging(config.log_format, config.log_level)
-    return asyncio.run(_serve(config))
+    return asyncio.run(_serve(config, config_loader))

@@ -144,6 +144,7 @@ class Referee:
         self.executor = executor
         self.clock = clock
         self.on_session_end: list[SessionEndHook] = []
+        self.on_session_registered: list[Callable[[SessionRecord], None]] = []
         self._resolved: dict[tuple[str, str], tuple[Artifact, float]] = {}
         self._envelopes: dict[str, Envelope] = {}
         self.draining = False
@@ -382,6 +383,11 @@ class Referee:
             self.table.end(rec, "failed", self.clock())
             self.table.sessions.pop(session_id, None)
             raise
+        for hook in list(self.on_session_registered):
+            try:
+                hook(rec)
+            except Exception:
+                log.exception("session_registered_hook_failed", session_id=session_id)
         log.info(
             "session_registered",
             session_id=session_id,

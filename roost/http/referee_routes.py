@@ -13,6 +13,7 @@ from roost.errors import BadRequest, NotFound, Refused, RoostError
 from roost.http.context import ROOST
 from roost.http.middleware import read_json
 from roost.referee import require_str
+from roost.sessionwatch import pid_holds_connection
 
 __all__ = ["routes"]
 
@@ -92,6 +93,19 @@ async def register(request: web.Request) -> web.Response:
     if workdir is not None and not await roost.executor.run(os.path.isdir, workdir):
         raise BadRequest("workdir must be an existing directory")
     pid = _optional_pid(body)
+    pid_start = None
+    if pid is not None:
+        # Believe a pid only if that process holds this very connection.
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        local = request.transport.get_extra_info("sockname") if request.transport else None
+        owns = False
+        if peer and local:
+            owns = await roost.executor.run(pid_holds_connection, pid, (peer[0], peer[1]), (local[0], local[1]))
+        if owns:
+            pid_start = await roost.executor.run(roost.process_start_time, pid)
+        else:
+            log.info("register_pid_unverified", pid=pid)
+            pid = None
     capsule_url = _optional_url(body)
     try:
         credential, _rec = await roost.referee.register(
@@ -101,7 +115,7 @@ async def register(request: web.Request) -> web.Response:
             version=version,
             workdir=workdir,
             pid=pid,
-            pid_start=await roost.executor.run(roost.process_start_time, pid) if pid else None,
+            pid_start=pid_start,
             capsule_url=capsule_url,
         )
     except RoostError as exc:

@@ -161,6 +161,10 @@ class Launcher:
         # Write ends held here only when the keeper is unavailable (then a crash ends the children).
         self._own_lifelines: dict[str, int] = {}
 
+    def launched_pid(self, pid: int) -> bool:
+        """Whether ``pid`` is a child this launcher started and is already watching."""
+        return any(live.watch.pid == pid for live in self._live.values())
+
     # -- service lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
         from roost.launcher.reconcile import reconcile
