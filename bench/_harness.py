@@ -69,24 +69,22 @@ class Proc:
 
 
 def start_daemon(args: list[str], cpu: str = SERVER_CPU, env: dict[str, str] | None = None) -> Proc:
+    """Start ``mur-roost``; its log goes to a file, as journald would take it, not a slow pipe."""
     cmd = [*taskset(cpu), sys.executable, "-m", "roost", "--port", "0", "--log-format", "json", *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    assert proc.stderr is not None
-    pat = re.compile(rb"listening on \S+:(\d+)")
+    log_path = Path(tempfile.mkdtemp(prefix="roost-bench-")) / "daemon.log"
+    with open(log_path, "wb") as log_file:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file, env=env)
     deadline = time.monotonic() + 30
+    pat = re.compile(rb"listening on \S+:(\d+)")
     while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        m = pat.search(line)
+        m = pat.search(log_path.read_bytes())
         if m:
-            # Discard the rest of stderr in the background so the daemon never blocks on it.
-            import threading
-
-            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()  # type: ignore[union-attr]
             return Proc(proc, int(m.group(1)))
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
     proc.kill()
-    raise SystemExit("daemon did not start")
+    raise SystemExit("daemon did not start:\n" + log_path.read_text(errors="replace"))
 
 
 def start_script(code: str, cpu: str = SERVER_CPU) -> Proc:

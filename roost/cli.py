@@ -172,13 +172,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if action == "version":
             print(f"mur-roost {__version__}")
             return 0
-        config = resolve_config(values)
+        config = resolve_config(dict(values))
     except (UsageError, ConfigError) as exc:
         print(f"mur-roost: {exc}", file=sys.stderr)
         return 1
     from roost.daemon import run
 
-    return run(config)
+    # SIGHUP re-reads the same --config file under the same flags.
+    return run(config, config_loader=lambda: resolve_config(dict(values)))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ class Metrics:
         r = self.registry
         self.spawn_requests = Counter("roost_spawn_requests", "Spawn decisions by outcome", ["outcome"], registry=r)
         self.jobs = Gauge("roost_jobs", "Jobs by state", ["state"], registry=r)
-        self.capsules = Gauge("roost_capsules", "Live capsules (running sessions)", registry=r)
+        self.capsules = Gauge(
+            "roost_capsules", "Live capsules: running sessions and reserved slots", ["state"], registry=r
+        )
         self.launch_seconds = Histogram(
             "roost_spawn_duration_seconds",
             "Time from POST /jobs to the child's ready line",

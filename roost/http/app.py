@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from roost.http import job_routes, peer_routes, referee_routes, relay_routes
+from roost.http import job_routes, ops_routes, peer_routes, referee_routes, relay_routes
 from roost.http.context import ROOST
 from roost.http.middleware import MAX_BODY_BYTES, error_middleware
 
@@ -23,4 +23,5 @@ def build_app(roost: Roost) -> web.Application:
     app.add_routes(relay_routes.routes)
     app.add_routes(peer_routes.routes)
     app.add_routes(job_routes.routes)
+    app.add_routes(ops_routes.routes)
     return app

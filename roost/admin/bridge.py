@@ -1,0 +1,146 @@
+"""The admin API's view of the launcher's jobs: list, show, launch, cancel, reconcile, log files.
+
+Why a bridge: the launcher's own routes answer a job only to its parent session (or, for a
+top-level job, to a loopback caller); the operator on the admin socket sees every job, so
+listing and showing read the launcher's memory merged over the ``jobs`` table directly. Launch
+and cancel go through the launcher's public methods so the referee, lifelines and the
+one-completion rule apply exactly as on ``POST /jobs``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from roost.errors import NotFound, Unavailable
+from roost.launcher.jobs import FINAL_STATES, Job
+from roost.launcher.records import LOG_FILE
+
+if TYPE_CHECKING:
+    from roost.daemon import Roost
+
+__all__ = [
+    "ACTIVE_STATES",
+    "JOB_STATES",
+    "cancel",
+    "counts_by_state",
+    "get_job",
+    "launch",
+    "list_jobs",
+    "log_paths",
+    "reconcile_report",
+]
+
+JOB_STATES = ("starting", "running", "complete", "failed", "crashed", "terminated")
+ACTIVE_STATES = frozenset(JOB_STATES) - FINAL_STATES
+_LIST_LIMIT = 5000
+
+
+def _stored(roost: Roost, job_id: str | None = None, state: str | None = None) -> list[Job]:
+    """Jobs from SQLite (blocking; through the executor). Newest ``_LIST_LIMIT`` when listing."""
+    if job_id is not None:
+        rows = roost.store.rows("SELECT * FROM jobs WHERE job_id = ?", (job_id,))
+    elif state is not None:
+        rows = roost.store.rows(
+            "SELECT * FROM jobs WHERE state = ? ORDER BY created_ms DESC LIMIT ?", (state, _LIST_LIMIT)
+        )
+    else:
+        rows = roost.store.rows("SELECT * FROM jobs ORDER BY created_ms DESC LIMIT ?", (_LIST_LIMIT,))
+    return [Job.from_row(r) for r in rows]
+
+
+async def list_jobs(roost: Roost, state: str | None = None) -> list[dict[str, Any]]:
+    """Every job (memory wins over the table: it is ahead of write-behind), oldest first."""
+    merged = {j.job_id: j for j in await roost.executor.run(_stored, roost, None, state)}
+    merged.update({k: j for k, j in roost.launcher.jobs.items() if state is None or j.state == state})
+    if state is not None:
+        merged = {k: j for k, j in merged.items() if j.state == state}
+    jobs = sorted(merged.values(), key=lambda j: (j.created_ms, j.job_id))
+    return [j.view() for j in jobs]
+
+
+def counts_by_state(roost: Roost) -> dict[str, int]:
+    """Jobs per state among those the launcher holds in memory (every active job is there)."""
+    counts: dict[str, int] = {}
+    for job in roost.launcher.jobs.values():
+        counts[job.state] = counts.get(job.state, 0) + 1
+    return counts
+
+
+async def _job(roost: Roost, job_id: str) -> Job:
+    job = roost.launcher.jobs.get(job_id)
+    if job is None:
+        found = await roost.executor.run(_stored, roost, job_id)
+        job = found[0] if found else None
+    if job is None:
+        raise NotFound(f"job '{job_id}' was not found")
+    return job
+
+
+async def get_job(roost: Roost, job_id: str) -> dict[str, Any]:
+    return (await _job(roost, job_id)).view()
+
+
+async def launch(roost: Roost, body: dict[str, Any]) -> dict[str, Any]:
+    """A top-level launch on the operator's behalf: referee'd like a loopback ``POST /jobs``."""
+    job = await roost.launcher.launch(body, None, loopback=True)
+    return job.view()
+
+
+async def cancel(roost: Roost, job_id: str) -> dict[str, Any]:
+    job = await _job(roost, job_id)
+    if job.final:
+        return job.view()
+    if job.parent_id is not None:
+        operator_cancel = getattr(roost.launcher, "cancel_as_operator", None)
+        if operator_cancel is None:
+            raise Unavailable(
+                "this launcher cancels a delegated job only for its parent session; cancel the parent's "
+                "top-level job instead, which ends its delegations through their lifelines"
+            )
+        return (await operator_cancel(job_id)).view()  # type: ignore[no-any-return]
+    return (await roost.launcher.cancel(job_id, None, loopback=True)).view()
+
+
+def reconcile_report(roost: Roost) -> dict[str, Any]:
+    report = roost.launcher.last_reconcile
+    if report is None:
+        raise Unavailable("the launcher has not reconciled yet")
+    return dict(report)
+
+
+def log_paths(roost: Roost, ident: str) -> list[Path]:
+    """Log files of a job or session (blocking): the child's ``.murmur/launcher.log`` (stderr, and
+    later stdout lines) and any ``*.log`` in the session's records dir ``<workdir>/.murmur/<sid>/``.
+    """
+    rec = roost.table.get(ident)
+    job: Job | None = roost.launcher.jobs.get(ident)
+    if job is None and rec is None:
+        found = _stored(roost, ident)
+        job = found[0] if found else None
+    if job is None and rec is not None and rec.job_id is not None:
+        job = roost.launcher.jobs.get(rec.job_id)
+        if job is None:
+            found = _stored(roost, rec.job_id)
+            job = found[0] if found else None
+    if rec is None and job is not None and job.session_id is not None:
+        rec = roost.table.get(job.session_id)
+    if rec is None and job is None:
+        raise NotFound(f"no job or session '{ident}' is known to this daemon")
+    paths: list[Path] = []
+    if job is not None:
+        log = Path(job.workdir) / LOG_FILE
+        if log.exists():
+            paths.append(log)
+    if rec is not None and rec.workdir:
+        paths.extend(sorted((Path(rec.workdir) / ".murmur" / rec.session_id).glob("*.log")))
+    return paths
+
+
+def active(roost: Roost, ident: str) -> bool:
+    """Whether the job or session still runs (a ``logs -f`` follows only while it does)."""
+    rec = roost.table.get(ident)
+    if rec is not None:
+        return rec.running
+    job = roost.launcher.jobs.get(ident)
+    return job is not None and not job.final

@@ -1,0 +1,78 @@
+"""Admin routes for sessions and the delegation tree.
+
+``GET /sessions?state=running|complete|failed|all`` (default ``running``) → ``{"sessions": [...]}``
+``GET /sessions/{session_id}``  → one session, with its live children's ids
+``GET /tree?state=...``         → ``{"roots": [{session, children: [...]}]}`` (default: every session
+                                  that is running or has a running ancestor or descendant)
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from roost.admin import views
+from roost.errors import BadRequest, NotFound
+from roost.http.context import ROOST
+from roost.sessions import SessionRecord
+
+__all__ = ["routes"]
+
+routes = web.RouteTableDef()
+_STATES = ("running", "complete", "failed", "all")
+
+
+def _state(request: web.Request, default: str) -> str:
+    state = request.query.get("state", default)
+    if state not in _STATES:
+        raise BadRequest(f"state must be one of {', '.join(_STATES)}")
+    return state
+
+
+@routes.get("/sessions")
+async def sessions(request: web.Request) -> web.Response:
+    roost = request.app[ROOST]
+    state = _state(request, "running")
+    table = roost.table
+    recs = [r for r in table.sessions.values() if state == "all" or r.status == state]
+    recs.sort(key=lambda r: (r.created_ms, r.session_id))
+    return web.json_response({"sessions": [views.session_view(r, table.live_children(r.session_id)) for r in recs]})
+
+
+@routes.get("/sessions/{session_id}")
+async def session(request: web.Request) -> web.Response:
+    roost = request.app[ROOST]
+    rec = roost.table.get(request.match_info["session_id"])
+    if rec is None:
+        raise NotFound("session not found")
+    body = views.session_view(rec, roost.table.live_children(rec.session_id))
+    body["children"] = sorted(r.session_id for r in roost.table.sessions.values() if r.parent_id == rec.session_id)
+    return web.json_response(body)
+
+
+def _with_family(recs: dict[str, SessionRecord], keep: set[str]) -> set[str]:
+    """``keep`` plus every ancestor of each kept session, so a running child is shown under its root."""
+    out = set(keep)
+    for sid in keep:
+        parent = recs[sid].parent_id
+        seen = 0
+        while parent is not None and parent in recs and parent not in out and seen < 10_000:
+            out.add(parent)
+            parent = recs[parent].parent_id
+            seen += 1
+    return out
+
+
+@routes.get("/tree")
+async def tree(request: web.Request) -> web.Response:
+    roost = request.app[ROOST]
+    state = _state(request, "running")
+    recs = roost.table.sessions
+    if state == "all":
+        chosen = set(recs)
+    else:
+        chosen = _with_family(recs, {sid for sid, r in recs.items() if r.status == state})
+        # Children of a shown session are shown too (a finished worker under a running orchestrator).
+        chosen |= {sid for sid, r in recs.items() if r.parent_id in chosen}
+    job_states = {j.job_id: str(j.state) for j in roost.launcher.jobs.values()}
+    roots = views.tree((recs[s] for s in chosen), job_states=job_states)
+    return web.json_response({"roots": roots})

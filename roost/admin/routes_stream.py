@@ -1,0 +1,172 @@
+"""Admin routes that stream: observation events and a job's or session's log files, as NDJSON.
+
+``GET /events?replay=N``           → ``{"events": [...]}``: the last N (default 100) kept events
+``GET /events?follow=1&replay=N``  → chunked NDJSON: N kept events, then live ones as they happen;
+                                     a reader too slow to keep up gets ``{"type": "events.lagged"}``
+``GET /logs/{id}?tail=N``          → ``{"files": [...], "lines": [...]}``: the last N lines (default 100)
+``GET /logs/{id}?follow=1&tail=N`` → chunked NDJSON ``{"file", "line"}`` objects, then new lines as
+                                     they are written, until the client leaves or the daemon stops
+
+Why NDJSON over chunked HTTP rather than websockets or SSE: ``roostctl`` reads it with stdlib
+``http.client`` line by line, and ``curl --unix-socket`` shows it as is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from roost.admin import bridge
+from roost.errors import BadRequest
+from roost.http.context import ROOST
+
+__all__ = ["routes"]
+
+routes = web.RouteTableDef()
+
+FOLLOW_POLL_SECS = 0.25
+_MAX_TAIL = 100_000
+_MAX_LINE = 64 * 1024
+
+
+def _count(request: web.Request, key: str, default: int) -> int:
+    raw = request.query.get(key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadRequest(f"{key} must be a whole number") from None
+    if value < 0 or value > _MAX_TAIL:
+        raise BadRequest(f"{key} must be between 0 and {_MAX_TAIL}")
+    return value
+
+
+def _follow(request: web.Request) -> bool:
+    return request.query.get("follow", "0") not in ("0", "false", "")
+
+
+def _line(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+async def _ndjson(request: web.Request) -> web.StreamResponse:
+    resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson", "Cache-Control": "no-store"})
+    resp.enable_chunked_encoding()
+    await resp.prepare(request)
+    return resp
+
+
+@routes.get("/events")
+async def events(request: web.Request) -> web.StreamResponse:
+    roost = request.app[ROOST]
+    replay = _count(request, "replay", 100)
+    if not _follow(request):
+        return web.json_response({"events": roost.events.recent(replay) if replay else []})
+    sub = roost.events.subscribe(replay=replay)
+    try:
+        resp = await _ndjson(request)
+        stop = roost.shutdown_event
+        while not stop.is_set():
+            getter = asyncio.ensure_future(sub.get())
+            stopper = asyncio.ensure_future(stop.wait())
+            done, _ = await asyncio.wait({getter, stopper}, timeout=15.0, return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
+            if getter in done:
+                await resp.write(_line(getter.result()))
+            else:
+                getter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await getter
+                if not done:
+                    await resp.write(b"\n")  # keep-alive: an idle stream still proves the daemon is there
+        with contextlib.suppress(ConnectionResetError):
+            await resp.write_eof()
+        return resp
+    except (ConnectionResetError, asyncio.CancelledError):
+        raise
+    finally:
+        sub.close()
+
+
+def _tail(paths: list[Path], n: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Last ``n`` lines over all files (each file's last n, in file order) and each file's end offset."""
+    lines: list[dict[str, Any]] = []
+    ends: dict[str, int] = {}
+    for path in paths:
+        try:
+            with open(path, "rb") as fh:
+                last: deque[bytes] = deque(fh, maxlen=n) if n else deque()
+                ends[str(path)] = fh.tell()
+        except OSError:
+            continue
+        lines.extend(
+            {"file": path.name, "line": raw[:_MAX_LINE].decode("utf-8", "replace").rstrip("\n")} for raw in last
+        )
+    return lines[-n:] if n else [], ends
+
+
+def _read_new(paths: list[Path], ends: dict[str, int]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for path in paths:
+        key = str(path)
+        try:
+            size = os.stat(path).st_size
+        except OSError:
+            continue
+        pos = ends.get(key, 0)
+        if size < pos:  # truncated or replaced: start over
+            pos = 0
+        if size == pos:
+            continue
+        with open(path, "rb") as fh:
+            fh.seek(pos)
+            chunk = fh.read(size - pos)
+        cut = chunk.rfind(b"\n")
+        if cut < 0:
+            continue  # wait for the rest of the line
+        ends[key] = pos + cut + 1
+        for raw in chunk[: cut + 1].splitlines():
+            out.append({"file": path.name, "line": raw[:_MAX_LINE].decode("utf-8", "replace")})
+    return out
+
+
+@routes.get("/logs/{ident}")
+async def logs(request: web.Request) -> web.StreamResponse:
+    roost = request.app[ROOST]
+    ident = request.match_info["ident"]
+    n = _count(request, "tail", 100)
+    paths = await roost.executor.run(bridge.log_paths, roost, ident)
+    lines, ends = await roost.executor.run(_tail, paths, n)
+    if not _follow(request):
+        return web.json_response({"files": [str(p) for p in paths], "lines": lines})
+    resp = await _ndjson(request)
+    for item in lines:
+        await resp.write(_line(item))
+    stop = roost.shutdown_event
+    loop = asyncio.get_running_loop()
+    last_write = loop.time()
+    while not stop.is_set():
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), FOLLOW_POLL_SECS)
+        active = bridge.active(roost, ident)
+        # New log files may appear (a session registers after its job starts).
+        paths = await roost.executor.run(bridge.log_paths, roost, ident)
+        for item in await roost.executor.run(_read_new, paths, ends):
+            await resp.write(_line(item))
+            last_write = loop.time()
+        if not active:
+            break  # the job or session ended and its last lines were sent, like ``tail --pid``
+        if loop.time() - last_write > 15.0:
+            await resp.write(b"\n")  # keep-alive; also how a vanished reader is noticed
+            last_write = loop.time()
+    with contextlib.suppress(ConnectionResetError):
+        await resp.write_eof()
+    return resp

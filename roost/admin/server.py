@@ -1,0 +1,185 @@
+"""The admin listener: an aiohttp app on a unix socket, owner-only, never on TCP.
+
+Why a socket file and a peer-credential check instead of a token: a token must be stored,
+rotated and kept out of logs; a socket that only the daemon's user can open (0600, in a
+directory only it can enter) needs none of that. ``SO_PEERCRED`` is checked on every request
+as a second lock, so a socket whose mode was loosened by hand still answers no other user
+(403). Root is let in: it can read the master key in the state dir anyway.
+
+Paths longer than the 107-byte ``sun_path`` limit are bound through ``/proc/self/fd/<dir>``,
+so a deep state dir still works.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import socket
+import stat
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import structlog
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from roost.admin.routes_control import routes as control_routes
+from roost.admin.routes_jobs import routes as job_routes
+from roost.admin.routes_sessions import routes as session_routes
+from roost.admin.routes_stream import routes as stream_routes
+from roost.http.context import ROOST
+from roost.http.middleware import MAX_BODY_BYTES, error_middleware, json_error
+
+if TYPE_CHECKING:
+    from roost.daemon import Roost
+
+__all__ = ["AdminServer", "AdminSocketError", "build_admin_app", "peer_uid", "unix_address"]
+
+log = structlog.get_logger("roost.admin")
+
+_SUN_PATH_MAX = 107
+_PEERCRED = struct.Struct("3i")
+
+
+class AdminSocketError(RuntimeError):
+    """The admin socket cannot be set up; the message is one sentence for the operator."""
+
+
+def peer_uid(sock: socket.socket | None) -> int | None:
+    """The uid of the process at the other end of a unix socket (``SO_PEERCRED``), or None."""
+    if sock is None or sock.family != socket.AF_UNIX:
+        return None
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+    except OSError:
+        return None
+    _pid, uid, _gid = _PEERCRED.unpack(raw)
+    return int(uid)
+
+
+@contextlib.contextmanager
+def unix_address(path: Path) -> Iterator[str]:
+    """An address for ``bind``/``connect`` to ``path``, going through /proc/self/fd when it is too long."""
+    if len(os.fsencode(path)) <= _SUN_PATH_MAX:
+        yield str(path)
+        return
+    fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}"
+    finally:
+        os.close(fd)
+
+
+@web.middleware
+async def peer_uid_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    transport = request.transport
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    uid = peer_uid(sock)
+    me = os.geteuid()
+    if uid is None or (uid != me and uid != 0):
+        log.warning("admin_peer_refused", peer_uid=uid, path=request.rel_url.path)
+        return json_error(403, {"error": "refused: the admin socket answers only the daemon's own user"})
+    return await handler(request)
+
+
+def build_admin_app(roost: Roost) -> web.Application:
+    app = web.Application(middlewares=[peer_uid_middleware, error_middleware], client_max_size=MAX_BODY_BYTES)
+    app[ROOST] = roost
+    for table in (control_routes, session_routes, job_routes, stream_routes):
+        app.add_routes(table)
+    return app
+
+
+def _prepare_dir(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = directory.lstat()
+    except OSError as exc:
+        raise AdminSocketError(f"cannot use the admin socket directory {directory}: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise AdminSocketError(f"the admin socket directory {directory} is not a directory")
+    if st.st_uid not in (os.geteuid(), 0):
+        raise AdminSocketError(f"the admin socket directory {directory} belongs to another user")
+    if st.st_mode & 0o022:
+        raise AdminSocketError(
+            f"the admin socket directory {directory} is writable by group or others, so another user "
+            f"could replace the socket; use a private directory (chmod 700 {directory}) or set admin_socket"
+        )
+
+
+def _clear_stale(path: Path) -> None:
+    """Remove a socket left by a daemon that died; refuse if one still answers on it."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        raise AdminSocketError(f"{path} exists and is not a socket; move it away or set admin_socket")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    probe.settimeout(1.0)
+    try:
+        with unix_address(path) as addr:
+            probe.connect(addr)
+    except OSError as exc:
+        if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT):
+            raise AdminSocketError(f"cannot check the admin socket {path}: {exc.strerror or exc}") from None
+        path.unlink(missing_ok=True)
+        return
+    finally:
+        probe.close()
+    raise AdminSocketError(f"another daemon answers on the admin socket {path}; stop it or use another state dir")
+
+
+def bind_admin_socket(path: Path) -> socket.socket:
+    """Create, bind (0600) and return the listening socket (blocking; run through the executor)."""
+    _prepare_dir(path.parent)
+    _clear_stale(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    try:
+        with unix_address(path) as addr:
+            sock.bind(addr)
+        os.chmod(path, 0o600)
+        sock.listen(128)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        raise AdminSocketError(f"cannot bind the admin socket {path}: {exc.strerror or exc}") from None
+    return sock
+
+
+class AdminServer:
+    """Service object: ``start`` binds the socket and serves; ``stop`` closes it and removes the file."""
+
+    def __init__(self, roost: Roost) -> None:
+        self.roost = roost
+        self.path: Path | None = None
+        self._runner: web.AppRunner | None = None
+        self._inode: tuple[int, int] | None = None
+
+    async def start(self) -> None:
+        path = self.roost.config.admin_socket_path
+        sock = await self.roost.executor.run(bind_admin_socket, path)
+        st = os.stat(path)
+        self._inode = (st.st_dev, st.st_ino)
+        self._runner = web.AppRunner(
+            build_admin_app(self.roost), access_log=None, handle_signals=False, shutdown_timeout=5.0
+        )
+        await self._runner.setup()
+        await web.SockSite(self._runner, sock).start()
+        self.path = path
+        log.info("admin_listening", socket=str(path))
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self.path is not None:
+            # Only remove the file we bound: a successor daemon may already own the path.
+            with contextlib.suppress(OSError):
+                st = os.lstat(self.path)
+                if (st.st_dev, st.st_ino) == self._inode:
+                    os.unlink(self.path)
+            self.path = None

@@ -1,0 +1,67 @@
+"""Pure views of the daemon's state for the admin API: session rows and the delegation tree.
+
+Kept free of I/O so the shapes ``roostctl`` prints are unit-testable and so a view can never
+leak a secret: only ids, names, states and counts are copied out of a record (no credential
+nonce, no handle salt, no manifest body).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from roost.sessions import SessionRecord
+
+__all__ = ["session_view", "tree"]
+
+
+def session_view(rec: SessionRecord, live_children: int = 0) -> dict[str, Any]:
+    return {
+        "session_id": rec.session_id,
+        "name": rec.name,
+        "version": rec.version,
+        "sha256": rec.sha256,
+        "status": rec.status,
+        "parent_id": rec.parent_id,
+        "depth_remaining": rec.depth_remaining,
+        "trust": rec.trust,
+        "workdir": rec.workdir,
+        "pid": rec.pid,
+        "capsule_url": rec.capsule_url,
+        "job_id": rec.job_id,
+        "created_ms": rec.created_ms,
+        "ended_ms": rec.ended_ms,
+        "live_children": live_children,
+    }
+
+
+def tree(records: Iterable[SessionRecord], *, job_states: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Sessions nested under their parents, oldest first; a session whose parent is unknown is a root.
+
+    ``job_states`` maps a job id to its launcher state, shown beside the session status (a session
+    can be ``complete`` while its job is still delivering, or ``running`` while the job is cancelled).
+    """
+    recs = sorted(records, key=lambda r: (r.created_ms, r.session_id))
+    by_id = {r.session_id: r for r in recs}
+    nodes: dict[str, dict[str, Any]] = {}
+    for r in recs:
+        node: dict[str, Any] = {
+            "session_id": r.session_id,
+            "name": r.name,
+            "version": r.version,
+            "status": r.status,
+            "trust": r.trust,
+            "job_id": r.job_id,
+            "children": [],
+        }
+        if job_states is not None and r.job_id is not None and r.job_id in job_states:
+            node["job_state"] = job_states[r.job_id]
+        nodes[r.session_id] = node
+    roots: list[dict[str, Any]] = []
+    for r in recs:
+        parent = r.parent_id
+        if parent is not None and parent in by_id and parent != r.session_id:
+            nodes[parent]["children"].append(nodes[r.session_id])
+        else:
+            roots.append(nodes[r.session_id])
+    return roots

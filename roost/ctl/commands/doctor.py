@@ -1,0 +1,182 @@
+"""Check the installation and say how to fix what is wrong.
+
+Checks: the daemon answers on its admin socket; the socket is owner-only (0600, owned by this
+user, in a directory others cannot write); the state dir is 0700 and ``master.key`` is a
+0600 regular file of 32 bytes; the registry is readable and lists artifacts; the capsule host
+(``roost-capsule``) and the external runtime (``mur``) are found. Works without a daemon (then
+it checks the defaults or ``--state-dir``). ``--json`` prints ``{"ok", "findings": [{check,
+status: ok|warn|fail, detail, fix}]}``; exit 1 when any check failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import stat
+from pathlib import Path
+from typing import Any
+
+from roost.ctl.context import Context
+from roost.ctl.errors import CtlError
+
+NAME = "doctor"
+HELP = "check the installation, with a fix for each finding"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--registry-path", metavar="DIR", help="registry to check (default: the daemon's)")
+
+
+class _Findings:
+    def __init__(self) -> None:
+        self.items: list[dict[str, Any]] = []
+
+    def add(self, check: str, status: str, detail: str, fix: str = "") -> None:
+        self.items.append({"check": check, "status": status, "detail": detail, "fix": fix})
+
+
+def _mode(path: Path) -> os.stat_result | None:
+    try:
+        return path.lstat()
+    except OSError:
+        return None
+
+
+def _check_socket(f: _Findings, path: Path) -> None:
+    st = _mode(path)
+    if st is None:
+        return
+    mode = stat.S_IMODE(st.st_mode)
+    if not stat.S_ISSOCK(st.st_mode):
+        f.add("admin-socket", "fail", f"{path} is not a socket", f"remove {path} and restart mur-roost")
+    elif mode & 0o077 or st.st_uid != os.geteuid():
+        f.add(
+            "admin-socket",
+            "fail",
+            f"{path} has mode {mode:04o}, owner uid {st.st_uid}",
+            f"chmod 600 {path} (the daemon creates it 0600; restart it to recreate)",
+        )
+    else:
+        f.add("admin-socket", "ok", f"{path} is 0600 and yours")
+    pst = _mode(path.parent)
+    if pst is not None and stat.S_IMODE(pst.st_mode) & 0o022:
+        f.add(
+            "admin-socket-dir",
+            "fail",
+            f"{path.parent} is writable by group or others ({stat.S_IMODE(pst.st_mode):04o})",
+            f"chmod 700 {path.parent}",
+        )
+
+
+def _check_state(f: _Findings, state_dir: Path, ephemeral: bool) -> None:
+    st = _mode(state_dir)
+    if st is None:
+        f.add("state-dir", "warn", f"{state_dir} does not exist", "start mur-roost once; it creates it 0700")
+        return
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & 0o077:
+        f.add("state-dir", "fail", f"{state_dir} has mode {mode:04o}", f"chmod 700 {state_dir}")
+    elif st.st_uid != os.geteuid():
+        f.add(
+            "state-dir",
+            "warn",
+            f"{state_dir} belongs to uid {st.st_uid}, not you",
+            "run roostctl as the daemon's user (sudo -u mur-roost roostctl doctor)",
+        )
+    else:
+        f.add("state-dir", "ok", f"{state_dir} is 0700 and yours")
+    key = state_dir / "master.key"
+    kst = _mode(key)
+    if kst is None:
+        if ephemeral:
+            f.add("key-file", "ok", "ephemeral keys: no key file (a restart revokes every token)")
+        else:
+            f.add("key-file", "warn", f"{key} does not exist", "start mur-roost; it creates the key 0600")
+    elif not stat.S_ISREG(kst.st_mode):
+        f.add("key-file", "fail", f"{key} is not a regular file", f"remove {key} (revokes every token) and restart")
+    elif stat.S_IMODE(kst.st_mode) & 0o077:
+        f.add("key-file", "fail", f"{key} has mode {stat.S_IMODE(kst.st_mode):04o}", f"chmod 600 {key}")
+    elif kst.st_size != 32:
+        f.add("key-file", "fail", f"{key} holds {kst.st_size} bytes, not 32", f"remove {key} and restart")
+    else:
+        f.add("key-file", "ok", f"{key} is 0600, 32 bytes")
+
+
+def _check_registry(f: _Findings, root: Path | None) -> None:
+    if root is None:
+        f.add("registry", "warn", "no registry path known", "pass --registry-path or start the daemon")
+        return
+    if not root.is_dir() or not os.access(root, os.R_OK | os.X_OK):
+        f.add(
+            "registry",
+            "fail",
+            f"{root} is not a readable directory",
+            "set registry_path in roost.toml to a directory of <name>/<version>/<name>-<version>.mur.zip",
+        )
+        return
+    from roost.registry import Registry
+
+    n = len(Registry(root).list())
+    if n == 0:
+        f.add("registry", "warn", f"{root} holds no artifacts", "roostctl registry add DIR")
+    else:
+        f.add("registry", "ok", f"{root}: {n} artifacts (roostctl registry verify re-checks each)")
+
+
+def _check_runtimes(f: _Findings, config: dict[str, Any] | None) -> None:
+    capsule_cmd = (config or {}).get("capsule_command") or []
+    if capsule_cmd:
+        exe = capsule_cmd[0]
+        ok = shutil.which(exe) is not None
+        f.add("roost-capsule", "ok" if ok else "fail", f"capsule_command {exe}", "" if ok else f"install {exe}")
+    elif importlib.util.find_spec("roost.capsule") is None:
+        f.add("roost-capsule", "fail", "the roost.capsule module is missing", "pip install mur-roost")
+    else:
+        on_path = shutil.which("roost-capsule")
+        f.add(
+            "roost-capsule",
+            "ok" if on_path else "warn",
+            f"runs as python -m roost.capsule; roost-capsule on PATH: {on_path or 'no'}",
+            "" if on_path else "put the venv's bin/ on PATH so capsules can call roost-capsule",
+        )
+    runtime = (config or {}).get("runtime_command") or ["mur", "run"]
+    found = shutil.which(runtime[0])
+    f.add(
+        "mur-runtime",
+        "ok" if found else "warn",
+        f"{runtime[0]}: {found or 'not found'} (needed only for capsules without an entrypoint)",
+        "" if found else "install the Murmur runtime, or set runtime_command in roost.toml",
+    )
+
+
+def run(ctx: Context, args: argparse.Namespace) -> int:
+    f = _Findings()
+    path, source = ctx.socket_path
+    status: dict[str, Any] | None = None
+    config: dict[str, Any] | None = None
+    try:
+        status = ctx.client.call("GET", "/status")
+        config = ctx.client.call("GET", "/config")
+        f.add("daemon", "ok", f"mur-roost {status.get('version')} answers at {path} ({source})")
+    except CtlError as exc:
+        f.add("daemon", "fail", exc.message, "start it: mur-roost --config roost.toml (or systemctl start mur-roost)")
+    _check_socket(f, path)
+    state_dir = Path(str(status["state_dir"])) if status else (Path(ctx.state_dir) if ctx.state_dir else path.parent)
+    _check_state(f, state_dir, bool(status and status.get("ephemeral_keys")))
+    reg = args.registry_path or (config or {}).get("registry_path") or os.environ.get("ROOST_REGISTRY_PATH")
+    _check_registry(f, Path(reg) if reg else None)
+    _check_runtimes(f, config)
+    ok = all(i["status"] != "fail" for i in f.items)
+    out = ctx.out
+    if out.as_json:
+        out.json({"ok": ok, "findings": f.items})
+    else:
+        marks = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "fail": ("FAIL", "red")}
+        for item in f.items:
+            text, color = marks[item["status"]]
+            out.line(f"{out.paint(text.ljust(4), color)}  {item['check']}: {item['detail']}")
+            if item["fix"]:
+                out.line(f"      fix: {item['fix']}")
+    return 0 if ok else 1

@@ -1,0 +1,57 @@
+"""Observation events (seeds/001 shape): the recent ones, or follow them live with ``-f``.
+
+``GET /events?replay=N`` → ``{"events": [...]}``; with ``-f``, ``GET /events?follow=1&replay=N``
+streams NDJSON. ``--json`` prints the object (or, with ``-f``, one event per line).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from roost.ctl.client import path_with_query
+from roost.ctl.context import Context
+from roost.ctl.output import fmt_ms
+
+NAME = "events"
+HELP = "show or follow observation events"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-f", "--follow", action="store_true", help="keep streaming new events")
+    p.add_argument("-n", "--replay", type=int, default=None, metavar="N", help="recent events first (default 20)")
+
+
+def _render(ctx: Context, ev: dict[str, Any]) -> str:
+    out = ctx.out
+    if ev.get("type") == "events.lagged":
+        return out.paint(f"… {ev.get('dropped')} events dropped (reader too slow)", "yellow")
+    kind = str(ev.get("type", "")).removeprefix("operation.")
+    color = {"failed": "red", "completed": "green"}.get(kind)
+    attrs = " ".join(f"{k.split('.')[-1]}={v}" for k, v in (ev.get("attributes") or {}).items())
+    extra = f" {ev['durationMs']}ms" if "durationMs" in ev else ""
+    err = ev.get("error")
+    if isinstance(err, dict):
+        extra += f" error={err.get('name')}"
+    return f"{fmt_ms(ev.get('timestamp'))} {ev.get('operation', '-')} {out.paint(kind, color)}{extra} {attrs}".rstrip()
+
+
+def run(ctx: Context, args: argparse.Namespace) -> int:
+    replay = args.replay if args.replay is not None else (0 if args.follow else 20)
+    out = ctx.out
+    if not args.follow:
+        body = ctx.client.call("GET", path_with_query("/events", replay=replay))
+        if out.as_json:
+            out.json(body)
+        else:
+            for ev in body.get("events", []):
+                out.line(_render(ctx, ev))
+            if not body.get("events"):
+                out.info("no events yet")
+        return 0
+    for ev in ctx.client.stream(path_with_query("/events", follow=True, replay=replay)):
+        if out.as_json:
+            out.json_line(ev)
+        else:
+            out.line(_render(ctx, ev))
+    return 0

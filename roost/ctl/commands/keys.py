@@ -1,0 +1,50 @@
+"""Key rotation: ``roostctl keys rotate`` replaces the master key.
+
+Every credential, spawn approval and peer handle dies at once (all are derived from the master
+key); running sessions keep running but can no longer call the daemon. Calls
+``POST /keys/rotate`` and prints ``{key_id, previous_key_id, sessions_affected,
+approvals_revoked, persisted}``. ``--yes`` is required when running sessions would be affected
+and stdin is not a terminal to ask on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from roost.ctl.context import Context
+from roost.ctl.errors import CtlError
+
+NAME = "keys"
+HELP = "rotate the master key (revokes every token)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=("rotate",))
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+
+
+def run(ctx: Context, args: argparse.Namespace) -> int:
+    out = ctx.out
+    if not args.yes:
+        running = ctx.client.call("GET", "/status").get("sessions", {}).get("running", 0)
+        if running:
+            if not sys.stdin.isatty():
+                raise CtlError(f"{running} running sessions would lose their credentials; pass --yes to rotate anyway")
+            out.err.write(f"{running} running sessions will lose their credentials. Rotate? [y/N] ")
+            out.err.flush()
+            if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+                raise CtlError("not rotated")
+    body = ctx.client.call("POST", "/keys/rotate")
+    if out.as_json:
+        out.json(body)
+        return 0
+    out.pairs(
+        [
+            ("key id", f"{body['previous_key_id']} → {body['key_id']}"),
+            ("sessions affected", body["sessions_affected"]),
+            ("approvals revoked", body["approvals_revoked"]),
+            ("persisted", "yes" if body["persisted"] else "no (ephemeral keys)"),
+        ]
+    )
+    return 0

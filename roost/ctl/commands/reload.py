@@ -1,0 +1,33 @@
+"""Reload like SIGHUP: re-read the config file and forget registry caches; jobs keep running.
+
+Calls ``POST /reload`` → ``{reloaded, changed: [...], needs_restart: [...], error?}``. Settings
+that need a restart (port, bind, state_dir, admin_socket, ephemeral_keys) are kept as they were.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from roost.ctl.context import Context
+from roost.ctl.errors import CtlError
+
+NAME = "reload"
+HELP = "re-read the config file (like SIGHUP)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """No options."""
+
+
+def run(ctx: Context, args: argparse.Namespace) -> int:
+    body = ctx.client.call("POST", "/reload")
+    out = ctx.out
+    if not body.get("reloaded", False):
+        raise CtlError(f"reload failed, the old configuration stays: {body.get('error')}")
+    if out.as_json:
+        out.json(body)
+    else:
+        out.info("reloaded; changed: " + (", ".join(body.get("changed", [])) or "nothing"))
+        if body.get("needs_restart"):
+            out.info("these settings need a restart to apply: " + ", ".join(body["needs_restart"]))
+    return 0
