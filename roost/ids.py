@@ -6,6 +6,7 @@ import hashlib
 import os
 import re
 import secrets
+import threading
 
 from a2a.ids import prefixed, uuid7_hex
 
@@ -43,9 +44,22 @@ def job_id() -> str:
     return "job_" + secrets.token_hex(16)
 
 
+_pool = bytearray()
+_pool_lock = threading.Lock()
+
+
 def nonce_hex() -> str:
-    """16 CSPRNG bytes as 32 lowercase hex chars (token nonces, jti)."""
-    return os.urandom(16).hex()
+    """16 CSPRNG bytes as 32 lowercase hex chars (token nonces, jti).
+
+    Drawn from a small pool refilled 4 KiB at a time: ``os.urandom`` releases the GIL, and on
+    the referee's hot path every release hands the interpreter to a busy worker thread.
+    """
+    with _pool_lock:
+        if len(_pool) < 16:
+            _pool.extend(os.urandom(4096))
+        chunk = bytes(_pool[:16])
+        del _pool[:16]
+    return chunk.hex()
 
 
 def child_suffix() -> str:

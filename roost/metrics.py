@@ -13,6 +13,7 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        self._spawn_children: dict[str, Counter] = {}
         self.spawn_requests = Counter("roost_spawn_requests", "Spawn decisions by outcome", ["outcome"], registry=r)
         self.jobs = Gauge("roost_jobs", "Jobs by state", ["state"], registry=r)
         self.capsules = Gauge(
@@ -48,7 +49,10 @@ class Metrics:
         self.build_info.labels(version=__version__).set(1)
 
     def spawn_decision(self, outcome: str) -> None:
-        self.spawn_requests.labels(outcome=outcome).inc()
+        child = self._spawn_children.get(outcome)
+        if child is None:
+            child = self._spawn_children[outcome] = self.spawn_requests.labels(outcome=outcome)
+        child.inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

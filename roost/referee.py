@@ -147,6 +147,8 @@ class Referee:
         self.on_session_registered: list[Callable[[SessionRecord], None]] = []
         self._resolved: dict[tuple[str, str], tuple[Artifact, float]] = {}
         self._envelopes: dict[str, Envelope] = {}
+        self._verified: dict[str, tuple[KeyRing, tokens.CredentialClaims]] = {}
+        self._violations: dict[tuple[Envelope, Envelope], str | None] = {}
         self.draining = False
 
     # -- identity --------------------------------------------------------------------------
@@ -154,10 +156,20 @@ class Referee:
         """The running session a credential names, or the one fixed identity refusal."""
         if not credential:
             raise IdentityRefused()
-        try:
-            claims = tokens.verify_credential(self.keys.credential_key, credential)
-        except tokens.TokenError:
-            raise IdentityRefused() from None
+        keys = self.keys
+        cached = self._verified.get(credential)
+        if cached is not None and cached[0] is keys:
+            claims = cached[1]
+        else:
+            try:
+                claims = tokens.verify_credential(keys.credential_key, credential)
+            except tokens.TokenError:
+                raise IdentityRefused() from None
+            # Only a fully verified token is remembered, and only under the key ring that
+            # verified it: a rotation makes every entry miss.
+            if len(self._verified) >= 4096:
+                self._verified.clear()
+            self._verified[credential] = (keys, claims)
         rec = self.table.running_session(claims.sid)
         if rec is None or not secrets.compare_digest(rec.cred_nonce, claims.n):
             raise IdentityRefused()
@@ -220,7 +232,14 @@ class Referee:
         if self.table.running_session(parent.session_id) is None:
             raise IdentityRefused()
         child_env = self._envelope_of(artifact)
-        why = violation(parent.envelope, child_env)
+        pair = (parent.envelope, child_env)
+        if pair in self._violations:
+            why = self._violations[pair]
+        else:
+            why = violation(*pair)
+            if len(self._violations) >= 4096:
+                self._violations.clear()
+            self._violations[pair] = why
         if why is not None:
             raise Refused(why, "envelope")
         now = self.clock()

@@ -38,9 +38,15 @@ def pid_holds_connection(pid: int, peer: tuple[str, int], local: tuple[str, int]
         return False
     for c in conns:
         laddr, raddr = c.laddr, c.raddr
-        if isinstance(laddr, tuple) and isinstance(raddr, tuple) and laddr and raddr:
-            if (laddr[0], laddr[1]) == peer and raddr[1] == local[1]:
-                return True
+        if (
+            isinstance(laddr, tuple)
+            and isinstance(raddr, tuple)
+            and laddr
+            and raddr
+            and (laddr[0], laddr[1]) == peer
+            and raddr[1] == local[1]
+        ):
+            return True
     return False
 
 
