@@ -85,7 +85,7 @@ def test_manifest_declarations() -> None:
     assert echo.capabilities.peer_fetch.allow == ["127.0.0.1", "localhost"]
     orch = _manifest("orchestrator")
     assert orch.capabilities.spawn.allow == ["worker"]
-    assert orch.lifecycle.after_task == "sleep"
+    assert orch.lifecycle.after_task == "exit"
     worker = _manifest("worker")
     assert worker.capabilities.spawn.allow == []
     assert worker.lifecycle.after_task == "exit"

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES, RunningDaemon
 from launcher.conftest import job_final, wait_for
+from trace_checks import assert_trace_guarantees
 
 from roost.trace import read_trace, trace_path
 
@@ -118,7 +119,12 @@ async def test_orchestrator_delegates_to_worker(daemon_factory: Any) -> None:
         timeout=30,
     )
     assert comp["status"] == "ok" and comp["delivered"] is True
+    # orchestrator ends after its task (after_task: exit), so its own job completes.
+    view = await job_final(d, body["job_id"], timeout=60)
+    assert view["state"] == "complete", view
     lines = read_trace(trace_path(wd, body["session_id"]))
-    assert any(ln["event_type"] == "delegation_start" for ln in lines)
-    status, view, _, _ = await d.call("POST", f"/jobs/{body['job_id']}/cancel")
-    assert status == 200 and view["state"] == "terminated"
+    kinds = [ln["event_type"] for ln in lines]
+    assert "delegation_start" in kinds and "delegation" in kinds
+    (end,) = [ln for ln in lines if ln["event_type"] == "delegation"]
+    assert end["outcome"] == "ok" and end["capsule"] == "worker"
+    assert_trace_guarantees(trace_path(wd, body["session_id"]))
