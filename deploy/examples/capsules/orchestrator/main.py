@@ -12,8 +12,16 @@ import sys
 CHILD = "worker@0.1.0"
 
 
+def objective(text: str) -> str:
+    """The objective alone: a task from input.json arrives formatted as "Objective: …\n\n…", and
+    worker gets its own input.json, which would format it a second time."""
+    if text.startswith("Objective: "):
+        return text[len("Objective: ") :].split("\n\n", 1)[0]
+    return text
+
+
 def main() -> int:
-    task = sys.stdin.read().rstrip("\n")
+    task = objective(sys.stdin.read().rstrip("\n"))
     cmd = ["roost-capsule", "delegate", CHILD, f"--task={task}", "--wait"]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
