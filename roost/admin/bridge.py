@@ -91,15 +91,7 @@ async def cancel(roost: Roost, job_id: str) -> dict[str, Any]:
     job = await _job(roost, job_id)
     if job.final:
         return job.view()
-    if job.parent_id is not None:
-        operator_cancel = getattr(roost.launcher, "cancel_as_operator", None)
-        if operator_cancel is None:
-            raise Unavailable(
-                "this launcher cancels a delegated job only for its parent session; cancel the parent's "
-                "top-level job instead, which ends its delegations through their lifelines"
-            )
-        return (await operator_cancel(job_id)).view()  # type: ignore[no-any-return]
-    return (await roost.launcher.cancel(job_id, None, loopback=True)).view()
+    return (await roost.launcher.cancel_as_operator(job_id)).view()
 
 
 def reconcile_report(roost: Roost) -> dict[str, Any]:
