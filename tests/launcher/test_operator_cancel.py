@@ -25,10 +25,12 @@ async def test_admin_cancels_a_delegated_job(daemon_factory: Any, registry: Regi
         "POST", "/jobs", json={"name": "sleeper", "version": "0.1.0", "task": "600"}, headers={CRED: cred}
     )
     assert status == 201, job
-    async with admin_http(d.roost.config.admin_socket_path) as admin:
-        async with admin.post(f"http://roost/jobs/{job['job_id']}/cancel") as resp:
-            view = await resp.json()
-            assert resp.status == 200, view
+    async with (
+        admin_http(d.roost.config.admin_socket_path) as admin,
+        admin.post(f"http://roost/jobs/{job['job_id']}/cancel") as resp,
+    ):
+        view = await resp.json()
+        assert resp.status == 200, view
     assert view["state"] == "terminated"
     final = await job_final(d, job["job_id"], {CRED: cred})
     assert final["state"] == "terminated"
