@@ -1,7 +1,7 @@
 """Event-loop probes: loop lag, the systemd watchdog ping, ``STATUS=`` updates, scrape-time gauges.
 
 Why from event-loop tasks and not threads: each is a proof that the loop still schedules work.
-The lag probe sleeps 0.25 s and records how late it woke (``roost_event_loop_lag_seconds``);
+The lag probe sleeps 50 ms and records how late it woke (``roost_event_loop_lag_seconds``);
 the watchdog ping is sent only when the loop runs, so a wedged loop (a blocking call that
 escaped the executor) gets the daemon restarted by systemd instead of hanging forever.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,7 @@ __all__ = ["LAG_INTERVAL", "Probes", "refresh_gauges", "status_line"]
 
 log = structlog.get_logger("roost.probes")
 
-LAG_INTERVAL = 0.25
+LAG_INTERVAL = 0.05
 STATUS_INTERVAL = 2.0
 
 
@@ -57,12 +58,11 @@ class Probes:
         self.notify = notify
         self._tasks: list[asyncio.Task[None]] = []
         self._last_status = ""
+        # Recent lag samples (seconds) for ``GET /debug/loop-lag`` and the storm benchmark.
+        self.lag_samples: deque[float] = deque(maxlen=20_000)
 
     async def start(self) -> None:
-        # The launcher samples the same histogram every 50 ms for its storm benchmark; a second
-        # probe would count every interval twice, so this one runs only when it does not.
-        if not hasattr(self.roost.launcher, "lag_samples"):
-            self._spawn(self._lag_loop())
+        self._spawn(self._lag_loop())
 
     def start_notifications(self) -> None:
         """Watchdog pings and ``STATUS=`` updates; called once READY=1 was sent (``_serve`` only)."""
@@ -86,7 +86,9 @@ class Probes:
         while True:
             t0 = loop.time()
             await asyncio.sleep(LAG_INTERVAL)
-            hist.observe(max(0.0, loop.time() - t0 - LAG_INTERVAL))
+            lag = max(0.0, loop.time() - t0 - LAG_INTERVAL)
+            hist.observe(lag)
+            self.lag_samples.append(lag)
 
     async def _watchdog_loop(self, interval: float) -> None:
         while True:

@@ -4,7 +4,7 @@ Who may see a job: a delegated job answers only its parent session's credential
 (``x-murmur-spawn-credential``); a top-level job has no credential, so it answers callers on this
 host (loopback) — the same callers that may launch one. Unknown and not-yours are the same 404.
 
-``GET /debug/loop-lag`` (loopback only) gives the launcher's event-loop lag samples for the storm
+``GET /debug/loop-lag`` (loopback only) gives the daemon's event-loop lag samples for the storm
 benchmark; ``?reset=1`` clears them.
 """
 
@@ -58,10 +58,10 @@ async def cancel_job(request: web.Request) -> web.Response:
 async def loop_lag(request: web.Request) -> web.Response:
     if not is_loopback(request.remote):
         raise Refused("the loop-lag probe answers only this host")
-    launcher = request.app[ROOST].launcher
-    samples = sorted(launcher.lag_samples)
+    probes = request.app[ROOST].probes
+    samples = sorted(probes.lag_samples)
     if request.query.get("reset"):
-        launcher.lag_samples.clear()
+        probes.lag_samples.clear()
     if not samples:
         return web.json_response({"samples": 0})
     q = statistics.quantiles(samples, n=100, method="inclusive") if len(samples) > 1 else [samples[0]] * 99

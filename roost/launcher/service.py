@@ -29,7 +29,7 @@ import os
 import signal
 import subprocess
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -154,9 +154,7 @@ class Launcher:
         self._start_gate = asyncio.Semaphore(roost.config.max_starting or max(2, os.cpu_count() or 2))
         self.keeper: KeeperClient | None = None
         self.delivery_window_secs = 30.0
-        self.lag_samples: deque[float] = deque(maxlen=20_000)
         self.last_reconcile: dict[str, int] | None = None
-        self._lag_task: asyncio.Task[None] | None = None
         self._stopping = False
         # Write ends held here only when the keeper is unavailable (then a crash ends the children).
         self._own_lifelines: dict[str, int] = {}
@@ -178,15 +176,10 @@ class Launcher:
             self.keeper = None
         roost.referee.on_session_end.append(self._on_session_end)
         self.last_reconcile = await reconcile(self)
-        self._lag_task = asyncio.get_running_loop().create_task(self._probe_lag())
 
     async def stop(self) -> None:
         """End every running job (``terminated``, posted to nobody), then the keeper."""
         self._stopping = True
-        if self._lag_task is not None:
-            self._lag_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._lag_task
         running = [self.jobs[j] for j in list(self._live) if j in self.jobs]
         for job in running:
             if job.stop_reason is None:
@@ -216,17 +209,6 @@ class Launcher:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._own_lifelines = {}
-
-    async def _probe_lag(self) -> None:
-        """Event-loop lag, sampled every 50 ms, into ``roost_event_loop_lag_seconds``."""
-        loop = asyncio.get_running_loop()
-        period = 0.05
-        while True:
-            t0 = loop.time()
-            await asyncio.sleep(period)
-            lag = max(0.0, loop.time() - t0 - period)
-            self.roost.metrics.loop_lag.observe(lag)
-            self.lag_samples.append(lag)
 
     def _spawn_task(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
