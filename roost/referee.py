@@ -272,7 +272,9 @@ class Referee:
         # trust lowered by the request is sealed where it matters (the job record, the
         # reservation lookup defaults to untrusted when it is missing).
         self.store.enqueue(ops)
-        log.info(
+        # A grant is this endpoint's access log: debug, like access logs (conventions §5.2);
+        # refusals are logged at info by the route, and the child's registration is too.
+        log.debug(
             "spawn_granted",
             session_id=parent.session_id,
             capsule=artifact.coordinates,
