@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,6 +23,7 @@ from a2a.client import A2AClient
 from a2a.errors import A2AError, JsonRpcError, PeerHTTPError, PeerUnreachable
 from a2a.ids import prefixed
 from a2a.models import Message, Part, TaskState
+from roost.fsutil import write_atomic
 
 __all__ = [
     "COMPLETION_FILE",
@@ -188,27 +188,8 @@ class CompletionRecord:
 
 
 def write_json_atomic(path: Path, obj: Any, *, mode: int = 0o600) -> None:
-    """Pretty JSON + newline via temp file, fsync, rename, fsync of the directory (blocking)."""
-    data = (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    """Pretty JSON + newline, written atomically and durably (blocking)."""
+    write_atomic(path, (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8"), mode=mode)
 
 
 def write_completion(workdir: Path, rec: CompletionRecord) -> Path:

@@ -28,6 +28,8 @@ from typing import Final
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from roost.fsutil import fsync_dir
+
 __all__ = ["KEY_FILE_NAME", "KEY_LEN", "KeyFileError", "KeyRing"]
 
 KEY_LEN: Final = 32
@@ -42,14 +44,6 @@ class KeyFileError(Exception):
 
 def _hkdf(master: bytes, info: bytes) -> bytes:
     return HKDF(algorithm=hashes.SHA256(), length=KEY_LEN, salt=None, info=info).derive(master)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _write_new(path: Path, data: bytes) -> None:
@@ -171,7 +165,7 @@ class KeyRing:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-            _fsync_dir(state_dir)
+            fsync_dir(state_dir)
         return cls(master)
 
     @classmethod
@@ -191,7 +185,7 @@ class KeyRing:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
             raise
-        _fsync_dir(state_dir)
+        fsync_dir(state_dir)
         return cls(master)
 
 

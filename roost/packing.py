@@ -23,12 +23,12 @@ import io
 import os
 import stat
 import sys
-import tempfile
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from roost.fsutil import write_atomic
 from roost.manifest import Manifest, ManifestError, parse_manifest
 from roost.registry import (
     DEFAULT_MAX_EXTRACT_BYTES,
@@ -148,30 +148,6 @@ def _load_manifest(src_dir: Path) -> Manifest:
         raise PackError(f"{mpath}: {exc}") from None
 
 
-def _write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Write ``data`` at ``path`` so a reader sees the old bytes or the new, never a mixture."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def pack_capsule(src_dir: Path, registry_root: Path) -> PackResult:
     """Pack ``src_dir`` into ``registry_root/<name>/<version>/`` and write its sha256 sidecar.
 
@@ -215,9 +191,9 @@ def pack_capsule(src_dir: Path, registry_root: Path) -> PackResult:
         return PackResult(name, version, digest, zpath, changed=False)
     with contextlib.suppress(FileNotFoundError):
         spath.unlink()
-    _write_atomic(zpath, blob)
-    _write_atomic(spath, sidecar)
-    _fsync_dir(out_dir)
+    # Artifacts are published for other users (the daemon's service account) to read.
+    write_atomic(zpath, blob, mode=0o644)
+    write_atomic(spath, sidecar, mode=0o644)
     return PackResult(name, version, digest, zpath, changed=True)
 
 

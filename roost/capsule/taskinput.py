@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from roost.fsutil import write_atomic
+
 __all__ = [
     "REQUEST_TYPE",
     "RESULT_TYPE",
@@ -107,22 +109,13 @@ def result_envelope(output: str, job_id: str | None) -> dict[str, Any]:
     }
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def write_results(workdir: Path, output: str, *, ok: bool, job_id: str | None) -> None:
     """``out/result.txt`` always; ``out/result.json`` only for a successful task (blocking, atomic)."""
     out = workdir / "out"
     out.mkdir(exist_ok=True)
-    _write_atomic(out / "result.txt", output.encode("utf-8"))
+    write_atomic(out / "result.txt", output.encode("utf-8"))
     if ok:
         body = json.dumps(result_envelope(output, job_id), indent=2, ensure_ascii=False) + "\n"
-        _write_atomic(out / "result.json", body.encode("utf-8"))
+        write_atomic(out / "result.json", body.encode("utf-8"))
     else:
         (out / "result.json").unlink(missing_ok=True)

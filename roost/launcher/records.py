@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 from roost.completion import STDERR_LINES
 from roost.errors import BadRequest
+from roost.fsutil import write_atomic
 
 __all__ = [
     "INPUT_FILE",
@@ -72,18 +72,6 @@ def input_envelope(job_id: str, payload: dict[str, str | None]) -> dict[str, Any
     }
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-
-
 def prepare_child_dir(
     child_dir: Path,
     job_id: str,
@@ -102,10 +90,10 @@ def prepare_child_dir(
         child_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     meta = child_dir / "meta"
     meta.mkdir(exist_ok=True, mode=0o700)
-    _write_atomic(child_dir / JOB_ID_FILE, (job_id + "\n").encode())
+    write_atomic(child_dir / JOB_ID_FILE, (job_id + "\n").encode())
     if payload is not None:
         data = json.dumps(input_envelope(job_id, payload), indent=2, ensure_ascii=False) + "\n"
-        _write_atomic(child_dir / INPUT_FILE, data.encode("utf-8"))
+        write_atomic(child_dir / INPUT_FILE, data.encode("utf-8"))
     log_path = child_dir / LOG_FILE
     log_path.parent.mkdir(exist_ok=True, mode=0o700)
     return os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
