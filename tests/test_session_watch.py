@@ -59,3 +59,24 @@ async def test_someone_elses_pid_is_not_believed(daemon_factory: Any, registry: 
     await proc.wait()
     rec = d.roost.table.get("ses_liar")
     assert rec is not None and rec.pid is None and rec.running
+
+
+async def test_restart_ends_sessions_whose_process_is_gone(
+    daemon_factory: Any, registry: RegistryBuilder, tmp_path: Any
+) -> None:
+    registry.add("orchestrator")
+    state = tmp_path / "state-restart"
+    d1 = await daemon_factory(registry.root, spawn_allow=("orchestrator",), state_dir=state)
+    gone = await _register_from_child(d1.url, "ses_gone", "self", 30)
+    alive = await _register_from_child(d1.url, "ses_alive", "self", 60)
+    await d1.roost.stop()
+    await d1.http.close()
+    gone.kill()
+    await gone.wait()
+    d2 = await daemon_factory(registry.root, spawn_allow=("orchestrator",), state_dir=state)
+    assert d2.roost.table.get("ses_gone").status == "failed"
+    rec = d2.roost.table.get("ses_alive")
+    assert rec.running
+    alive.kill()
+    await alive.wait()
+    await _until(lambda: not rec.running)
