@@ -159,21 +159,45 @@ def wrk(
     return WrkResult(rps, pct("50"), pct("99"), bps, int(non2xx.group(1)) if non2xx else 0)
 
 
-BARE_JSON_SERVER = """
-import asyncio, json, socket, sys
-from aiohttp import web
-async def handler(request):
-    body = json.loads(await request.read())
-    return web.json_response({"approval": "x" * 300, "name": body.get("name"), "version": body.get("version"),
-                              "sha256": "0" * 64, "expires_at_ms": 0})
-async def main():
-    app = web.Application()
-    app.router.add_post("/spawn", handler)
-    runner = web.AppRunner(app, access_log=None)
+_SERVE = """
+import asyncio as _asyncio
+from aiohttp import web as _web
+
+
+async def _serve():
+    runner = _web.AppRunner(build_app(), access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    print(site._server.sockets[0].getsockname()[1], flush=True)
-    await asyncio.Event().wait()
-asyncio.run(main())
+    await _web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = runner.addresses[0][1]
+    if "on_port" in globals():
+        on_port(port)
+    print(port, flush=True)
+    await _asyncio.Event().wait()
+
+
+_asyncio.run(_serve())
 """
+
+
+def app_script(body: str) -> str:
+    """A server script for :func:`start_script`: ``body`` defines ``build_app()`` (and optionally
+    ``on_port(port)``); the shared skeleton serves it on an ephemeral loopback port and prints it."""
+    return textwrap.dedent(body) + _SERVE
+
+
+BARE_JSON_SERVER = app_script(
+    """
+    import json
+    from aiohttp import web
+
+    async def handler(request):
+        body = json.loads(await request.read())
+        return web.json_response({"approval": "x" * 300, "name": body.get("name"), "version": body.get("version"),
+                                  "sha256": "0" * 64, "expires_at_ms": 0})
+
+    def build_app():
+        app = web.Application()
+        app.router.add_post("/spawn", handler)
+        return app
+    """
+)

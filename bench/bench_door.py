@@ -16,28 +16,20 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import start_script, wrk
+from _harness import app_script, start_script, wrk
 
-DOOR_SERVER = """
-import asyncio, logging
-from aiohttp import web
-from a2a.door import Door, TaskOutcome
+DOOR_SERVER = app_script(
+    """
+    from a2a.door import Door, TaskOutcome
 
-async def runner(task):
-    return TaskOutcome.completed("ok")
+    async def runner(task):
+        return TaskOutcome.completed("ok")
 
-async def main():
-    door = Door(name="bench", version="0.1.0", session_id="ses_bench", runner=runner,
-                queue_depth=10000, peer_tasks_accept=True)
-    r = web.AppRunner(door.app, access_log=None)
-    await r.setup()
-    site = web.TCPSite(r, "127.0.0.1", 0)
-    await site.start()
-    print(r.addresses[0][1], flush=True)
-    await asyncio.Event().wait()
-
-asyncio.run(main())
-"""
+    def build_app():
+        return Door(name="bench", version="0.1.0", session_id="ses_bench", runner=runner,
+                    queue_depth=10000, peer_tasks_accept=True).app
+    """
+)
 
 BODY = json.dumps(
     {

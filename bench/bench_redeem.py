@@ -19,45 +19,43 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import make_registry, post_json, start_daemon, start_script, wrk
+from _harness import app_script, make_registry, post_json, start_daemon, start_script, wrk
 
-FILE_SERVER = """
-import asyncio, sys
-from aiohttp import web
-ROOT = sys.argv[1]
-async def handler(request):
-    return web.FileResponse(ROOT + "/" + request.match_info["name"])
-async def main():
-    app = web.Application()
-    app.router.add_get("/files/{name}", handler)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    print(site._server.sockets[0].getsockname()[1], flush=True)
-    await asyncio.Event().wait()
-asyncio.run(main())
-"""
+FILE_SERVER = app_script(
+    """
+    import sys
+    from aiohttp import web
 
-CARD_SERVER = """
-import asyncio, json
-from aiohttp import web
-async def main():
-    app = web.Application()
-    runner = web.AppRunner(app, access_log=None)
+    ROOT = sys.argv[1]
+
+    async def handler(request):
+        return web.FileResponse(ROOT + "/" + request.match_info["name"])
+
+    def build_app():
+        app = web.Application()
+        app.router.add_get("/files/{name}", handler)
+        return app
+    """
+)
+
+CARD_SERVER = app_script(
+    """
+    from aiohttp import web
+
     holder = {}
+
     async def card(request):
         return web.json_response({"name": "reader", "url": holder["url"], "version": "0.1.0"})
-    app.router.add_get("/.well-known/agent-card.json", card)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    holder["url"] = f"http://127.0.0.1:{port}/"
-    print(port, flush=True)
-    await asyncio.Event().wait()
-asyncio.run(main())
-"""
+
+    def build_app():
+        app = web.Application()
+        app.router.add_get("/.well-known/agent-card.json", card)
+        return app
+
+    def on_port(port):
+        holder["url"] = f"http://127.0.0.1:{port}/"
+    """
+)
 
 
 def main() -> None:
