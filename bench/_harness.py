@@ -115,6 +115,12 @@ class WrkResult:
     non2xx: int
 
 
+def median_by(results: list[Any], attr: str) -> Any:
+    """The result whose ``attr`` is the median (the lower middle one for an even count)."""
+    ordered = sorted(results, key=lambda r: getattr(r, attr))
+    return ordered[(len(ordered) - 1) // 2]
+
+
 _UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 _BYTES = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3}
 

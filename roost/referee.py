@@ -8,11 +8,12 @@ the reservation it grants; the change is then made durable before the answer lea
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
 
@@ -24,6 +25,7 @@ from roost.errors import BadRequest, IdentityRefused, Refused
 from roost.ids import token_id
 from roost.keys import KeyRing
 from roost.registry import Artifact, Registry, RegistryError
+from roost.reservelog import ReservationJournal, replay
 from roost.sessions import Reservation, SessionRecord, SessionTable, Trust
 from roost.store import Op, Store
 
@@ -96,9 +98,8 @@ class refusals:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """A granted spawn: the approval token and what it pins."""
+class Grant(NamedTuple):
+    """A granted spawn: the approval token and what it pins (a tuple: one is made per grant)."""
 
     approval: str
     claims: tokens.ApprovalClaims
@@ -143,12 +144,15 @@ class Referee:
         self.keys = keys
         self.executor = executor
         self.clock = clock
+        self.journal = ReservationJournal(store, clock)
         self.on_session_end: list[SessionEndHook] = []
         self.on_session_registered: list[Callable[[SessionRecord], None]] = []
         self._resolved: dict[tuple[str, str], tuple[Artifact, float]] = {}
+        self._resolving: dict[tuple[str, str], asyncio.Future[Artifact]] = {}
+        self._generation = 0
         self._envelopes: dict[str, Envelope] = {}
         self._verified: dict[str, tuple[KeyRing, tokens.CredentialClaims]] = {}
-        self._violations: dict[tuple[Envelope, Envelope], str | None] = {}
+        self._violations: dict[tuple[str, str], str | None] = {}
         self.draining = False
 
     # -- identity --------------------------------------------------------------------------
@@ -175,24 +179,46 @@ class Referee:
             raise IdentityRefused()
         return rec
 
+    def _fresh_artifact(self, name: str, version: str) -> Artifact | None:
+        """The cached resolution if it was checked within ``registry_recheck_secs``."""
+        hit = self._resolved.get((name, version))
+        if hit is not None and time.monotonic() - hit[1] < self.config.registry_recheck_secs:
+            return hit[0]
+        return None
+
     async def resolve(self, name: str, version: str) -> Artifact:
         """Resolve through the executor, reusing an answer checked within ``registry_recheck_secs``.
 
         The registry revalidates against the file's stat on every call; doing that (a thread
         hop) on every /spawn would cost more than the rest of the referee together. A
         replaced artifact is therefore noticed within the recheck window, and the launcher
-        re-hashes what it unpacks, so bytes that were never approved are never run.
+        re-hashes what it unpacks, so bytes that were never approved are never run. When the
+        window lapses under load, every request that finds it lapsed waits for the one
+        revalidation already in flight rather than each sending its own.
         """
         key = (name, version)
-        now = time.monotonic()
         hit = self._resolved.get(key)
-        if hit is not None and now - hit[1] < self.config.registry_recheck_secs:
+        if hit is not None and time.monotonic() - hit[1] < self.config.registry_recheck_secs:
             return hit[0]
+        flight = self._resolving.get(key)
+        if flight is None:
+            flight = self._resolving[key] = asyncio.get_running_loop().create_task(
+                self._revalidate(key, self._generation)
+            )
+        return await asyncio.shield(flight)
+
+    async def _revalidate(self, key: tuple[str, str], generation: int) -> Artifact:
+        now = time.monotonic()
         try:
-            artifact = await self.executor.run(self.registry.resolve, name, version)
+            artifact = await self.executor.run(self.registry.resolve, *key)
         except RegistryError:
             self._resolved.pop(key, None)
             raise
+        finally:
+            if self._resolving.get(key) is asyncio.current_task():
+                del self._resolving[key]
+        if generation != self._generation:
+            return artifact  # forgotten while in flight: answer this caller, cache nothing
         if len(self._resolved) > 4096:
             self._resolved.clear()
         self._resolved[key] = (artifact, now)
@@ -208,7 +234,9 @@ class Referee:
 
     def forget_resolved(self) -> None:
         """Drop every cached resolution (SIGHUP, ``roostctl registry add``)."""
+        self._generation += 1
         self._resolved.clear()
+        self._resolving.clear()
 
     # -- POST /spawn -----------------------------------------------------------------------
     async def spawn(
@@ -227,16 +255,21 @@ class Referee:
         if name not in parent.envelope.spawn_allow:
             raise Refused(refusals.not_in_parent_allow(name), "spawn_allow")
         self._check_bounds(parent)
-        artifact = await self.resolve(name, version)
-        # The parent may have ended while the registry was read.
-        if self.table.running_session(parent.session_id) is None:
-            raise IdentityRefused()
-        child_env = self._envelope_of(artifact)
-        pair = (parent.envelope, child_env)
+        artifact = self._fresh_artifact(name, version)
+        if artifact is None:
+            artifact = await self.resolve(name, version)
+            # The registry was read in the executor: the parent may have ended and other
+            # grants may have taken the last slots meanwhile.
+            if self.table.running_session(parent.session_id) is None:
+                raise IdentityRefused()
+            self._check_bounds(parent)
+        # From here to the reservation nothing awaits: the bounds just checked still hold.
+        # A session's envelope is a function of its artifact, so the pair of digests keys it.
+        pair = (parent.sha256, artifact.sha256)
         if pair in self._violations:
             why = self._violations[pair]
         else:
-            why = violation(*pair)
+            why = violation(parent.envelope, self._envelope_of(artifact))
             if len(self._violations) >= 4096:
                 self._violations.clear()
             self._violations[pair] = why
@@ -252,8 +285,6 @@ class Referee:
             depth=parent.depth_remaining - 1,
             exp_ms=now + APPROVAL_TTL_MS,
         )
-        # Race guard: re-check both bounds and record the reservation with no await between.
-        ops = self._check_bounds(parent)
         trust: Trust = "untrusted" if untrusted else parent.trust
         res = Reservation(
             jti=claims.jti,
@@ -267,35 +298,47 @@ class Referee:
             job_id=job_id,
         )
         self.table.reserve(res)
-        ops.append(res.insert_op())
-        # Write-behind: a pending slot lost in a crash only under-counts for at most 60 s, and
-        # trust lowered by the request is sealed where it matters (the job record, the
-        # reservation lookup defaults to untrusted when it is missing).
-        self.store.enqueue(ops)
+        # Written behind (roost/reservelog.py): a pending slot lost in a crash only
+        # under-counts for at most 60 s, and trust lowered by the request is sealed where it
+        # matters (the job record; a missing reservation registers its child untrusted).
+        self.journal.granted(res)
         # A grant is this endpoint's access log: debug, like access logs (conventions §5.2);
         # refusals are logged at info by the route, and the child's registration is too.
-        log.debug(
-            "spawn_granted",
-            session_id=parent.session_id,
-            capsule=artifact.coordinates,
-            approval_id=token_id(approval),
-            depth=claims.depth,
-        )
+        if log.is_enabled_for(logging.DEBUG):
+            log.debug(
+                "spawn_granted",
+                session_id=parent.session_id,
+                capsule=artifact.coordinates,
+                approval_id=token_id(approval),
+                depth=claims.depth,
+            )
         return Grant(approval=approval, claims=claims, artifact=artifact, parent=parent)
 
-    def _check_bounds(self, parent: SessionRecord) -> list[Op]:
-        """Depth, machine ceiling, concurrency — in upstream order. Returns prune deletes."""
+    def _check_bounds(self, parent: SessionRecord) -> None:
+        """Depth, machine ceiling, concurrency — in upstream order (expired slots pruned first)."""
         cfg = self.config
         if parent.depth_remaining <= 0:
             raise Refused(refusals.depth(cfg.max_depth), "depth")
-        gone = self.table.prune(self.clock())
+        self.table.prune(self.clock())
         live = self.table.live_capsules()
         if live >= cfg.max_live_capsules:
             raise Refused(refusals.ceiling(cfg.max_live_capsules, live), "ceiling")
         kids = self.table.live_children(parent.session_id)
         if kids >= cfg.max_concurrent:
             raise Refused(refusals.concurrency(cfg.max_concurrent, kids), "concurrency")
-        return [r.delete_op() for r in gone]
+
+    def release_slot(self, jti: str) -> Reservation | None:
+        """Give back one pending slot (its child will never register)."""
+        res = self.table.release(jti)
+        if res is not None:
+            self.journal.released([res])
+        return res
+
+    def release_slots_of(self, parent_id: str) -> list[Reservation]:
+        """Give back every pending slot a session holds."""
+        gone = self.table.release_all_of(parent_id)
+        self.journal.released(gone)
+        return gone
 
     # -- POST /register --------------------------------------------------------------------
     async def register(
@@ -363,9 +406,8 @@ class Referee:
                 await self.store.commit([spent_op])
                 raise IdentityRefused()
             ops.append(spent_op)
-            res = self.table.release(claims.jti)
+            res = self.release_slot(claims.jti)
             if res is not None:
-                ops.append(res.delete_op())
                 trust = res.trust
                 job_id = job_id or res.job_id
             else:
@@ -432,9 +474,8 @@ class Referee:
             return
         now = self.clock()
         self.table.end(rec, "complete" if status == "complete" else "failed", now)
-        ops: list[Op] = [rec.status_op()]
-        ops.extend(r.delete_op() for r in self.table.release_all_of(rec.session_id))
-        await self.store.commit(ops)
+        self.release_slots_of(rec.session_id)
+        await self.store.commit([rec.status_op()])
         log.info("session_ended", session_id=rec.session_id, capsule=rec.coordinates, status=rec.status)
         for hook in list(self.on_session_end):
             try:
@@ -461,13 +502,18 @@ class Referee:
         now = self.clock()
         for row in self.store.rows("SELECT * FROM sessions"):
             self.table.add(SessionRecord.from_row(row))
-        for row in self.store.rows("SELECT * FROM reservations WHERE exp_ms > ? ORDER BY exp_ms", (now,)):
-            self.table.reserve(Reservation.from_row(row))
         for row in self.store.rows("SELECT jti, exp_ms FROM spent WHERE exp_ms > ?", (now,)):
             self.table.spent[row["jti"]] = int(row["exp_ms"])
+        journal = self.store.rows(
+            "SELECT granted, released FROM reservation_log WHERE max_exp_ms > ? ORDER BY seq", (now,)
+        )
+        for res in replay(((row["granted"], row["released"]) for row in journal), now):
+            # Redeemed, or its parent ended: the release may not have reached the journal.
+            if res.jti not in self.table.spent and self.table.running_session(res.parent_id) is not None:
+                self.table.reserve(res)
         self.store.write_sync(
             [
-                ("DELETE FROM reservations WHERE exp_ms <= ?", (now,)),
+                ("DELETE FROM reservation_log WHERE max_exp_ms <= ?", (now,)),
                 ("DELETE FROM spent WHERE exp_ms <= ?", (now,)),
             ]
         )

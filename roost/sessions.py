@@ -12,7 +12,7 @@ import heapq
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from roost.envelope import Envelope
 from roost.manifest import Manifest
@@ -113,9 +113,8 @@ class SessionRecord:
         )
 
 
-@dataclass(slots=True, frozen=True)
-class Reservation:
-    """A slot held by a granted, not yet redeemed approval."""
+class Reservation(NamedTuple):
+    """A slot held by a granted, not yet redeemed approval (a tuple: cheap to make, one per grant)."""
 
     jti: str
     parent_id: str
@@ -127,39 +126,8 @@ class Reservation:
     exp_ms: int
     job_id: str | None = None
 
-    def insert_op(self) -> Op:
-        return (
-            "INSERT INTO reservations (jti, parent_id, name, version, sha256, depth, trust, exp_ms, job_id)"
-            " VALUES (?,?,?,?,?,?,?,?,?)",
-            (
-                self.jti,
-                self.parent_id,
-                self.name,
-                self.version,
-                self.sha256,
-                self.depth,
-                self.trust,
-                self.exp_ms,
-                self.job_id,
-            ),
-        )
 
-    def delete_op(self) -> Op:
-        return ("DELETE FROM reservations WHERE jti = ?", (self.jti,))
-
-    @classmethod
-    def from_row(cls, row: Any) -> Reservation:
-        return cls(
-            jti=row["jti"],
-            parent_id=row["parent_id"],
-            name=row["name"],
-            version=row["version"],
-            sha256=row["sha256"],
-            depth=int(row["depth"]),
-            trust=row["trust"],
-            exp_ms=int(row["exp_ms"]),
-            job_id=row["job_id"],
-        )
+_EXP = Reservation._fields.index("exp_ms")
 
 
 @dataclass
@@ -168,7 +136,10 @@ class SessionTable:
 
     sessions: dict[str, SessionRecord] = field(default_factory=dict)
     live_children_of: dict[str, set[str]] = field(default_factory=dict)
-    reservations: dict[str, Reservation] = field(default_factory=dict)
+    # Slots are kept as plain tuples: the collector untracks an exact tuple of strings and
+    # ints, but never a NamedTuple, and a busy host's table would otherwise be walked whole by
+    # every full collection. ``Reservation`` is rebuilt for the (rare) callers that read one.
+    reservations: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     reservations_of: dict[str, set[str]] = field(default_factory=dict)
     spent: dict[str, int] = field(default_factory=dict)
     running: int = 0
@@ -210,7 +181,7 @@ class SessionTable:
 
     # -- reservations ----------------------------------------------------------------------
     def prune(self, now_ms: int) -> list[Reservation]:
-        """Drop reservations whose approval has expired; return them (to delete from disk).
+        """Drop reservations whose approval has expired; return them.
 
         A min-heap on expiry keeps this O(log n) per expired entry whatever the clock does.
         """
@@ -218,26 +189,29 @@ class SessionTable:
         heap = self._expiry_heap
         while heap and heap[0][0] <= now_ms:
             _, jti = heapq.heappop(heap)
-            res = self.reservations.get(jti)
-            if res is not None and res.exp_ms <= now_ms:
+            slot = self.reservations.get(jti)
+            if slot is not None and slot[_EXP] <= now_ms:
                 del self.reservations[jti]
+                res = Reservation._make(slot)
                 self._unlink(res)
                 gone.append(res)
         return gone
 
     def reserve(self, res: Reservation) -> None:
-        self.reservations[res.jti] = res
+        self.reservations[res.jti] = tuple(res)
         heapq.heappush(self._expiry_heap, (res.exp_ms, res.jti))
         if len(self._expiry_heap) > 2 * len(self.reservations) + 1024:
             # Released entries linger in the heap; rebuild it now and then.
-            self._expiry_heap = [(r.exp_ms, r.jti) for r in self.reservations.values()]
+            self._expiry_heap = [(slot[_EXP], jti) for jti, slot in self.reservations.items()]
             heapq.heapify(self._expiry_heap)
         self.reservations_of.setdefault(res.parent_id, set()).add(res.jti)
 
     def release(self, jti: str) -> Reservation | None:
-        res = self.reservations.pop(jti, None)
-        if res is not None:
-            self._unlink(res)
+        slot = self.reservations.pop(jti, None)
+        if slot is None:
+            return None
+        res = Reservation._make(slot)
+        self._unlink(res)
         return res
 
     def release_all_of(self, parent_id: str) -> list[Reservation]:

@@ -109,6 +109,22 @@ MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
     CREATE INDEX IF NOT EXISTS jobs_parent ON jobs(parent_id);
     """,
+    # 3: reservations become an append-only journal, one row per write-behind batch
+    # (roost/reservelog.py says why); pending slots carry over.
+    """
+    CREATE TABLE IF NOT EXISTS reservation_log (
+        seq        INTEGER PRIMARY KEY,
+        max_exp_ms INTEGER NOT NULL,
+        granted    BLOB NOT NULL,
+        released   BLOB NOT NULL
+    );
+    INSERT INTO reservation_log (max_exp_ms, granted, released)
+        SELECT max(exp_ms),
+               json_group_array(json_array(jti, parent_id, name, version, sha256, depth, trust, exp_ms, job_id)),
+               '[]'
+        FROM reservations HAVING count(*) > 0;
+    DROP TABLE reservations;
+    """,
 ]
 
 
@@ -122,6 +138,8 @@ class Store:
         self._lock = threading.Lock()
         self._pending: list[tuple[list[Op], asyncio.Future[None]]] = []
         self._behind: list[Op] = []
+        self._sources: list[Callable[[], list[Op]]] = []
+        self._sources_dirty = False
         self._behind_timer: asyncio.TimerHandle | None = None
         self._flushing = False
         self._idle = asyncio.Event()
@@ -175,7 +193,7 @@ class Store:
         if self._behind_timer is not None:
             self._behind_timer.cancel()
             self._behind_timer = None
-        if self._behind and not self._flushing:
+        if (self._behind or self._sources_dirty) and not self._flushing:
             self._start_flush()
         await self._idle.wait()
         conn = self._conn
@@ -233,9 +251,29 @@ class Store:
         if self._behind and not self._flushing and self._behind_timer is None:
             self._behind_timer = asyncio.get_running_loop().call_later(BEHIND_DELAY, self._kick)
 
+    def attach_behind(self, drain: Callable[[], list[Op]]) -> None:
+        """Register a write-behind source: ``drain`` is called at each flush for its ops."""
+        self._sources.append(drain)
+
+    def wake_behind(self) -> None:
+        """An attached source has something to write: flush within ``BEHIND_DELAY``."""
+        if self._closed:
+            return
+        self._sources_dirty = True
+        if not self._flushing and self._behind_timer is None:
+            self._behind_timer = asyncio.get_running_loop().call_later(BEHIND_DELAY, self._kick)
+
+    def _take_behind(self) -> list[Op]:
+        behind, self._behind = self._behind, []
+        if self._sources_dirty:
+            self._sources_dirty = False
+            for drain in self._sources:
+                behind.extend(drain())
+        return behind
+
     def _kick(self) -> None:
         self._behind_timer = None
-        if not self._flushing and (self._behind or self._pending):
+        if not self._flushing and (self._behind or self._sources_dirty or self._pending):
             self._start_flush()
 
     def _start_flush(self) -> None:
@@ -245,10 +283,12 @@ class Store:
 
     async def _flush_loop(self) -> None:
         try:
-            while self._pending or self._behind:
+            while self._pending or self._behind or self._sources_dirty:
                 group, self._pending = self._pending, []
-                behind, self._behind = self._behind, []
+                behind = self._take_behind()
                 groups = ([behind] if behind else []) + [ops for ops, _ in group]
+                if not groups:
+                    continue
                 try:
                     await self._executor.run(self._write_group, groups)
                 except StoreError:

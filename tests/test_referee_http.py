@@ -354,3 +354,111 @@ async def test_restart_with_ephemeral_keys_forgets(
     status, body, _, _ = await d2.call("GET", f"/status/{sid}")
     assert (status, body) == (404, {"error": "session not found"})
     assert not (state / "master.key").exists()
+
+
+async def test_restart_replays_the_reservation_journal(
+    daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path
+) -> None:
+    """Pending slots come back; redeemed ones, a dead parent's and expired ones do not."""
+    registry.add("orchestrator", capabilities={"spawn": {"allow": ["worker"]}})
+    registry.add("worker")
+    state = tmp_path / "journal"
+    clock = FakeClock()
+    d1 = await daemon_factory(
+        registry.root, spawn_allow=("orchestrator",), state_dir=state, clock=clock, max_concurrent=10
+    )
+    keep_sid, keep = await d1.register_top("orchestrator")
+    gone_sid, gone = await d1.register_top("orchestrator")
+    for _ in range(3):
+        assert (await d1.spawn(keep, "worker"))[0] == 200
+    _, redeemed = await d1.spawn(keep, "worker")
+    await d1.register_child(redeemed["approval"], "worker")
+    assert (await d1.spawn(gone, "worker"))[0] == 200
+    status, _, _, _ = await d1.call("POST", "/deregister", json={"outcome": "complete"}, headers={CRED: gone})
+    assert status == 200
+    clock.advance(30_000)
+    _, late = await d1.spawn(keep, "worker")  # expires 30 s after the others
+    await d1.roost.stop()
+    await d1.http.close()
+
+    d2 = await daemon_factory(
+        registry.root, spawn_allow=("orchestrator",), state_dir=state, clock=clock, max_concurrent=10
+    )
+    _, body, _, _ = await d2.call("GET", f"/status/{keep_sid}")
+    # 3 pending + 1 late pending + 1 running child; the ended parent's slot is not counted.
+    assert body == {"status": "running", "depth_remaining": 3, "live_children": 5, "live_capsules": 6}
+    _, body, _, _ = await d2.call("GET", f"/status/{gone_sid}")
+    assert body["status"] == "complete" and body["live_children"] == 0
+    await d2.roost.stop()
+    await d2.http.close()
+
+    clock.advance(45_000)  # the first three have expired; the late one has 15 s left
+    d3 = await daemon_factory(
+        registry.root, spawn_allow=("orchestrator",), state_dir=state, clock=clock, max_concurrent=10
+    )
+    _, body, _, _ = await d3.call("GET", f"/status/{keep_sid}")
+    assert body["live_children"] == 2
+    rows = d3.roost.store.rows("SELECT COUNT(*) AS n FROM reservation_log")
+    assert rows[0]["n"] == 1  # expired batches were compacted at startup
+    child, _ = await d3.register_child(late["approval"], "worker")
+    _, body, _, _ = await d3.call("GET", f"/status/{child}")
+    assert body["status"] == "running"
+
+
+async def test_a_grant_survives_kill_9_once_written_behind(
+    registry: RegistryBuilder, tmp_path: Path, daemon_processes: list[Any]
+) -> None:
+    from conftest import start_daemon_process
+
+    registry.add("orchestrator", capabilities={"spawn": {"allow": ["worker"]}})
+    registry.add("worker")
+    args = ["--registry-path", str(registry.root), "--state-dir", str(tmp_path / "st"), "--spawn-allow", "orchestrator"]
+    loop = asyncio.get_running_loop()
+    first = await loop.run_in_executor(None, start_daemon_process, args)
+    daemon_processes.append(first)
+    import aiohttp
+
+    async with aiohttp.ClientSession() as http:
+        reg = {"session_id": "ses_k9", "name": "orchestrator", "version": "0.1.0"}
+        async with http.post(first.url + "/register", json=reg) as resp:
+            cred = (await resp.json())["credential"]
+        for _ in range(2):
+            async with http.post(
+                first.url + "/spawn", json={"name": "worker", "version": "0.1.0"}, headers={CRED: cred}
+            ) as resp:
+                assert resp.status == 200
+        await asyncio.sleep(0.5)  # well past the 20 ms write-behind window
+        first.proc.kill()
+        first.proc.wait()
+        second = await loop.run_in_executor(None, start_daemon_process, args)
+        daemon_processes.append(second)
+        async with http.get(second.url + "/status/ses_k9") as resp:
+            body = await resp.json()
+    assert body["live_children"] == 2
+
+
+async def test_a_lapsed_resolution_is_revalidated_once_for_a_burst(
+    daemon_factory: Any, registry: RegistryBuilder
+) -> None:
+    registry.add("orchestrator", capabilities={"spawn": {"allow": ["worker"]}})
+    registry.add("worker")
+    d = await daemon_factory(registry.root, spawn_allow=("orchestrator",), max_concurrent=100, max_live_capsules=100)
+    _, cred = await d.register_top("orchestrator")
+    assert (await d.spawn(cred, "worker"))[0] == 200
+    d.roost.referee.forget_resolved()
+    before = d.roost.registry.cache_info()
+    results = await asyncio.gather(*(d.spawn(cred, "worker") for _ in range(40)))
+    assert [status for status, _ in results] == [200] * 40
+    after = d.roost.registry.cache_info()
+    assert (after.hits + after.misses) - (before.hits + before.misses) == 1
+    # Forgetting again mid-flight: the old flight answers its waiters but caches nothing.
+    ref = d.roost.referee
+    ref.forget_resolved()
+    first = asyncio.ensure_future(ref.resolve("worker", "0.1.0"))
+    await asyncio.sleep(0)
+    assert ("worker", "0.1.0") in ref._resolving
+    ref.forget_resolved()
+    assert (await first).name == "worker"
+    assert ("worker", "0.1.0") not in ref._resolved
+    assert (await d.spawn(cred, "worker"))[0] == 200
+    assert ("worker", "0.1.0") in d.roost.referee._resolved

@@ -16,7 +16,6 @@ from roost.admin import bridge
 from roost.config import Config, ConfigError
 from roost.keys import KeyRing
 from roost.registry import Registry
-from roost.store import Op
 
 if TYPE_CHECKING:
     from roost.daemon import Roost
@@ -80,14 +79,9 @@ async def rotate_keys(roost: Roost) -> dict[str, Any]:
     roost.keys = ring
     roost.referee.keys = ring
     table = roost.table
-    ops: list[Op] = []
     pending = 0
     for parent_id in list(table.reservations_of):
-        for res in table.release_all_of(parent_id):
-            ops.append(res.delete_op())
-            pending += 1
-    if ops:
-        await roost.store.commit(ops)
+        pending += len(roost.referee.release_slots_of(parent_id))
     affected = table.running
     log.warning(
         "keys_rotated",

@@ -11,7 +11,7 @@ from aiohttp import web
 
 from roost.errors import BadRequest, NotFound, Refused, RoostError
 from roost.http.context import ROOST
-from roost.http.middleware import read_json
+from roost.http.middleware import json_ok, read_json
 from roost.referee import require_str
 from roost.sessionwatch import pid_holds_connection
 
@@ -32,7 +32,7 @@ def _outcome(exc: RoostError) -> str:
 
 @routes.get("/health")
 async def health(request: web.Request) -> web.Response:
-    return web.json_response({})
+    return json_ok({})
 
 
 @routes.post("/spawn")
@@ -49,7 +49,7 @@ async def spawn(request: web.Request) -> web.Response:
         log.info("spawn_refused", outcome=outcome, status=exc.status)
         raise
     roost.metrics.spawn_decision("granted")
-    return web.json_response(grant.answer())
+    return json_ok(grant.answer())
 
 
 def _optional_workdir(body: dict[str, Any]) -> str | None:
@@ -121,7 +121,7 @@ async def register(request: web.Request) -> web.Response:
     except RoostError as exc:
         log.info("register_refused", outcome=_outcome(exc), status=exc.status, capsule=f"{name}@{version}")
         raise
-    return web.json_response({"credential": credential})
+    return json_ok({"credential": credential})
 
 
 @routes.post("/deregister")
@@ -133,7 +133,7 @@ async def deregister(request: web.Request) -> web.Response:
         shown = outcome if isinstance(outcome, str) else ("" if outcome is None else str(outcome))
         raise BadRequest(f"outcome '{shown}' is not 'complete' or 'failed'")
     await roost.referee.deregister(request.headers.get(CREDENTIAL_HEADER), outcome)
-    return web.json_response({})
+    return json_ok({})
 
 
 @routes.get("/status/{session_id}")
@@ -142,4 +142,4 @@ async def status(request: web.Request) -> web.Response:
     answer = roost.referee.status(request.match_info["session_id"])
     if answer is None:
         raise NotFound("session not found")
-    return web.json_response(answer)
+    return json_ok(answer)

@@ -536,9 +536,7 @@ class Launcher:
         """Give back a reservation whose child never registered (its slot would linger 60 s)."""
         if jti is None:
             return
-        res = self.roost.table.release(jti)
-        if res is not None:
-            self.roost.store.enqueue([res.delete_op()])
+        self.roost.referee.release_slot(jti)
 
     async def _fail_start(
         self,

@@ -558,3 +558,25 @@ def test_many_keys_do_not_confuse_the_hmac_cache() -> None:
         assert tokens.verify_credential(k, tok).sid == f"s{i}"
         with pytest.raises(Unauthenticated):
             tokens.verify_credential(keys[(i + 1) % len(keys)], tok)
+
+
+@settings(max_examples=400)
+@given(
+    key=st.binary(min_size=32, max_size=32),
+    sid=st.text(max_size=40),
+    name=st.text(max_size=20),
+    version=st.text(max_size=12),
+    digest=st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
+    depth=st.integers(0, 2**32 - 1),
+    exp=st.integers(0, 2**64 - 1),
+)
+def test_cached_approval_mint_is_byte_identical_to_the_general_path(
+    key: bytes, sid: str, name: str, version: str, digest: str, depth: int, exp: int
+) -> None:
+    fields = {"sid": sid, "name": name, "version": version, "digest": digest, "depth": depth, "exp_ms": exp}
+    for _ in range(2):  # the second mint reuses the cached head
+        fast, claims = tokens.mint_approval(key, **fields)  # type: ignore[arg-type]
+        general, _ = tokens.mint_approval(key, jti=claims.jti, **fields)  # type: ignore[arg-type]
+        assert fast == general
+        if exp > 0:
+            assert tokens.verify_approval(key, fast, now_ms=exp - 1) == claims
