@@ -13,6 +13,7 @@ caller meant to protect. The card is read from the origin root; requests go to t
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from types import TracebackType
@@ -34,8 +35,13 @@ _METHODS: dict[Dialect, dict[str, str]] = {
 _SNIPPET = 200
 
 
+@functools.lru_cache(maxsize=1024)
 def normalize_peer_url(peer_url: str) -> URL:
-    """``host:port`` → ``http://host:port/``; keep http URLs; refuse https and other schemes."""
+    """``host:port`` → ``http://host:port/``; keep http URLs; refuse https and other schemes.
+
+    Cached: a relay dials the same few peers over and over, and parsing is most of a send's
+    own cost. A refusal is an exception, which the cache never keeps.
+    """
     raw = peer_url.strip()
     if "://" not in raw:
         raw = "http://" + raw
@@ -91,7 +97,11 @@ class A2AClient:
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=self._timeout, raise_for_status=False)
+            # No cookie jar: a door has no business setting state in the client, and a cookie one
+            # peer set must never ride along to another.
+            self._session = aiohttp.ClientSession(
+                timeout=self._timeout, raise_for_status=False, cookie_jar=aiohttp.DummyCookieJar()
+            )
         return self._session
 
     # -- card and dialect ------------------------------------------------------------------------

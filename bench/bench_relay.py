@@ -6,7 +6,12 @@ request at a time. Every relayed send is the full path: credential verified, net
 checked, traceparent/trust stamped, the peer's Task parsed, ``a2a_send`` appended to the
 sender's trace.jsonl. Target: p50(relay) / p50(direct) <= 1.5.
 
-Run: python bench/bench_relay.py [--seconds 8]
+A third server gives the floor: the least any relay built on aiohttp can cost, a handler that
+forwards the JSON-RPC body to the door with an ``aiohttp.ClientSession`` and returns the answer
+unread (no auth, no parsing, no trace). Rounds alternate the three so a noisy neighbour hits
+them alike; the medians are reported.
+
+Run: python bench/bench_relay.py [--seconds 4] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -18,13 +23,57 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import make_registry, post_json, start_daemon, start_script, wrk
+from _harness import WrkResult, app_script, make_registry, median_by, post_json, start_daemon, start_script, wrk
 from bench_door import DOOR_SERVER
+
+
+def proxy_server(door_url: str) -> str:
+    return app_script(
+        f"""
+        import aiohttp
+        from aiohttp import web
+
+        DOOR = {door_url + "/"!r}
+        HEADERS = {DIRECT_HEADERS!r}
+
+        async def forward(request):
+            body = await request.read()
+            async with request.app["client"].post(DOOR, data=body, headers=HEADERS) as resp:
+                data = await resp.read()
+            return web.Response(body=data, content_type="application/json")
+
+        async def open_client(app):
+            app["client"] = aiohttp.ClientSession()
+
+        def build_app():
+            app = web.Application()
+            app.router.add_post("/", forward)
+            app.on_startup.append(open_client)
+            return app
+        """
+    )
+
+
+DIRECT_HEADERS = {
+    "content-type": "application/json",
+    "x-murmur-task-origin": "peer",
+    "x-murmur-task-trust": "trusted",
+    "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+}
+DIRECT_BODY = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": "req_1",
+        "method": "message/send",
+        "params": {"message": {"messageId": "msg-1", "role": "user", "parts": [{"text": "hello"}]}},
+    }
+)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=int, default=8)
+    ap.add_argument("--seconds", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--connections", type=int, default=1)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -36,56 +85,50 @@ def main() -> None:
             ["--registry-path", str(root), "--state-dir", str(Path(tmp) / "state"), "--spawn-allow", "sender"]
         )
         door = start_script(DOOR_SERVER)
+        proxy = start_script(proxy_server(door.url))
         try:
             cred = post_json(
                 daemon.url + "/register",
                 {"session_id": "ses_bench", "name": "sender", "version": "0.1.0", "workdir": str(workdir)},
             )["credential"]
-            direct_body = json.dumps(
-                {
-                    "jsonrpc": "2.0",
-                    "id": "req_1",
-                    "method": "message/send",
-                    "params": {"message": {"messageId": "msg-1", "role": "user", "parts": [{"text": "hello"}]}},
-                }
-            )
-            direct_hdr = {
-                "content-type": "application/json",
-                "x-murmur-task-origin": "peer",
-                "x-murmur-task-trust": "trusted",
-                "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-            }
             relay_body = json.dumps({"peer_url": door.url, "text": "hello", "message_id": "msg-1"})
             relay_hdr = {"content-type": "application/json", "x-murmur-spawn-credential": cred}
-            wrk(door.url + "/", method="POST", body=direct_body, headers=direct_hdr, seconds=2)  # warm-up
-            wrk(daemon.url + "/a2a/send", method="POST", body=relay_body, headers=relay_hdr, seconds=2)
-            d = wrk(
-                door.url + "/",
-                method="POST",
-                body=direct_body,
-                headers=direct_hdr,
-                seconds=args.seconds,
-                connections=args.connections,
-            )
-            r = wrk(
-                daemon.url + "/a2a/send",
-                method="POST",
-                body=relay_body,
-                headers=relay_hdr,
-                seconds=args.seconds,
-                connections=args.connections,
-            )
+            targets = {
+                "direct": (door.url + "/", DIRECT_BODY, DIRECT_HEADERS),
+                "floor": (proxy.url + "/", DIRECT_BODY, DIRECT_HEADERS),
+                "roost": (daemon.url + "/a2a/send", relay_body, relay_hdr),
+            }
+            for url, body, hdr in targets.values():  # warm-up
+                wrk(url, method="POST", body=body, headers=hdr, seconds=2, connections=args.connections)
+            runs: dict[str, list[WrkResult]] = {name: [] for name in targets}
+            for _ in range(args.rounds):
+                for name, (url, body, hdr) in targets.items():
+                    runs[name].append(
+                        wrk(
+                            url,
+                            method="POST",
+                            body=body,
+                            headers=hdr,
+                            seconds=args.seconds,
+                            connections=args.connections,
+                        )
+                    )
             lines = len((workdir / ".murmur" / "ses_bench" / "trace.jsonl").read_text().splitlines())
         finally:
             daemon.stop()
             door.stop()
-    print(f"client -> door           : p50 {d.p50_ms:6.3f} ms  p99 {d.p99_ms:6.3f} ms  {d.rps:7.0f} req/s")
+            proxy.stop()
+    d, f, r = (median_by(runs[name], "p50_ms") for name in ("direct", "floor", "roost"))
+    print(f"client -> door                 : p50 {d.p50_ms:6.3f} ms  p99 {d.p99_ms:6.3f} ms  {d.rps:7.0f} req/s")
+    print(f"client -> bare aiohttp proxy   : p50 {f.p50_ms:6.3f} ms  p99 {f.p99_ms:6.3f} ms  {f.rps:7.0f} req/s")
     print(
-        f"client -> roost -> door  : p50 {r.p50_ms:6.3f} ms  p99 {r.p99_ms:6.3f} ms  {r.rps:7.0f} req/s"
-        f"  non-2xx {r.non2xx}  a2a_send lines {lines}"
+        f"client -> roost -> door        : p50 {r.p50_ms:6.3f} ms  p99 {r.p99_ms:6.3f} ms  {r.rps:7.0f} req/s"
+        f"  non-2xx {sum(x.non2xx for x in runs['roost'])}  a2a_send lines {lines}"
     )
     ratio = r.p50_ms / d.p50_ms
-    print(f"p50 ratio relay/direct   : {ratio:6.2f}  (target <= 1.5: {'met' if ratio <= 1.5 else 'NOT met'})")
+    print(f"p50 ratio relay/direct         : {ratio:6.2f}  (target <= 1.5: {'met' if ratio <= 1.5 else 'NOT met'})")
+    print(f"p50 ratio floor/direct         : {f.p50_ms / d.p50_ms:6.2f}  (no relay on aiohttp can do better)")
+    print(f"p50 ratio relay/floor          : {r.p50_ms / f.p50_ms:6.2f}  (what roost's own work adds)")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,10 @@ from roost.trace import TraceWriter
 __all__ = ["Roost", "StartupError", "run"]
 
 log = structlog.get_logger("roost.daemon")
+
+# Trace files the daemon keeps open at once (one descriptor each); the least recently written
+# is closed first, and simply reopened if it is written again.
+MAX_OPEN_TRACES = 256
 
 
 class StartupError(RuntimeError):
@@ -91,7 +96,9 @@ class Roost:
         self.events = EventBus(clock=clock)
         # One client (one connection pool) for every outbound A2A call the daemon makes.
         self.a2a = A2AClient(connect_timeout=5.0, total_timeout=config.peer_timeout_secs)
-        self._traces: dict[str, TraceWriter] = {}
+        # Open trace writers, least recently used first; each holds one descriptor.
+        self._traces: OrderedDict[str, TraceWriter] = OrderedDict()
+        self.referee.on_session_end.append(self._close_trace)
         self.relay = Relay(self)
         self.peer_plane = PeerPlane(self)
         self.launcher = Launcher(self)
@@ -182,11 +189,19 @@ class Roost:
         if rec.workdir is None:
             return None
         writer = self._traces.get(rec.session_id)
-        if writer is None:
-            if len(self._traces) > 10_000:
-                self._traces.clear()
-            writer = self._traces[rec.session_id] = TraceWriter(rec.workdir, rec.session_id)
+        if writer is not None:
+            self._traces.move_to_end(rec.session_id)
+            return writer
+        writer = self._traces[rec.session_id] = TraceWriter(rec.workdir, rec.session_id)
+        if len(self._traces) > MAX_OPEN_TRACES:
+            _, evicted = self._traces.popitem(last=False)
+            self.executor.submit(evicted.close)
         return writer
+
+    async def _close_trace(self, rec: SessionRecord) -> None:
+        writer = self._traces.pop(rec.session_id, None)
+        if writer is not None:
+            await self.executor.run(writer.close)
 
     async def write_trace(self, rec: SessionRecord, event_type: str, payload: dict[str, object]) -> str | None:
         """Append one line to the session's trace through the executor; returns its event id."""
@@ -234,6 +249,9 @@ class Roost:
                 log.exception("service_stop_failed", service=type(service).__name__)
         await self.probes.stop()
         await self.a2a.close()
+        writers, self._traces = list(self._traces.values()), OrderedDict()
+        for writer in writers:
+            await self.executor.run(writer.close)
         await self.store.close()
         self.executor.shutdown()
 

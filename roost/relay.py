@@ -15,6 +15,7 @@ the peer returned a Task, so a failed or refused send records nothing.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -109,6 +110,12 @@ def stamp(trust: Trust, caller_traceparent: str | None, caller_tracestate: str |
     return tp.format(), headers
 
 
+@functools.lru_cache(maxsize=4096)
+def _allows(entries: tuple[str, ...], peer_url: str) -> bool:
+    """:func:`roost.netrule.allows`, remembered: it is pure, and a session dials few peers."""
+    return allows(entries, peer_url)
+
+
 def _failure(exc: A2AError) -> tuple[str, ObservedError]:
     """The 502 sentence (the peer's error or the network reason) and its observation."""
     if isinstance(exc, PeerUnreachable):
@@ -138,7 +145,7 @@ class Relay:
 
     def _authorize(self, credential: str | None, peer_url: str) -> SessionRecord:
         rec = self.roost.referee.authenticate(credential)
-        if not allows(rec.envelope.network_allow, peer_url):
+        if not _allows(rec.envelope.network_allow, peer_url):
             raise Refused(network_refusal(peer_url))
         return rec
 

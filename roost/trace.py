@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from roost.ids import event_id, token_id
 
 __all__ = [
@@ -95,39 +97,39 @@ def build_line(
         if key in line:
             raise ValueError(f"payload field '{key}' collides with the trace envelope")
         line[key] = redact(val)
-    data = json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n"
-    return eid, data.encode("utf-8")
+    return eid, orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE)
 
 
-def _append(path: Path, data: bytes, *, fsync: bool) -> None:
+def _open_append(path: Path) -> int:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        if fsync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
 
 
-def _session_node(path: Path) -> str | None:
-    """The ``event_id`` of the file's ``session_start`` line (its first line), if any."""
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _session_node(path: Path) -> tuple[str | None, bool]:
+    """The ``event_id`` of the file's ``session_start`` line (its first line), and whether that
+    answer is final: once the first line is complete, it never changes."""
     try:
         with open(path, "rb") as fh:
             first = fh.readline(1 << 20)
     except OSError:
-        return None
+        return None, False
+    if not first.endswith(b"\n"):
+        return None, False
     try:
         obj = json.loads(first)
     except ValueError:
-        return None
+        return None, True
     if isinstance(obj, dict) and obj.get("event_type") == "session_start":
         eid = obj.get("event_id")
-        return eid if isinstance(eid, str) else None
-    return None
+        return (eid if isinstance(eid, str) else None), True
+    return None, True
 
 
 def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -156,6 +158,9 @@ class TraceWriter:
 
     The writer that owns the session (the capsule host) passes ``session_node`` explicitly once
     it has written ``session_start``; a foreign writer (the daemon) discovers it from the file.
+    The ``O_APPEND`` descriptor stays open between lines (a relayed send would otherwise pay a
+    mkdir, an open and a close for each); :meth:`close` releases it, and a file that was
+    unlinked meanwhile is reopened by path rather than written into the void.
     """
 
     def __init__(
@@ -171,6 +176,8 @@ class TraceWriter:
         self._node = session_node
         self._node_known = session_node is not None
         self._fsync = fsync
+        self._fd: int | None = None
+        self._keep_open = True
         self._lock = threading.Lock()
 
     @property
@@ -192,14 +199,40 @@ class TraceWriter:
             parent: str | None
             if isinstance(parent_id, _Parent):
                 if not self._node_known:
-                    self._node = _session_node(self.path)
-                    self._node_known = self._node is not None
+                    self._node, self._node_known = _session_node(self.path)
                 parent = self._node
             else:
                 parent = parent_id
             eid, data = build_line(event_type, self.session_id, parent, payload)
-            _append(self.path, data, fsync=self._fsync)
+            fd = self._descriptor()
+            try:
+                _write_all(fd, data)
+                if self._fsync:
+                    os.fsync(fd)
+            finally:
+                if not self._keep_open:
+                    os.close(fd)
+                    self._fd = None
             if event_type == "session_start":
                 self._node = eid
                 self._node_known = True
             return eid
+
+    def _descriptor(self) -> int:
+        fd = self._fd
+        if fd is not None and os.fstat(fd).st_nlink > 0:
+            return fd
+        if fd is not None:
+            os.close(fd)
+            self._fd = None
+            self._node, self._node_known = None, False
+        self._fd = _open_append(self.path)
+        return self._fd
+
+    def close(self) -> None:
+        """Release the descriptor; a later write still works, opening and closing the file itself."""
+        with self._lock:
+            self._keep_open = False
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None

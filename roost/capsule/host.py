@@ -458,6 +458,7 @@ class Host:
             "session_end",
             {f"total_{k}": v for k, v in self.totals.items()} | {"duration_ms": duration, "exit_status": last},
         )
+        self.trace.close()  # session_end is the file's last line
         ok = self.last_state is TaskState.COMPLETED
         if reason == "natural":
             if p.handle is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from roost.http.context import ROOST
-from roost.http.middleware import read_json
+from roost.http.middleware import json_ok, read_json
 from roost.http.referee_routes import CREDENTIAL_HEADER
 
 __all__ = ["routes"]
@@ -21,18 +21,18 @@ routes = web.RouteTableDef()
 async def a2a_send(request: web.Request) -> web.Response:
     roost = request.app[ROOST]
     body = await read_json(request)
-    return web.json_response(await roost.relay.send(request.headers.get(CREDENTIAL_HEADER), body))
+    return json_ok(await roost.relay.send(request.headers.get(CREDENTIAL_HEADER), body))
 
 
 @routes.post("/a2a/tasks/get")
 async def a2a_tasks_get(request: web.Request) -> web.Response:
     roost = request.app[ROOST]
     body = await read_json(request)
-    return web.json_response(await roost.relay.get(request.headers.get(CREDENTIAL_HEADER), body))
+    return json_ok(await roost.relay.get(request.headers.get(CREDENTIAL_HEADER), body))
 
 
 @routes.post("/a2a/tasks/cancel")
 async def a2a_tasks_cancel(request: web.Request) -> web.Response:
     roost = request.app[ROOST]
     body = await read_json(request)
-    return web.json_response(await roost.relay.cancel(request.headers.get(CREDENTIAL_HEADER), body))
+    return json_ok(await roost.relay.cancel(request.headers.get(CREDENTIAL_HEADER), body))
