@@ -133,7 +133,9 @@ def wrk(
     headers: dict[str, str] | None = None,
     connections: int = 50,
     seconds: int = 8,
+    rotate: tuple[str, list[str]] | None = None,
 ) -> WrkResult:
+    """Run wrk; ``rotate=(header, values)`` sends each request with the next value of ``header``."""
     if not shutil.which("wrk"):
         raise SystemExit("wrk is required for this benchmark: apt-get install wrk")
     lua = ["wrk.method = " + json.dumps(method)]
@@ -141,6 +143,15 @@ def wrk(
         lua.append("wrk.body = " + json.dumps(body))
     for k, v in (headers or {}).items():
         lua.append(f"wrk.headers[{json.dumps(k)}] = {json.dumps(v)}")
+    if rotate is not None:
+        name, values = rotate
+        lua.append("local values = {" + ", ".join(json.dumps(v) for v in values) + "}")
+        lua.append("local n = 0")
+        lua.append("request = function()")
+        lua.append("  n = n + 1")
+        lua.append(f"  wrk.headers[{json.dumps(name)}] = values[(n % #values) + 1]")
+        lua.append("  return wrk.format()")
+        lua.append("end")
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fh:
         fh.write("\n".join(lua) + "\n")
         script = fh.name

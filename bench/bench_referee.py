@@ -20,6 +20,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import BARE_JSON_SERVER, make_registry, median_by, post_json, start_daemon, start_script, wrk
 
+SESSIONS = 8
+CREDENTIAL = "x-murmur-spawn-credential"
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -52,35 +55,34 @@ def main() -> None:
         )
         bare = start_script(BARE_JSON_SERVER)
         try:
-            cred = post_json(
-                daemon.url + "/register", {"session_id": "ses_bench", "name": "orchestrator", "version": "0.1.0"}
-            )["credential"]
+            # Several orchestrators, one credential per request in turn: a few seconds of grants
+            # at this rate would otherwise fill one session's --max-concurrent (at most 100000).
+            creds = [
+                post_json(
+                    daemon.url + "/register",
+                    {"session_id": f"ses_bench{i}", "name": "orchestrator", "version": "0.1.0"},
+                )["credential"]
+                for i in range(SESSIONS)
+            ]
             body = json.dumps({"name": "worker", "version": "0.1.0"})
-            hdr = {"content-type": "application/json", "x-murmur-spawn-credential": cred}
-            wrk(bare.url + "/spawn", method="POST", body=body, headers=hdr, seconds=2)  # warm-up
-            wrk(daemon.url + "/spawn", method="POST", body=body, headers=hdr, seconds=2)
+            hdr = {"content-type": "application/json"}
+            rot = (CREDENTIAL, creds)
+            wrk(bare.url + "/spawn", method="POST", body=body, headers=hdr, seconds=2, rotate=rot)  # warm-up
+            wrk(daemon.url + "/spawn", method="POST", body=body, headers=hdr, seconds=2, rotate=rot)
             bares, roosts = [], []
             for _ in range(args.rounds):  # alternate, so drift on a shared machine hits both alike
-                bares.append(
-                    wrk(
-                        bare.url + "/spawn",
-                        method="POST",
-                        body=body,
-                        headers=hdr,
-                        seconds=args.seconds,
-                        connections=args.connections,
+                for url, into in ((bare.url, bares), (daemon.url, roosts)):
+                    into.append(
+                        wrk(
+                            url + "/spawn",
+                            method="POST",
+                            body=body,
+                            headers=hdr,
+                            seconds=args.seconds,
+                            connections=args.connections,
+                            rotate=rot,
+                        )
                     )
-                )
-                roosts.append(
-                    wrk(
-                        daemon.url + "/spawn",
-                        method="POST",
-                        body=body,
-                        headers=hdr,
-                        seconds=args.seconds,
-                        connections=args.connections,
-                    )
-                )
         finally:
             daemon.stop()
             bare.stop()

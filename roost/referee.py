@@ -180,11 +180,30 @@ class Referee:
         return rec
 
     def _fresh_artifact(self, name: str, version: str) -> Artifact | None:
-        """The cached resolution if it was checked within ``registry_recheck_secs``."""
-        hit = self._resolved.get((name, version))
-        if hit is not None and time.monotonic() - hit[1] < self.config.registry_recheck_secs:
-            return hit[0]
-        return None
+        """The cached resolution if it was checked within ``registry_recheck_secs``.
+
+        Past half the window a revalidation starts in the background (refresh-ahead), so
+        under steady load the entry is renewed before it lapses and no request waits on the
+        registry; an answer older than the window is still never used.
+        """
+        key = (name, version)
+        hit = self._resolved.get(key)
+        if hit is None:
+            return None
+        age = time.monotonic() - hit[1]
+        window = self.config.registry_recheck_secs
+        if age >= window:
+            return None
+        if age >= window / 2 and key not in self._resolving:
+            self._fly(key)
+        return hit[0]
+
+    def _fly(self, key: tuple[str, str]) -> asyncio.Task[Artifact]:
+        flight = self._resolving[key] = asyncio.get_running_loop().create_task(self._revalidate(key, self._generation))
+        # A refresh nobody awaits must not warn "exception never retrieved"; a waiter still
+        # gets the error from the task itself.
+        flight.add_done_callback(lambda t: None if t.cancelled() else t.exception())
+        return flight
 
     async def resolve(self, name: str, version: str) -> Artifact:
         """Resolve through the executor, reusing an answer checked within ``registry_recheck_secs``.
@@ -200,11 +219,7 @@ class Referee:
         hit = self._resolved.get(key)
         if hit is not None and time.monotonic() - hit[1] < self.config.registry_recheck_secs:
             return hit[0]
-        flight = self._resolving.get(key)
-        if flight is None:
-            flight = self._resolving[key] = asyncio.get_running_loop().create_task(
-                self._revalidate(key, self._generation)
-            )
+        flight = self._resolving.get(key) or self._fly(key)
         return await asyncio.shield(flight)
 
     async def _revalidate(self, key: tuple[str, str], generation: int) -> Artifact:

@@ -145,6 +145,7 @@ class Store:
         self._idle = asyncio.Event()
         self._idle.set()
         self._closed = False
+        self._synced = True  # the connection's synchronous mode is FULL
 
     # -- lifecycle -------------------------------------------------------------------------
     async def open(self) -> None:
@@ -290,12 +291,12 @@ class Store:
                 if not groups:
                     continue
                 try:
-                    await self._executor.run(self._write_group, groups)
+                    await self._executor.run(self._write_group, groups, bool(group))
                 except StoreError:
                     # One caller's bad write must not fail its neighbours: retry each alone.
                     if behind:
                         try:
-                            await self._executor.run(self._write_group, [behind])
+                            await self._executor.run(self._write_group, [behind], False)
                         except StoreError as exc:
                             structlog.get_logger("roost.store").error("write_behind_failed", error=str(exc))
                     for ops, fut in group:
@@ -319,10 +320,17 @@ class Store:
         """Blocking single transaction (startup and shutdown paths only)."""
         self._write_group([list(ops)])
 
-    def _write_group(self, groups: list[list[Op]]) -> None:
+    def _write_group(self, groups: list[list[Op]], durable: bool = True) -> None:
+        """One transaction. ``durable=False`` (write-behind only) skips the fsync: the WAL frames
+        reach the kernel, so a daemon crash keeps them, and the next durable commit's fsync
+        covers them too; only a machine crash in between can lose them, as write-behind allows.
+        """
         conn = self._require()
         with self._lock:
             try:
+                if durable != self._synced:
+                    conn.execute("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL")
+                    self._synced = durable
                 conn.execute("BEGIN IMMEDIATE")
                 for ops in groups:
                     _execute_runs(conn, ops)

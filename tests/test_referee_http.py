@@ -462,3 +462,25 @@ async def test_a_lapsed_resolution_is_revalidated_once_for_a_burst(
     assert ("worker", "0.1.0") not in ref._resolved
     assert (await d.spawn(cred, "worker"))[0] == 200
     assert ("worker", "0.1.0") in d.roost.referee._resolved
+
+
+async def test_a_resolution_past_half_its_window_is_refreshed_ahead(
+    daemon_factory: Any, registry: RegistryBuilder
+) -> None:
+    registry.add("orchestrator", capabilities={"spawn": {"allow": ["worker"]}})
+    registry.add("worker")
+    d = await daemon_factory(registry.root, spawn_allow=("orchestrator",), registry_recheck_secs=0.4)
+    _, cred = await d.register_top("orchestrator")
+    assert (await d.spawn(cred, "worker"))[0] == 200
+    ref = d.roost.referee
+    checked = ref._resolved[("worker", "0.1.0")][1]
+    reads = d.roost.registry.cache_info()
+    await asyncio.sleep(0.25)  # past half the window, still inside it
+    assert (await d.spawn(cred, "worker"))[0] == 200  # answered from the cache...
+    for _ in range(100):  # ...while one revalidation runs behind it
+        if ref._resolved[("worker", "0.1.0")][1] > checked:
+            break
+        await asyncio.sleep(0.01)
+    assert ref._resolved[("worker", "0.1.0")][1] > checked
+    after = d.roost.registry.cache_info()
+    assert (after.hits + after.misses) - (reads.hits + reads.misses) == 1

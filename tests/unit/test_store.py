@@ -76,3 +76,19 @@ async def test_unusable_database_is_one_sentence(tmp_path: Path) -> None:
     store = Store(bad, BlockingExecutor())
     with pytest.raises(StoreError, match="is unusable"):
         await store.open()
+
+
+async def test_write_behind_skips_the_fsync_and_a_commit_restores_it(tmp_path: Path) -> None:
+    store = await _store(tmp_path)
+    store.enqueue([("INSERT INTO spent (jti, exp_ms) VALUES ('behind', 1)", ())])
+    for _ in range(200):
+        if store.rows("SELECT COUNT(*) AS n FROM spent")[0]["n"] == 1:
+            break
+        await asyncio.sleep(0.01)
+    assert store.rows("PRAGMA synchronous")[0][0] == 1  # NORMAL: in the WAL, not yet fsynced
+    await store.commit([("INSERT INTO spent (jti, exp_ms) VALUES ('durable', 1)", ())])
+    assert store.rows("PRAGMA synchronous")[0][0] == 2  # FULL: this commit's fsync covers both
+    await store.close()
+    reopened = await _store(tmp_path)
+    assert {r["jti"] for r in reopened.rows("SELECT jti FROM spent")} == {"behind", "durable"}
+    await reopened.close()
