@@ -2,6 +2,12 @@
 
 Every event is one line on stderr (journald collects it). A last processor redacts anything
 shaped like a token, so even a mistaken ``log.info(..., header=value)`` cannot leak one.
+
+Loggers are cached on first use (a lazy proxy costs a bind per call), and a cached logger keeps
+the processor list, wrapper class and output it was built with. So those never change: the
+processors are one list edited in place, the level is a module value a processor reads, and
+both formats write bytes. ``roostctl reload`` can then change the level or format of every
+logger, cached or not.
 """
 
 from __future__ import annotations
@@ -13,12 +19,37 @@ from typing import Any
 
 import orjson
 import structlog
+from structlog.typing import Processor
 
 from roost.trace import redact
 
-__all__ = ["configure_logging"]
+__all__ = ["configure_logging", "enabled_for"]
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+_METHOD_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "msg": logging.INFO,
+    "warning": logging.WARNING,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+    "exception": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "fatal": logging.CRITICAL,
+}
+_PROCESSORS: list[Processor] = []
+_min_level = logging.INFO
+
+
+def enabled_for(level: int) -> bool:
+    """Whether an event at ``level`` would be written (for guarding costly debug fields)."""
+    return level >= _min_level
+
+
+def _below_level(_logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    if _METHOD_LEVELS.get(method, logging.INFO) < _min_level:
+        raise structlog.DropEvent
+    return event
 
 
 def _redact_tokens(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
@@ -28,28 +59,33 @@ def _redact_tokens(_logger: Any, _name: str, event: MutableMapping[str, Any]) ->
     return event
 
 
+def _to_bytes(_logger: Any, _name: str, line: Any) -> Any:
+    """After the console renderer: its line as bytes, so one logger serves both formats."""
+    return line.encode("utf-8", "replace")
+
+
 def configure_logging(fmt: str = "auto", level: str = "info") -> None:
-    """Configure structlog once per process; ``fmt`` is json, console or auto."""
+    """Configure structlog (again, on reload); ``fmt`` is json, console or auto."""
+    global _min_level
     use_console = fmt == "console" or (fmt == "auto" and sys.stderr.isatty())
-    renderer: Any
+    tail: list[Processor]
     if use_console:
-        renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        tail = [structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()), _to_bytes]
     else:
-        renderer = structlog.processors.JSONRenderer(serializer=orjson.dumps)
+        tail = [structlog.processors.JSONRenderer(serializer=orjson.dumps)]
+    _PROCESSORS[:] = [
+        _below_level,
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts"),
+        structlog.processors.format_exc_info,
+        _redact_tokens,
+        *tail,
+    ]
+    _min_level = _LEVELS.get(level, logging.INFO)
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts"),
-            structlog.processors.format_exc_info,
-            _redact_tokens,
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, logging.INFO)),
-        logger_factory=(
-            structlog.PrintLoggerFactory(file=sys.stderr)
-            if use_console
-            else structlog.BytesLoggerFactory(file=sys.stderr.buffer)
-        ),
+        processors=_PROCESSORS,
+        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
+        logger_factory=structlog.BytesLoggerFactory(file=sys.stderr.buffer),
         cache_logger_on_first_use=True,
     )

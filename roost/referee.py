@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import structlog
 
-from roost import tokens
+from roost import logs, tokens
 from roost.blocking import BlockingExecutor
 from roost.config import Config
 from roost.envelope import Envelope, violation
@@ -26,7 +26,7 @@ from roost.ids import token_id
 from roost.keys import KeyRing
 from roost.registry import Artifact, Registry, RegistryError
 from roost.reservelog import ReservationJournal, replay
-from roost.sessions import Reservation, SessionRecord, SessionTable, Trust
+from roost.sessions import Reservation, SessionRecord, SessionTable, Slot, Trust
 from roost.store import Op, Store
 
 __all__ = ["APPROVAL_TTL_MS", "Grant", "Referee", "refusals"]
@@ -269,7 +269,8 @@ class Referee:
             raise Refused("this daemon is draining: it finishes running jobs and grants no new spawns", "draining")
         if name not in parent.envelope.spawn_allow:
             raise Refused(refusals.not_in_parent_allow(name), "spawn_allow")
-        self._check_bounds(parent)
+        now = self.clock()
+        self._check_bounds(parent, now)
         artifact = self._fresh_artifact(name, version)
         if artifact is None:
             artifact = await self.resolve(name, version)
@@ -277,7 +278,8 @@ class Referee:
             # grants may have taken the last slots meanwhile.
             if self.table.running_session(parent.session_id) is None:
                 raise IdentityRefused()
-            self._check_bounds(parent)
+            now = self.clock()
+            self._check_bounds(parent, now)
         # From here to the reservation nothing awaits: the bounds just checked still hold.
         # A session's envelope is a function of its artifact, so the pair of digests keys it.
         pair = (parent.sha256, artifact.sha256)
@@ -290,7 +292,6 @@ class Referee:
             self._violations[pair] = why
         if why is not None:
             raise Refused(why, "envelope")
-        now = self.clock()
         approval, claims = tokens.mint_approval(
             self.keys.approval_key,
             sid=parent.session_id,
@@ -300,26 +301,26 @@ class Referee:
             depth=parent.depth_remaining - 1,
             exp_ms=now + APPROVAL_TTL_MS,
         )
-        trust: Trust = "untrusted" if untrusted else parent.trust
-        res = Reservation(
-            jti=claims.jti,
-            parent_id=parent.session_id,
-            name=artifact.name,
-            version=artifact.version,
-            sha256=artifact.sha256,
-            depth=claims.depth,
-            trust=trust,
-            exp_ms=claims.exp,
-            job_id=job_id,
+        # The slot, in Reservation's field order (a plain tuple: one is made per grant).
+        slot: Slot = (
+            claims.jti,
+            parent.session_id,
+            artifact.name,
+            artifact.version,
+            artifact.sha256,
+            claims.depth,
+            "untrusted" if untrusted else parent.trust,
+            claims.exp,
+            job_id,
         )
-        self.table.reserve(res)
+        self.table.reserve(slot)
         # Written behind (roost/reservelog.py): a pending slot lost in a crash only
         # under-counts for at most 60 s, and trust lowered by the request is sealed where it
         # matters (the job record; a missing reservation registers its child untrusted).
-        self.journal.granted(res)
+        self.journal.granted(slot)
         # A grant is this endpoint's access log: debug, like access logs (conventions §5.2);
         # refusals are logged at info by the route, and the child's registration is too.
-        if log.is_enabled_for(logging.DEBUG):
+        if logs.enabled_for(logging.DEBUG):
             log.debug(
                 "spawn_granted",
                 session_id=parent.session_id,
@@ -327,18 +328,20 @@ class Referee:
                 approval_id=token_id(approval),
                 depth=claims.depth,
             )
-        return Grant(approval=approval, claims=claims, artifact=artifact, parent=parent)
+        return Grant(approval, claims, artifact, parent)
 
-    def _check_bounds(self, parent: SessionRecord) -> None:
+    def _check_bounds(self, parent: SessionRecord, now_ms: int) -> None:
         """Depth, machine ceiling, concurrency — in upstream order (expired slots pruned first)."""
         cfg = self.config
         if parent.depth_remaining <= 0:
             raise Refused(refusals.depth(cfg.max_depth), "depth")
-        self.table.prune(self.clock())
-        live = self.table.live_capsules()
+        table = self.table
+        if table.next_expiry_ms <= now_ms:
+            table.prune(now_ms)
+        live = table.live_capsules()
         if live >= cfg.max_live_capsules:
             raise Refused(refusals.ceiling(cfg.max_live_capsules, live), "ceiling")
-        kids = self.table.live_children(parent.session_id)
+        kids = table.live_children(parent.session_id)
         if kids >= cfg.max_concurrent:
             raise Refused(refusals.concurrency(cfg.max_concurrent, kids), "concurrency")
 

@@ -21,7 +21,7 @@ from typing import Any, cast, get_args
 import orjson
 import structlog
 
-from roost.sessions import Reservation, Trust
+from roost.sessions import SLOT_EXP, SLOT_JTI, Reservation, Slot, Trust
 from roost.store import Op, Store
 
 __all__ = ["APPEND", "COMPACT", "COMPACT_EVERY_MS", "ReservationJournal", "decode_slot", "encode_slot", "replay"]
@@ -34,7 +34,7 @@ COMPACT_EVERY_MS = 1_000
 _TRUST = frozenset(get_args(Trust))
 
 
-def encode_slot(res: Reservation) -> list[Any]:
+def encode_slot(res: Slot) -> list[Any]:
     """The slot's fields in declaration order (jti, parent_id, … job_id), as :func:`decode_slot` reads them."""
     return list(res)
 
@@ -96,13 +96,14 @@ class ReservationJournal:
     def __init__(self, store: Store, clock: Callable[[], int]) -> None:
         self._store = store
         self._clock = clock
-        self._granted: dict[str, Reservation] = {}
+        self._granted: dict[str, Slot] = {}
         self._released: dict[str, int] = {}
         self._next_compact_ms = 0
         store.attach_behind(self.drain)
 
-    def granted(self, res: Reservation) -> None:
-        self._granted[res.jti] = res
+    def granted(self, slot: Slot) -> None:
+        """A slot was granted (a :class:`Reservation`, or its fields as a plain tuple)."""
+        self._granted[slot[SLOT_JTI]] = slot
         self._store.wake_behind()
 
     def released(self, slots: Iterable[Reservation]) -> None:
@@ -124,7 +125,7 @@ class ReservationJournal:
             released, self._released = self._released, {}
             # The row lives as long as its latest slot, and a release as long as the grant it
             # cancels, so compaction never drops a release while its grant is still replayed.
-            max_exp = max([r.exp_ms for r in granted.values()] + list(released.values()))
+            max_exp = max([slot[SLOT_EXP] for slot in granted.values()] + list(released.values()))
             ops.append(
                 (
                     APPEND,

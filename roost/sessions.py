@@ -10,15 +10,26 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple, cast
 
 from roost.envelope import Envelope
 from roost.manifest import Manifest
 from roost.store import Op
 
-__all__ = ["Reservation", "SessionRecord", "SessionStatus", "SessionTable", "Trust"]
+__all__ = [
+    "SLOT_EXP",
+    "SLOT_JTI",
+    "SLOT_PARENT",
+    "Reservation",
+    "SessionRecord",
+    "SessionStatus",
+    "SessionTable",
+    "Slot",
+    "Trust",
+]
 
 Trust = Literal["trusted", "untrusted"]
 SessionStatus = Literal["running", "complete", "failed"]
@@ -127,7 +138,17 @@ class Reservation(NamedTuple):
     job_id: str | None = None
 
 
-_EXP = Reservation._fields.index("exp_ms")
+# A Reservation's fields as a plain tuple, in the same order: what the referee builds per grant
+# (a NamedTuple costs a Python-level call to make) and what the table and the journal keep.
+Slot = tuple[str, str, str, str, str, int, Trust, int, str | None]
+
+# Indices into a Slot (literal, so the type checker knows each field's type).
+SLOT_JTI: Final = 0
+SLOT_PARENT: Final = 1
+SLOT_EXP: Final = 7
+assert Reservation._fields[SLOT_JTI] == "jti" and Reservation._fields[SLOT_PARENT] == "parent_id"
+assert Reservation._fields[SLOT_EXP] == "exp_ms"
+_EXP = SLOT_EXP
 
 
 @dataclass
@@ -197,14 +218,23 @@ class SessionTable:
                 gone.append(res)
         return gone
 
-    def reserve(self, res: Reservation) -> None:
-        self.reservations[res.jti] = tuple(res)
-        heapq.heappush(self._expiry_heap, (res.exp_ms, res.jti))
+    @property
+    def next_expiry_ms(self) -> float:
+        """When :meth:`prune` next has something to drop (``inf`` if nothing is held)."""
+        heap = self._expiry_heap
+        return heap[0][0] if heap else math.inf
+
+    def reserve(self, slot: Slot) -> None:
+        """Hold ``slot`` (a :class:`Reservation` or the same fields as a plain tuple)."""
+        slot = cast(Slot, tuple(slot))  # a Reservation becomes an exact tuple; an exact tuple is itself
+        jti = slot[SLOT_JTI]
+        self.reservations[jti] = slot
+        heapq.heappush(self._expiry_heap, (slot[SLOT_EXP], jti))
         if len(self._expiry_heap) > 2 * len(self.reservations) + 1024:
             # Released entries linger in the heap; rebuild it now and then.
-            self._expiry_heap = [(slot[_EXP], jti) for jti, slot in self.reservations.items()]
+            self._expiry_heap = [(held[_EXP], held_jti) for held_jti, held in self.reservations.items()]
             heapq.heapify(self._expiry_heap)
-        self.reservations_of.setdefault(res.parent_id, set()).add(res.jti)
+        self.reservations_of.setdefault(slot[SLOT_PARENT], set()).add(jti)
 
     def release(self, jti: str) -> Reservation | None:
         slot = self.reservations.pop(jti, None)

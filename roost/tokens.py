@@ -33,7 +33,6 @@ Why the module is shaped like this:
 
 from __future__ import annotations
 
-import base64
 import binascii
 import hmac
 import json
@@ -210,8 +209,12 @@ class TokenParts:
 # Encoding primitives
 
 
+_URLSAFE: Final = bytes.maketrans(b"+/", b"-_")
+
+
 def _b64encode(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+    """Unpadded base64url (``base64.urlsafe_b64encode`` without its two Python-level frames)."""
+    return binascii.b2a_base64(data, newline=False).translate(_URLSAFE).rstrip(b"=").decode("ascii")
 
 
 def _b64decode_strict(segment: str) -> bytes | None:

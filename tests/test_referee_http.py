@@ -53,6 +53,9 @@ async def test_register_bad_bodies(daemon: RunningDaemon) -> None:
     assert status == 400 and body["error"].startswith("invalid JSON: ")
     status, body, _, _ = await daemon.call("POST", "/register", data=b"[1,2]")
     assert status == 400 and body["error"].startswith("invalid JSON: ")
+    # Nesting deeper than the JSON parser follows is a 400, never a 500.
+    status, body, _, _ = await daemon.call("POST", "/spawn", data=b"[" * 30_000 + b"]" * 30_000)
+    assert (status, body) == (400, {"error": "invalid JSON: nested too deeply"})
     status, body, _, _ = await daemon.call(
         "POST", "/register", json={"session_id": "  ", "name": "orchestrator", "version": "0.1.0"}
     )

@@ -17,6 +17,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from roost.errors import BadRequest, RoostError
+from roost.jsonbody import BodyError, decode_body
 
 __all__ = ["INTERNAL_ERROR", "MAX_BODY_BYTES", "error_middleware", "json_error", "json_ok", "read_json"]
 
@@ -69,8 +70,8 @@ async def read_json(request: web.Request) -> dict[str, Any]:
     """The request body as a JSON object, or a 400/413 with one sentence."""
     raw = await request.read()
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+        body = decode_body(raw)
+    except BodyError as exc:
         raise BadRequest(f"invalid JSON: {exc}") from None
     if not isinstance(body, dict):
         raise BadRequest("invalid JSON: the body must be a JSON object")

@@ -551,6 +551,13 @@ def test_strict_b64_matches_reencoding_rule(seg: str) -> None:
     assert got == expected
 
 
+@settings(max_examples=300)
+@given(st.binary(max_size=200))
+def test_b64_encoding_is_unpadded_urlsafe(data: bytes) -> None:
+    assert tokens._b64encode(data) == b64(data)
+    assert tokens._b64decode_strict(tokens._b64encode(data)) == (data or None)
+
+
 def test_many_keys_do_not_confuse_the_hmac_cache() -> None:
     keys = [i.to_bytes(32, "big") for i in range(1100)]  # more than the cache bound
     toks = [tokens.mint_credential(k, f"s{i}") for i, k in enumerate(keys)]
