@@ -34,6 +34,7 @@ __all__ = ["APPROVAL_TTL_MS", "Grant", "Referee", "refusals"]
 log = structlog.get_logger("roost.referee")
 
 APPROVAL_TTL_MS = 60_000
+EXPIRY_SWEEP_SECS = 1.0
 Clock = Callable[[], int]
 SessionEndHook = Callable[[SessionRecord], Awaitable[None]]
 
@@ -329,6 +330,17 @@ class Referee:
                 depth=claims.depth,
             )
         return Grant(approval, claims, artifact, parent)
+
+    async def expire_forever(self, every_secs: float = EXPIRY_SWEEP_SECS) -> None:
+        """Drop expired slots every ``every_secs`` even when no request comes to do it.
+
+        Each /spawn prunes what expired since the one before it; after a flood of grants and then
+        quiet, the first request would otherwise pay for every slot that lapsed meanwhile (a
+        minute of a flood is hundreds of thousands) in one stall.
+        """
+        while True:
+            await asyncio.sleep(every_secs)
+            self.table.prune(self.clock())
 
     def _check_bounds(self, parent: SessionRecord, now_ms: int) -> None:
         """Depth, machine ceiling, concurrency — in upstream order (expired slots pruned first)."""

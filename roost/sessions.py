@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 import json
 import math
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple, cast
@@ -164,7 +165,8 @@ class SessionTable:
     reservations_of: dict[str, set[str]] = field(default_factory=dict)
     spent: dict[str, int] = field(default_factory=dict)
     running: int = 0
-    _expiry_heap: list[tuple[int, str]] = field(default_factory=list)
+    _expiry: deque[tuple[int, str]] = field(default_factory=deque)
+    _late: list[tuple[int, str]] = field(default_factory=list)
 
     # -- sessions --------------------------------------------------------------------------
     def get(self, session_id: str) -> SessionRecord | None:
@@ -201,48 +203,60 @@ class SessionTable:
         return (r for r in self.sessions.values() if r.running)
 
     # -- reservations ----------------------------------------------------------------------
-    def prune(self, now_ms: int) -> list[Reservation]:
-        """Drop reservations whose approval has expired; return them.
+    # Expiry order: every approval lives APPROVAL_TTL_MS from its grant, so slots expire in the
+    # order they were granted while the wall clock runs forward. ``_expiry`` is that order (a
+    # deque: appending and expiring touch only its ends, where a heap of hundreds of thousands
+    # sifts through memory on every pop); a slot whose expiry falls before the last one queued
+    # (the clock stepped back) goes to the small ``_late`` heap instead, so both stay sorted.
 
-        A min-heap on expiry keeps this O(log n) per expired entry whatever the clock does.
-        """
-        gone: list[Reservation] = []
-        heap = self._expiry_heap
-        while heap and heap[0][0] <= now_ms:
-            _, jti = heapq.heappop(heap)
-            slot = self.reservations.get(jti)
-            if slot is not None and slot[_EXP] <= now_ms:
-                del self.reservations[jti]
-                res = Reservation._make(slot)
-                self._unlink(res)
-                gone.append(res)
-        return gone
+    def prune(self, now_ms: int) -> int:
+        """Drop every reservation whose approval has expired by ``now_ms``; return how many."""
+        dropped = 0
+        queue, late = self._expiry, self._late
+        while queue and queue[0][0] <= now_ms:
+            dropped += self._expire(queue.popleft()[1], now_ms)
+        while late and late[0][0] <= now_ms:
+            dropped += self._expire(heapq.heappop(late)[1], now_ms)
+        return dropped
+
+    def _expire(self, jti: str, now_ms: int) -> int:
+        slot = self.reservations.get(jti)
+        if slot is None or slot[_EXP] > now_ms:
+            return 0  # released already, or held again under a later expiry
+        del self.reservations[jti]
+        self._unlink(slot[SLOT_PARENT], jti)
+        return 1
 
     @property
     def next_expiry_ms(self) -> float:
-        """When :meth:`prune` next has something to drop (``inf`` if nothing is held)."""
-        heap = self._expiry_heap
-        return heap[0][0] if heap else math.inf
+        """No later than the earliest held slot's expiry (``inf`` if nothing is queued): until
+        then :meth:`prune` has nothing to drop. A released slot may keep it earlier."""
+        queue, late = self._expiry, self._late
+        first = queue[0][0] if queue else math.inf
+        return min(first, late[0][0]) if late else first
 
     def reserve(self, slot: Slot) -> None:
         """Hold ``slot`` (a :class:`Reservation` or the same fields as a plain tuple)."""
         slot = cast(Slot, tuple(slot))  # a Reservation becomes an exact tuple; an exact tuple is itself
-        jti = slot[SLOT_JTI]
+        jti, exp = slot[SLOT_JTI], slot[SLOT_EXP]
         self.reservations[jti] = slot
-        heapq.heappush(self._expiry_heap, (slot[SLOT_EXP], jti))
-        if len(self._expiry_heap) > 2 * len(self.reservations) + 1024:
-            # Released entries linger in the heap; rebuild it now and then.
-            self._expiry_heap = [(held[_EXP], held_jti) for held_jti, held in self.reservations.items()]
-            heapq.heapify(self._expiry_heap)
+        queue = self._expiry
+        if not queue or exp >= queue[-1][0]:
+            queue.append((exp, jti))
+        else:
+            heapq.heappush(self._late, (exp, jti))
+        if len(queue) + len(self._late) > 2 * len(self.reservations) + 1024:
+            # Released slots linger in the queues until their expiry; drop them now and then.
+            self._expiry = deque(sorted((held[_EXP], held_jti) for held_jti, held in self.reservations.items()))
+            self._late = []
         self.reservations_of.setdefault(slot[SLOT_PARENT], set()).add(jti)
 
     def release(self, jti: str) -> Reservation | None:
         slot = self.reservations.pop(jti, None)
         if slot is None:
             return None
-        res = Reservation._make(slot)
-        self._unlink(res)
-        return res
+        self._unlink(slot[SLOT_PARENT], jti)
+        return Reservation._make(slot)
 
     def release_all_of(self, parent_id: str) -> list[Reservation]:
         out = []
@@ -252,12 +266,12 @@ class SessionTable:
                 out.append(res)
         return out
 
-    def _unlink(self, res: Reservation) -> None:
-        mine = self.reservations_of.get(res.parent_id)
+    def _unlink(self, parent_id: str, jti: str) -> None:
+        mine = self.reservations_of.get(parent_id)
         if mine is not None:
-            mine.discard(res.jti)
+            mine.discard(jti)
             if not mine:
-                del self.reservations_of[res.parent_id]
+                del self.reservations_of[parent_id]
 
     # -- counts (callers prune first) ------------------------------------------------------
     def live_capsules(self) -> int:

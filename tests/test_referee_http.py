@@ -246,6 +246,28 @@ async def test_concurrency_bound_and_expiry_release(daemon_factory: Any, registr
     assert (await d.spawn(cred, "worker"))[0] == 200
 
 
+async def test_expired_slots_are_swept_without_a_request(daemon_factory: Any, registry: RegistryBuilder) -> None:
+    """After a burst of grants and then quiet, the next request must not pay for them all."""
+    registry.add("orchestrator", capabilities={"spawn": {"allow": ["worker"]}})
+    registry.add("worker")
+    clock = FakeClock()
+    d = await daemon_factory(
+        registry.root, spawn_allow=("orchestrator",), max_concurrent=50, max_live_capsules=50, clock=clock
+    )
+    _, cred = await d.register_top("orchestrator")
+    for _ in range(20):
+        assert (await d.spawn(cred, "worker"))[0] == 200
+    assert len(d.roost.table.reservations) == 20
+    clock.advance(60_001)
+    for _ in range(60):  # the sweep runs every second; give it a few
+        if not d.roost.table.reservations:
+            break
+        await asyncio.sleep(0.1)
+    assert not d.roost.table.reservations and not d.roost.table.reservations_of
+    status, body, _, _ = await d.call("GET", f"/status/{next(iter(d.roost.table.sessions))}")
+    assert status == 200 and body["live_children"] == 0
+
+
 async def test_machine_ceiling(daemon_factory: Any, registry: RegistryBuilder) -> None:
     registry.add("orchestrator", capabilities={"spawn": {"allow": ["worker"]}})
     registry.add("worker")
