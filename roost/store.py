@@ -312,9 +312,16 @@ class Store:
                 for _, fut in group:
                     if not fut.done():
                         fut.set_result(None)
+                if not self._pending and not self._closed:
+                    # Only write-behind arrived during that write: it waits for the next tick
+                    # rather than chaining transactions back to back (under a storm of grants
+                    # that was a transaction per millisecond instead of one per BEHIND_DELAY).
+                    break
         finally:
             self._flushing = False
             self._idle.set()
+            if (self._behind or self._sources_dirty) and not self._closed and self._behind_timer is None:
+                self._behind_timer = asyncio.get_running_loop().call_later(BEHIND_DELAY, self._kick)
 
     def write_sync(self, ops: Iterable[Op]) -> None:
         """Blocking single transaction (startup and shutdown paths only)."""
