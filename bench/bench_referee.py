@@ -8,8 +8,10 @@ the credentials of 8 orchestrators in turn; nothing is redeemed, so the pending 
 every grant of the run (about 400k slots after a minute), as a flood would make it. Rounds
 alternate bare and roost; the median round and the median ratio are reported.
 
-At 50 closed-loop connections p50 is about 50 / throughput, and the bare handler's own p99 is
-about 1.85x its p50: p99 < 10 ms therefore needs about 9,300 req/s, near 0.7x the bare handler.
+At 50 closed-loop connections p50 is about 50 / throughput, and p99 is 1.4-2x p50 on this kind
+of machine, so the p99 target holds only with throughput to spare: roost answers about 10,000
+req/s here (p50 about 4.9 ms). Stalls that grow with the pending table (a full collection walks
+it; a quiet spell after a flood used to leave a backlog of expiries) show up in later rounds.
 
 Run: python bench/bench_referee.py [--seconds 5] [--rounds 3]
 """
