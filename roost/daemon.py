@@ -52,8 +52,9 @@ __all__ = ["Roost", "StartupError", "run"]
 # items) that every full collection walks item by item, 30-40 ms at 500k slots, and that a new
 # slot re-tracks into the youngest generation after each one. Collecting the young generation
 # every 20,000 allocations instead of 700, and the oldest after 20 middle ones instead of 10, cuts
-# those pauses from one every few seconds to one every few minutes under such a flood; cyclic
-# garbage still goes at the next young collection, a long-lived cycle within minutes.
+# those pauses from one every few seconds to one every few minutes under such a flood. A young
+# reference cycle still goes at the next young collection (about a second under load); one that
+# lived long enough to be promoted waits for a full one.
 GC_THRESHOLDS = (20_000, 20, 20)
 
 log = structlog.get_logger("roost.daemon")
