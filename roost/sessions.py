@@ -207,7 +207,8 @@ class SessionTable:
     # order they were granted while the wall clock runs forward. ``_expiry`` is that order (a
     # deque: appending and expiring touch only its ends, where a heap of hundreds of thousands
     # sifts through memory on every pop); a slot whose expiry falls before the last one queued
-    # (the clock stepped back) goes to the small ``_late`` heap instead, so both stay sorted.
+    # (the clock stepped back) goes to the ``_late`` heap instead, so both stay sorted; that heap
+    # stays empty while the clock behaves.
 
     def prune(self, now_ms: int) -> int:
         """Drop every reservation whose approval has expired by ``now_ms``; return how many."""
