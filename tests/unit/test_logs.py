@@ -28,7 +28,7 @@ def stderr() -> Iterator[_Stderr]:
     between a fixture's set-up and the test's call)."""
     yield _Stderr()
     structlog.reset_defaults()
-    logs.configure_logging.__globals__["_min_level"] = logging.INFO
+    logs._min_level = logging.INFO  # what configure_logging left behind
 
 
 def lines(fake: _Stderr) -> list[str]:
