@@ -126,6 +126,9 @@ class Roost:
         # Re-reads the config file on SIGHUP / POST /reload; None when there is nothing to re-read.
         self.config_loader: Callable[[], Config] | None = None
         self.stop_callback: Callable[[str], None] | None = None
+        # Operator actions that must not interleave with themselves (roost/admin/control.py).
+        self.rotate_lock = asyncio.Lock()
+        self.reload_lock = asyncio.Lock()
         # -- end operator surface ---------------------------------------------------------------
 
     @staticmethod

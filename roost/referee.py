@@ -27,7 +27,7 @@ from roost.keys import KeyRing
 from roost.registry import Artifact, Registry, RegistryError
 from roost.reservelog import ReservationJournal, replay
 from roost.sessions import Reservation, SessionRecord, SessionTable, Slot, Trust
-from roost.store import Op, Store
+from roost.store import Op, Store, StoreConflict
 
 __all__ = ["APPROVAL_TTL_MS", "Grant", "Referee", "refusals"]
 
@@ -389,6 +389,7 @@ class Referee:
         if self.table.get(session_id) is not None:
             raise IdentityRefused()
         ops: list[Op] = []
+        spent_op: Op | None
         parent_id: str | None
         trust: Trust
         if approval is None:
@@ -400,11 +401,25 @@ class Referee:
             if name not in self.config.spawn_allow:
                 raise Refused(refusals.not_in_spawn_allow(name), "spawn_allow")
             artifact = await self.resolve(name, version)
+            # The registry was read in the executor: the same id may have registered meanwhile,
+            # or a drain begun. Checked again with no await between here and the table insert.
+            if self.table.get(session_id) is not None:
+                raise IdentityRefused()
+            if self.draining:
+                raise Refused(
+                    "this daemon is draining: it finishes running jobs and registers no new top-level sessions",
+                    "draining",
+                )
             depth = self.config.max_depth
             parent_id = None
             trust = "trusted"
+            spent_op = None
         else:
             artifact = await self.resolve(name, version)
+            # As before the await: a duplicate id is refused before the approval is looked at,
+            # so it stays unspent, however the requests interleave.
+            if self.table.get(session_id) is not None:
+                raise IdentityRefused()
             now = self.clock()
             try:
                 claims = tokens.verify_approval(self.keys.approval_key, approval, now_ms=now)
@@ -414,7 +429,7 @@ class Referee:
                 raise IdentityRefused() from None
             if not self.table.spend(claims.jti, claims.exp, now):
                 raise Refused(refusals.REPLAYED, "approval_replayed")
-            spent_op: Op = (
+            spent_op = (
                 "INSERT OR IGNORE INTO spent (jti, exp_ms) VALUES (?, ?)",
                 (claims.jti, claims.exp),
             )
@@ -432,9 +447,6 @@ class Referee:
                 # The approval is spent the moment it verified, whatever follows.
                 await self.store.commit([spent_op])
                 raise
-            if self.table.get(session_id) is not None:
-                await self.store.commit([spent_op])
-                raise IdentityRefused()
             ops.append(spent_op)
             res = self.release_slot(claims.jti)
             if res is not None:
@@ -468,13 +480,21 @@ class Referee:
             capsule_url=capsule_url,
             job_id=job_id,
         )
+        # Held in the table from here on, so a concurrent register of the same id is refused
+        # by the checks above while this one's commit is in flight.
         self.table.add(rec)
         ops.append(rec.insert_op())
         try:
             await self.store.commit(ops)
-        except Exception:
-            self.table.end(rec, "failed", self.clock())
-            self.table.sessions.pop(session_id, None)
+        except StoreConflict:
+            # The id is in the database but not in memory: a session ended and retired from
+            # the working set. The same refusal as for a live duplicate.
+            self.table.discard(rec)
+            if spent_op is not None:
+                await self.store.commit([spent_op])
+            raise IdentityRefused() from None
+        except BaseException:
+            self.table.discard(rec)
             raise
         for hook in list(self.on_session_registered):
             try:

@@ -196,6 +196,14 @@ class SessionTable:
                 if not kids:
                     del self.live_children_of[rec.parent_id]
 
+    def discard(self, rec: SessionRecord) -> None:
+        """Forget ``rec`` entirely (its registration never became durable), if it is still the
+        record held under its id."""
+        if self.sessions.get(rec.session_id) is not rec:
+            return
+        self.end(rec, "failed", rec.created_ms)
+        del self.sessions[rec.session_id]
+
     def children_of(self, session_id: str) -> set[str]:
         return set(self.live_children_of.get(session_id, ()))
 

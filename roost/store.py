@@ -23,7 +23,7 @@ import structlog
 
 from roost.blocking import BlockingExecutor
 
-__all__ = ["MIGRATIONS", "Op", "Store", "StoreError"]
+__all__ = ["MIGRATIONS", "Op", "Store", "StoreConflict", "StoreError"]
 
 T = TypeVar("T")
 Op = tuple[str, Sequence[Any]]
@@ -34,6 +34,10 @@ BEHIND_DELAY = 0.02
 
 class StoreError(RuntimeError):
     """The state database could not be read or written."""
+
+
+class StoreConflict(StoreError):
+    """A write broke a uniqueness constraint (the row is already there)."""
 
 
 # Each entry upgrades the schema by one version; never edit a shipped entry, append one.
@@ -345,7 +349,8 @@ class Store:
             except sqlite3.DatabaseError as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
-                raise StoreError(f"the state database could not be written: {exc}") from None
+                kind = StoreConflict if isinstance(exc, sqlite3.IntegrityError) else StoreError
+                raise kind(f"the state database could not be written: {exc}") from None
 
     def _require(self) -> sqlite3.Connection:
         if self._conn is None:

@@ -71,6 +71,13 @@ async def rotate_keys(roost: Roost) -> dict[str, Any]:
     reservations are released at once: their approvals can no longer be redeemed, so keeping
     their slots would only block new spawns for up to 60 s.
     """
+    # Two rotations at once would each write a key file and race to install theirs: the one in
+    # memory could then differ from the one on disk. One at a time.
+    async with roost.rotate_lock:
+        return await _rotate_keys(roost)
+
+
+async def _rotate_keys(roost: Roost) -> dict[str, Any]:
     old = roost.keys.key_id
     if roost.config.ephemeral_keys:
         ring = KeyRing.ephemeral()
@@ -112,7 +119,15 @@ def _merge(old: Config, new: Config) -> tuple[Config, list[str]]:
 
 
 async def reload(roost: Roost) -> dict[str, Any]:
-    """Re-read the config file and forget registry caches; running sessions and jobs are untouched."""
+    """Re-read the config file and forget registry caches; running sessions and jobs are untouched.
+
+    Reloads run one at a time: each merges onto the configuration the one before it installed.
+    """
+    async with roost.reload_lock:
+        return await _reload(roost)
+
+
+async def _reload(roost: Roost) -> dict[str, Any]:
     loader = roost.config_loader
     changed: list[str] = []
     needs_restart: list[str] = []

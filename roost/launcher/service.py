@@ -149,6 +149,7 @@ class Launcher:
         self._live: dict[str, _Live] = {}
         self._children: dict[str, set[str]] = {}
         self._reconciled: set[str] = set()
+        self._finalizing: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._starting_top = 0
         self._start_gate = asyncio.Semaphore(roost.config.max_starting or max(2, os.cpu_count() or 2))
@@ -621,9 +622,18 @@ class Launcher:
 
     async def _finalize(self, job: Job, exit_status: str) -> None:
         """Everything that follows a child's exit, once: completion, delivery, trace, record."""
-        roost = self.roost
-        if job.done.is_set():
+        # Checked and marked with no await between: a second caller (reconcile, a supervisor)
+        # returns at once instead of finalizing the same job twice.
+        if job.done.is_set() or job.job_id in self._finalizing:
             return
+        self._finalizing.add(job.job_id)
+        try:
+            await self._finalize_once(job, exit_status)
+        finally:
+            self._finalizing.discard(job.job_id)
+
+    async def _finalize_once(self, job: Job, exit_status: str) -> None:
+        roost = self.roost
         span = roost.events.start("roost.process.exit", **self._attrs(job, pid=job.pid, exit_code=exit_status))
         live = self._live.pop(job.job_id, None)
         if live is not None:
