@@ -383,7 +383,9 @@ class Referee:
         pid_start: float | None = None,
         capsule_url: str | None = None,
         job_id: str | None = None,
+        uid: int | None = None,
     ) -> tuple[str, SessionRecord]:
+        """Register a session; ``uid`` is the caller's (a child takes its parent's instead)."""
         if not session_id.strip():
             raise BadRequest("session_id must not be empty")
         if self.table.get(session_id) is not None:
@@ -458,6 +460,7 @@ class Referee:
                 trust = "untrusted"
             depth = claims.depth
             parent_id = parent.session_id
+            uid = parent.uid
         credential = tokens.mint_credential(self.keys.credential_key, session_id)
         cred_claims = tokens.verify_credential(self.keys.credential_key, credential)
         rec = SessionRecord(
@@ -479,6 +482,7 @@ class Referee:
             pid_start=pid_start,
             capsule_url=capsule_url,
             job_id=job_id,
+            uid=uid,
         )
         # Held in the table from here on, so a concurrent register of the same id is refused
         # by the checks above while this one's commit is in flight.
@@ -508,6 +512,7 @@ class Referee:
             parent=parent_id,
             depth_remaining=depth,
             trust=trust,
+            uid=uid,
             credential_id=token_id(credential),
         )
         return credential, rec

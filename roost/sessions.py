@@ -57,6 +57,8 @@ class SessionRecord:
     capsule_url: str | None = None
     job_id: str | None = None
     ended_ms: int | None = None
+    uid: int | None = None
+    """The uid that registered the session (children inherit their parent's); None if unknown."""
 
     @property
     def running(self) -> bool:
@@ -70,7 +72,7 @@ class SessionRecord:
         return (
             "INSERT INTO sessions (session_id, name, version, sha256, status, parent_id, depth_remaining,"
             " envelope, manifest, trust, cred_nonce, handle_salt, workdir, pid, pid_start, capsule_url,"
-            " job_id, created_ms, ended_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " job_id, created_ms, ended_ms, uid) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 self.session_id,
                 self.name,
@@ -91,6 +93,7 @@ class SessionRecord:
                 self.job_id,
                 self.created_ms,
                 self.ended_ms,
+                self.uid,
             ),
         )
 
@@ -122,6 +125,7 @@ class SessionRecord:
             job_id=row["job_id"],
             created_ms=int(row["created_ms"]),
             ended_ms=row["ended_ms"],
+            uid=row["uid"],
         )
 
 

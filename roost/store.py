@@ -129,6 +129,11 @@ MIGRATIONS: list[str] = [
         FROM reservations HAVING count(*) > 0;
     DROP TABLE reservations;
     """,
+    # 4: the uid behind each session (who registered it; children inherit it) and each job.
+    """
+    ALTER TABLE sessions ADD COLUMN uid INTEGER;
+    ALTER TABLE jobs ADD COLUMN uid INTEGER;
+    """,
 ]
 
 

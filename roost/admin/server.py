@@ -17,7 +17,6 @@ import errno
 import os
 import socket
 import stat
-import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,8 +29,10 @@ from roost.admin.routes_control import routes as control_routes
 from roost.admin.routes_jobs import routes as job_routes
 from roost.admin.routes_sessions import routes as session_routes
 from roost.admin.routes_stream import routes as stream_routes
+from roost.http.caller import caller_of
 from roost.http.context import ROOST
 from roost.http.middleware import MAX_BODY_BYTES, error_middleware, json_error
+from roost.peercred import unix_peer_uid
 
 if TYPE_CHECKING:
     from roost.daemon import Roost
@@ -41,7 +42,6 @@ __all__ = ["AdminServer", "AdminSocketError", "build_admin_app", "peer_uid", "un
 log = structlog.get_logger("roost.admin")
 
 _SUN_PATH_MAX = 107
-_PEERCRED = struct.Struct("3i")
 
 
 class AdminSocketError(RuntimeError):
@@ -50,14 +50,7 @@ class AdminSocketError(RuntimeError):
 
 def peer_uid(sock: socket.socket | None) -> int | None:
     """The uid of the process at the other end of a unix socket (``SO_PEERCRED``), or None."""
-    if sock is None or sock.family != socket.AF_UNIX:
-        return None
-    try:
-        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-    except OSError:
-        return None
-    _pid, uid, _gid = _PEERCRED.unpack(raw)
-    return int(uid)
+    return unix_peer_uid(sock)
 
 
 @contextlib.contextmanager
@@ -75,9 +68,8 @@ def unix_address(path: Path) -> Iterator[str]:
 
 @web.middleware
 async def peer_uid_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    transport = request.transport
-    sock = transport.get_extra_info("socket") if transport is not None else None
-    uid = peer_uid(sock)
+    caller = caller_of(request)
+    uid = caller.uid if caller.via == "unix" else None
     me = os.geteuid()
     if uid is None or (uid != me and uid != 0):
         log.warning("admin_peer_refused", peer_uid=uid, path=request.rel_url.path)

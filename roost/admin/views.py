@@ -25,6 +25,7 @@ def session_view(rec: SessionRecord, live_children: int = 0) -> dict[str, Any]:
         "parent_id": rec.parent_id,
         "depth_remaining": rec.depth_remaining,
         "trust": rec.trust,
+        "uid": rec.uid,
         "workdir": rec.workdir,
         "pid": rec.pid,
         "capsule_url": rec.capsule_url,

@@ -15,6 +15,7 @@ import statistics
 from aiohttp import web
 
 from roost.errors import Refused
+from roost.http.caller import caller_of
 from roost.http.context import ROOST
 from roost.http.middleware import read_json
 from roost.launcher.service import is_loopback
@@ -31,7 +32,10 @@ async def launch(request: web.Request) -> web.Response:
     roost = request.app[ROOST]
     body = await read_json(request)
     job = await roost.launcher.launch(
-        body, request.headers.get(CREDENTIAL_HEADER), loopback=is_loopback(request.remote)
+        body,
+        request.headers.get(CREDENTIAL_HEADER),
+        loopback=is_loopback(request.remote),
+        uid=caller_of(request).uid,
     )
     return web.json_response(job.view(), status=201)
 

@@ -10,6 +10,7 @@ import structlog
 from aiohttp import web
 
 from roost.errors import BadRequest, NotFound, Refused, RoostError
+from roost.http.caller import caller_of
 from roost.http.context import ROOST
 from roost.http.middleware import json_ok, read_json
 from roost.referee import require_str
@@ -117,6 +118,7 @@ async def register(request: web.Request) -> web.Response:
             pid=pid,
             pid_start=pid_start,
             capsule_url=capsule_url,
+            uid=caller_of(request).uid,
         )
     except RoostError as exc:
         log.info("register_refused", outcome=_outcome(exc), status=exc.status, capsule=f"{name}@{version}")

@@ -52,6 +52,7 @@ _COLUMNS = (
     "delivery",
     "start_written",
     "end_written",
+    "uid",
 )
 _UPSERT = f"INSERT OR REPLACE INTO jobs ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
 
@@ -89,6 +90,8 @@ class Job:
     delivery: Delivery = "none"
     start_written: bool = False
     end_written: bool = False
+    uid: int | None = None
+    """The uid the job runs as: its parent session's, or the top-level launcher's."""
     # In-memory only: set once the exit has been handled (completion, trace, record).
     done: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     completion: dict[str, Any] | None = field(default=None, repr=False)
@@ -133,6 +136,7 @@ class Job:
                     self.delivery,
                     self.start_written,
                     self.end_written,
+                    self.uid,
                 )
             ),
         )

@@ -265,7 +265,10 @@ class Launcher:
         return out
 
     # -- POST /jobs ------------------------------------------------------------------------------
-    async def launch(self, body: dict[str, Any], credential: str | None, *, loopback: bool) -> Job:
+    async def launch(
+        self, body: dict[str, Any], credential: str | None, *, loopback: bool, uid: int | None = None
+    ) -> Job:
+        """Launch a job; ``uid`` is the caller's (used for a top-level job; a delegated one takes its parent's)."""
         roost = self.roost
         cfg = roost.config
         req = parse_request(body)
@@ -337,6 +340,7 @@ class Launcher:
             parent_id=parent.session_id if parent is not None else None,
             parent_workdir=parent.workdir if parent is not None else None,
             handle=handle.to_env() if handle is not None else None,
+            uid=parent.uid if parent is not None else uid,
         )
         if parent is None:
             self._starting_top += 1
