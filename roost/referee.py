@@ -558,7 +558,7 @@ class Referee:
         for row in self.store.rows("SELECT * FROM sessions"):
             self.table.add(SessionRecord.from_row(row))
         for row in self.store.rows("SELECT jti, exp_ms FROM spent WHERE exp_ms > ?", (now,)):
-            self.table.spent[row["jti"]] = int(row["exp_ms"])
+            self.table.spend(row["jti"], int(row["exp_ms"]), now)
         journal = self.store.rows(
             "SELECT granted, released FROM reservation_log WHERE max_exp_ms > ? ORDER BY seq", (now,)
         )

@@ -171,6 +171,8 @@ class SessionTable:
     running: int = 0
     _expiry: deque[tuple[int, str]] = field(default_factory=deque)
     _late: list[tuple[int, str]] = field(default_factory=list)
+    _spent_by_second: dict[int, list[str]] = field(default_factory=dict)
+    _spent_seconds: list[int] = field(default_factory=list)
 
     # -- sessions --------------------------------------------------------------------------
     def get(self, session_id: str) -> SessionRecord | None:
@@ -294,12 +296,33 @@ class SessionTable:
         return len(self.live_children_of.get(parent_id, ())) + len(self.reservations_of.get(parent_id, ()))
 
     # -- spent approvals -------------------------------------------------------------------
+    # A spent id is kept exactly while its approval could still be presented (``exp_ms >
+    # now``). Ids are filed by the second after their expiry, so forgetting them walks only
+    # the seconds that lapsed: a check is one dict lookup however many ids are held.
+
     def spend(self, jti: str, exp_ms: int, now_ms: int) -> bool:
         """Record ``jti`` as redeemed; False if it already was (a replay)."""
-        if len(self.spent) > 4096:
-            for k in [k for k, exp in self.spent.items() if exp <= now_ms]:
-                del self.spent[k]
-        if jti in self.spent:
+        if self._spent_seconds and self._spent_seconds[0] * 1000 <= now_ms:
+            self.forget_spent(now_ms)
+        spent = self.spent
+        if jti in spent:
             return False
-        self.spent[jti] = exp_ms
+        spent[jti] = exp_ms
+        second = exp_ms // 1000 + 1  # every id in it has expired once now reaches second * 1000
+        bucket = self._spent_by_second.get(second)
+        if bucket is None:
+            bucket = self._spent_by_second[second] = []
+            heapq.heappush(self._spent_seconds, second)
+        bucket.append(jti)
         return True
+
+    def forget_spent(self, now_ms: int) -> int:
+        """Drop every spent id whose approval has expired by ``now_ms``; return how many."""
+        dropped = 0
+        heap, buckets, spent = self._spent_seconds, self._spent_by_second, self.spent
+        while heap and heap[0] * 1000 <= now_ms:
+            for jti in buckets.pop(heapq.heappop(heap)):
+                if jti in spent:
+                    del spent[jti]
+                    dropped += 1
+        return dropped

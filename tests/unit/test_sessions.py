@@ -84,3 +84,47 @@ def test_matches_a_plain_model_whatever_the_clock_does(script: list[tuple[str, i
         assert set(table.reservations) == set(model)
         for p in ("p", "q"):
             assert table.live_children(p) == sum(1 for _, owner in model.values() if owner == p)
+
+
+# -- spent approval ids ---------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([f"j{i}" for i in range(12)]), st.integers(1, 5_000), st.integers(0, 3_000)),
+        max_size=60,
+    )
+)
+def test_spend_matches_a_model(steps: list[tuple[str, int, int]]) -> None:
+    """An id is refused while an earlier spend of it has not expired, and forgotten within the
+    second after its expiry (an expired approval is refused before its id is looked at, so the
+    slack is never visible; every ttl is positive because only a live approval is spent)."""
+    table = SessionTable()
+    exps: dict[str, int] = {}
+    now = 0
+    for jti, ttl, step in steps:
+        now += step
+        live = exps.get(jti, -1) > now
+        fresh = table.spend(jti, now + ttl, now)
+        if live:
+            assert not fresh
+        elif jti not in exps or exps[jti] // 1000 + 1 <= now // 1000:
+            assert fresh
+        if fresh:
+            exps[jti] = now + ttl
+        table.forget_spent(now)
+        assert {k for k, e in exps.items() if e > now} <= set(table.spent)
+        assert set(table.spent) <= {k for k, e in exps.items() if e > now - 1000}
+
+
+def test_spent_ids_are_forgotten_by_expiry_second() -> None:
+    table = SessionTable()
+    for i in range(1000):
+        assert table.spend(f"a{i}", 10_500, 0)
+    assert table.spend("late", 70_000, 0)
+    assert not table.spend("a1", 10_500, 9_000)
+    assert table.forget_spent(10_499) == 0
+    assert table.forget_spent(11_000) == 1000
+    assert set(table.spent) == {"late"}
+    assert table.spend("a1", 80_000, 11_000)  # expired ids may not come back, but the table allows it
