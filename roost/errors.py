@@ -19,7 +19,6 @@ __all__ = [
     "IdentityRefused",
     "Internal",
     "NotFound",
-    "PayloadTooLarge",
     "Refused",
     "RoostError",
     "Unavailable",
@@ -50,10 +49,6 @@ class RoostError(Exception):
 
 class BadRequest(RoostError):
     default_status = 400
-
-
-class PayloadTooLarge(RoostError):
-    default_status = 413
 
 
 class Refused(RoostError):

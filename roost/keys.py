@@ -16,10 +16,8 @@ a relaunch with the same session id but a new salt cannot redeem the old ones.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
-import secrets
 import stat
 from collections import OrderedDict
 from pathlib import Path
@@ -28,7 +26,7 @@ from typing import Final
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from roost.fsutil import fsync_dir
+from roost.fsutil import write_atomic
 
 __all__ = ["KEY_FILE_NAME", "KEY_LEN", "KeyFileError", "KeyRing"]
 
@@ -44,19 +42,6 @@ class KeyFileError(Exception):
 
 def _hkdf(master: bytes, info: bytes) -> bytes:
     return HKDF(algorithm=hashes.SHA256(), length=KEY_LEN, salt=None, info=info).derive(master)
-
-
-def _write_new(path: Path, data: bytes) -> None:
-    """Create ``path`` exclusively (0600, no symlink following), write ``data`` and fsync it."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # the umask can only narrow the mode, but be explicit
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class KeyRing:
@@ -126,11 +111,6 @@ class KeyRing:
             self._handle_cache.popitem(last=False)
         return key
 
-    @staticmethod
-    def new_session_salt() -> str:
-        """A fresh per-session salt (32 hex) for :meth:`handle_key`; the caller stores it."""
-        return secrets.token_hex(16)
-
     # ---- construction ----------------------------------------------------------------------
 
     @classmethod
@@ -153,19 +133,13 @@ class KeyRing:
             pass
         state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         master = os.urandom(KEY_LEN)
-        # Write a private temp file, then link it into place: the link is atomic and, like
-        # O_EXCL, never replaces an existing file, so a crash cannot leave a short master.key.
-        tmp = state_dir / f".{KEY_FILE_NAME}.{secrets.token_hex(8)}.tmp"
-        _write_new(tmp, master)
+        # Exclusive: the temp file is linked into place, which never replaces an existing file,
+        # so a crash cannot leave a short master.key.
         try:
-            os.link(tmp, path)
+            write_atomic(path, master, mode=0o600, exclusive=True)
         except FileExistsError:
             # Another process created it first: use theirs.
             return cls(_read_key(path))
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            fsync_dir(state_dir)
         return cls(master)
 
     @classmethod
@@ -177,15 +151,7 @@ class KeyRing:
         state_dir = Path(state_dir)
         state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         master = os.urandom(KEY_LEN)
-        tmp = state_dir / f".{KEY_FILE_NAME}.{secrets.token_hex(8)}.tmp"
-        _write_new(tmp, master)
-        try:
-            os.replace(tmp, state_dir / KEY_FILE_NAME)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        fsync_dir(state_dir)
+        write_atomic(state_dir / KEY_FILE_NAME, master, mode=0o600)
         return cls(master)
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["DEFAULT_PORTS", "NetworkAllowRule", "Target", "allows", "covers", "list_covers"]
+__all__ = ["DEFAULT_PORTS", "NetworkAllowRule", "Target", "allows", "covers"]
 
 DEFAULT_PORTS: Final[dict[str, int]] = {"http": 80, "https": 443}
 
@@ -178,14 +178,6 @@ def covers(parent_rule: NetworkAllowRule, child_rule: NetworkAllowRule) -> bool:
 
 def _rules(entries: Iterable[str]) -> list[NetworkAllowRule]:
     return [r for r in map(NetworkAllowRule.parse, entries) if r is not None]
-
-
-def list_covers(parent_entries: Iterable[str], child_entry: str) -> bool:
-    """Whether some valid parent entry covers ``child_entry``; an invalid child is uncovered."""
-    child = NetworkAllowRule.parse(child_entry)
-    if child is None:
-        return False
-    return any(p.covers(child) for p in _rules(parent_entries))
 
 
 def allows(entries: Iterable[str], url: str) -> bool:

@@ -319,11 +319,6 @@ class Registry:
 
     # -- paths and descriptors ---------------------------------------------------------------
 
-    def artifact_path(self, name: str, version: str) -> Path:
-        """Where ``name/version`` lives (coordinates are checked first)."""
-        check_coordinates(name, version)
-        return self._path(name, version)
-
     def _path(self, name: str, version: str) -> Path:
         # Built only when needed (a miss or an error): pathlib costs more than the cached resolve.
         return self.root / name / version / artifact_filename(name, version)

@@ -210,9 +210,6 @@ class SessionTable:
         self.end(rec, "failed", rec.created_ms)
         del self.sessions[rec.session_id]
 
-    def children_of(self, session_id: str) -> set[str]:
-        return set(self.live_children_of.get(session_id, ()))
-
     def iter_running(self) -> Iterator[SessionRecord]:
         return (r for r in self.sessions.values() if r.running)
 

@@ -216,9 +216,6 @@ class Store:
         """Run a read-only function against the connection in the executor."""
         return await self._executor.run(self._read_sync, fn)
 
-    def read_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return self._read_sync(fn)
-
     def _read_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         conn = self._require()
         with self._lock:

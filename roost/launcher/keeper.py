@@ -315,9 +315,6 @@ class KeeperClient:
             self._send({"op": "exit"})
         self._lost()
 
-    def disconnect(self) -> None:
-        self._lost()
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -39,3 +39,18 @@ def test_failure_removes_the_temp_file(tmp_path: Path) -> None:
         write_atomic(target, b"x")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir-target"]
     assert os.listdir(target) == []
+
+
+def test_exclusive_creates_once_and_never_replaces(tmp_path: Path) -> None:
+    target = tmp_path / "key"
+    write_atomic(target, b"first", exclusive=True)
+    assert target.read_bytes() == b"first"
+    with pytest.raises(FileExistsError):
+        write_atomic(target, b"second", exclusive=True)
+    assert target.read_bytes() == b"first"
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(FileExistsError):
+        write_atomic(dangling, b"x", exclusive=True)
+    assert not (tmp_path / "elsewhere").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling", "key"]

@@ -63,11 +63,6 @@ def test_handle_key_cache_is_bounded() -> None:
     assert ring.handle_key("ses_0", "s") == first  # recomputed identically after eviction
 
 
-def test_new_session_salt() -> None:
-    a, b = KeyRing.new_session_salt(), KeyRing.new_session_salt()
-    assert a != b and len(a) == 32
-
-
 def test_repr_hides_key_material() -> None:
     ring = KeyRing(MASTER)
     for text in (repr(ring), str(ring), f"{ring}"):

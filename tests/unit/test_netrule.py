@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roost.netrule import NetworkAllowRule, Target, allows, covers, list_covers
+from roost.envelope import Envelope, violation
+from roost.netrule import NetworkAllowRule, Target, allows, covers
 
 R = NetworkAllowRule
 
@@ -15,6 +16,12 @@ def rule(entry: str) -> NetworkAllowRule:
     parsed = R.parse(entry)
     assert parsed is not None, entry
     return parsed
+
+
+def envelope_covers(parent_entries: list[str], child_entry: str) -> bool:
+    """The spawn envelope's network axis: some valid parent entry covers the (valid) child entry."""
+    parent, child = Envelope(network_allow=tuple(parent_entries)), Envelope(network_allow=(child_entry,))
+    return violation(parent, child) is None
 
 
 # ---- parse -----------------------------------------------------------------------------------
@@ -120,7 +127,7 @@ PINNED = [
 @pytest.mark.parametrize(("parent", "child", "covered"), PINNED)
 def test_pinned_coverage(parent: str, child: str, covered: bool) -> None:
     assert covers(rule(parent), rule(child)) is covered
-    assert list_covers([parent], child) is covered
+    assert envelope_covers([parent], child) is covered
 
 
 @pytest.mark.parametrize(("parent", "child", "covered"), PINNED)
@@ -166,12 +173,12 @@ def test_more_coverage(parent: str, child: str, covered: bool) -> None:
     assert covers(rule(parent), rule(child)) is covered
 
 
-def test_list_covers_invalid_entries() -> None:
-    assert not list_covers(["example.com"], "example.com/path")  # invalid child is uncovered
-    assert not list_covers(["example.com/path"], "example.com/path")
-    assert not list_covers(["ftp://example.com", "*"], "example.com")  # invalid parents grant nothing
-    assert list_covers(["garbage entry", "example.com"], "https://example.com")
-    assert not list_covers([], "example.com")
+def test_envelope_coverage_of_invalid_entries() -> None:
+    assert not envelope_covers(["example.com"], "example.com/path")  # invalid child is uncovered
+    assert not envelope_covers(["example.com/path"], "example.com/path")
+    assert not envelope_covers(["ftp://example.com", "*"], "example.com")  # invalid parents grant nothing
+    assert envelope_covers(["garbage entry", "example.com"], "https://example.com")
+    assert not envelope_covers([], "example.com")
 
 
 # ---- destination matching (§5.3) ------------------------------------------------------------
@@ -246,7 +253,7 @@ def entries(draw: st.DrawFn, host: st.SearchStrategy[str] = hosts) -> str:
 def test_valid_entries_parse_and_are_reflexive(entry: str) -> None:
     r = rule(entry)
     assert covers(r, r)
-    assert list_covers([entry], entry)
+    assert envelope_covers([entry], entry)
 
 
 @settings(max_examples=300)
@@ -282,7 +289,7 @@ def test_never_covers_a_different_host(parent: str, child: str) -> None:
     p, c = rule(parent), rule(child)
     if p.host != c.host:
         assert not covers(p, c)
-        assert not list_covers([parent], child)
+        assert not envelope_covers([parent], child)
 
 
 @given(entries(), st.sampled_from(["http", "https"]), ports)
