@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from roost.wire import JobState
+
 __all__ = [
     "ENDPOINTS",
     "A2ASendRequest",
@@ -113,8 +115,6 @@ class StatusResponse(_Open):
 
 
 # -- launch ---------------------------------------------------------------------------------------
-
-JobState = Literal["starting", "running", "complete", "failed", "crashed", "terminated"]
 
 
 class TaskSpec(_Open):

@@ -17,6 +17,7 @@ from pydantic.json_schema import models_json_schema
 
 from roost import __version__
 from roost.api_models import ENDPOINTS, Body, Endpoint
+from roost.wire import CREDENTIAL_HEADER
 
 __all__ = ["build_openapi", "openapi_document"]
 
@@ -37,7 +38,7 @@ _REASONS = {
     504: "Gateway Timeout",
 }
 _SECURITY = {
-    "credential": {"type": "apiKey", "in": "header", "name": "x-murmur-spawn-credential"},
+    "credential": {"type": "apiKey", "in": "header", "name": CREDENTIAL_HEADER},
     "approval": {"type": "apiKey", "in": "header", "name": "x-murmur-spawn-approval"},
 }
 

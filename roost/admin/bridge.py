@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roost.errors import NotFound, Unavailable
-from roost.launcher.jobs import FINAL_STATES, Job
+from roost.launcher.jobs import Job
 from roost.launcher.records import LOG_FILE
+from roost.wire import FINAL_JOB_STATES, JOB_STATES
 
 if TYPE_CHECKING:
     from roost.daemon import Roost
@@ -32,8 +33,7 @@ __all__ = [
     "reconcile_report",
 ]
 
-JOB_STATES = ("starting", "running", "complete", "failed", "crashed", "terminated")
-ACTIVE_STATES = frozenset(JOB_STATES) - FINAL_STATES
+ACTIVE_STATES = frozenset(JOB_STATES) - FINAL_JOB_STATES
 _LIST_LIMIT = 5000
 
 

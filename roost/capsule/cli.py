@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from roost.wire import FINAL_JOB_STATES, HOST_ERROR_HEADER
+
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
-HOST_ERROR_HEADER = "x-roost-capsule-error"  # mirrors roost.capsule.hostsock (not imported: too heavy)
-TERMINAL = frozenset({"complete", "failed", "crashed", "terminated"})
 POLL_SECS = 0.5
 
 
@@ -159,7 +159,7 @@ def _cmd_delegate(a: argparse.Namespace) -> int:
     job_id = job["job_id"]
     state = job.get("state")
     sys.stderr.write(f"roost-capsule: {name}@{version} job {job_id} is {state}\n")
-    while state not in TERMINAL:
+    while state not in FINAL_JOB_STATES:
         time.sleep(POLL_SECS)
         job = _call("delegate", "GET", f"/jobs/{job_id}", None)
         if not isinstance(job, dict):

@@ -46,6 +46,7 @@ from roost.ids import session_id as mint_session_id
 from roost.manifest import Manifest
 from roost.registry import Registry, RegistryError
 from roost.trace import TRACE_FILE, TraceWriter, records_dir
+from roost.wire import CREDENTIAL_HEADER
 
 __all__ = ["LaunchRefused", "Prepared", "RunOptions", "prepare", "run"]
 
@@ -357,7 +358,7 @@ class Host:
             async with self._http.post(
                 self.p.roost_url + "/deregister",
                 json={"outcome": outcome},
-                headers={"x-murmur-spawn-credential": self.credential},
+                headers={CREDENTIAL_HEADER: self.credential},
                 timeout=DEREGISTER_TIMEOUT,
             ) as resp:
                 await resp.read()

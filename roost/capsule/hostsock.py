@@ -25,10 +25,10 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
+from roost.wire import CREDENTIAL_HEADER, HOST_ERROR_HEADER
+
 __all__ = ["HOST_ERROR_HEADER", "ROUTES", "HostSocket", "socket_dir"]
 
-CREDENTIAL_HEADER = "x-murmur-spawn-credential"
-HOST_ERROR_HEADER = "x-roost-capsule-error"
 SOCKET_NAME = "host.sock"
 MAX_PATH = 100  # sun_path is 108 bytes on Linux; keep a margin
 

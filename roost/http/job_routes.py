@@ -19,10 +19,9 @@ from roost.http.caller import caller_of
 from roost.http.context import ROOST
 from roost.http.middleware import read_json
 from roost.launcher.service import is_loopback
+from roost.wire import CREDENTIAL_HEADER
 
 __all__ = ["routes"]
-
-CREDENTIAL_HEADER = "x-murmur-spawn-credential"
 
 routes = web.RouteTableDef()
 

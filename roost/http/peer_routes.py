@@ -13,12 +13,11 @@ from aiohttp import web
 from roost.http.context import ROOST
 from roost.http.middleware import read_json
 from roost.peer.errors import PeerError
+from roost.wire import CREDENTIAL_HEADER
 
 __all__ = ["routes"]
 
 routes = web.RouteTableDef()
-
-CREDENTIAL_HEADER = "x-murmur-spawn-credential"
 
 
 @routes.post("/handles")

@@ -15,10 +15,10 @@ from roost.http.context import ROOST
 from roost.http.middleware import json_ok, read_json
 from roost.referee import require_str
 from roost.sessionwatch import pid_holds_connection
+from roost.wire import CREDENTIAL_HEADER
 
 __all__ = ["routes"]
 
-CREDENTIAL_HEADER = "x-murmur-spawn-credential"
 APPROVAL_HEADER = "x-murmur-spawn-approval"
 
 routes = web.RouteTableDef()

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from roost.http.context import ROOST
 from roost.http.middleware import json_ok, read_json
-from roost.http.referee_routes import CREDENTIAL_HEADER
+from roost.wire import CREDENTIAL_HEADER
 
 __all__ = ["routes"]
 

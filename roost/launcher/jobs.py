@@ -16,13 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from roost.store import Op
+from roost.wire import FINAL_JOB_STATES, JobState
 
-__all__ = ["FINAL_STATES", "Job", "JobState", "StopReason", "state_for_status"]
+__all__ = ["Job", "JobState", "StopReason", "state_for_status"]
 
-JobState = Literal["starting", "running", "complete", "failed", "crashed", "terminated"]
 StopReason = Literal["cancel", "deadline", "parent_ended", "shutdown"]
 Delivery = Literal["none", "posting", "delivered", "failed"]
-FINAL_STATES: frozenset[str] = frozenset({"complete", "failed", "crashed", "terminated"})
 
 
 _COLUMNS = (
@@ -98,7 +97,7 @@ class Job:
 
     @property
     def final(self) -> bool:
-        return self.state in FINAL_STATES
+        return self.state in FINAL_JOB_STATES
 
     @property
     def delegated(self) -> bool:

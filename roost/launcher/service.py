@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from roost.daemon import Roost
     from roost.registry import Artifact
 
-__all__ = ["JobRequest", "LaunchTimeout", "Launcher", "parse_request"]
+__all__ = ["LaunchRequest", "LaunchTimeout", "Launcher", "parse_request"]
 
 log = structlog.get_logger("roost.launcher")
 
@@ -80,7 +80,9 @@ class LaunchTimeout(RoostError):
 
 
 @dataclass(frozen=True, slots=True)
-class JobRequest:
+class LaunchRequest:
+    """A ``POST /jobs`` body once validated (its wire schema is :class:`roost.api_models.JobRequest`)."""
+
     name: str
     version: str
     task: dict[str, str | None] | None
@@ -89,7 +91,7 @@ class JobRequest:
     workdir: str | None
 
 
-def parse_request(body: dict[str, Any]) -> JobRequest:
+def parse_request(body: dict[str, Any]) -> LaunchRequest:
     """Validate a ``POST /jobs`` body (one sentence per mistake)."""
     name, version = body.get("name"), body.get("version")
     for key, value in (("name", name), ("version", version)):
@@ -109,7 +111,7 @@ def parse_request(body: dict[str, Any]) -> JobRequest:
     workdir = body.get("workdir")
     if workdir is not None and (not isinstance(workdir, str) or not os.path.isabs(workdir) or "\x00" in workdir):
         raise BadRequest("workdir must be an absolute path")
-    return JobRequest(
+    return LaunchRequest(
         name=name,
         version=version,
         task=records.parse_task(body.get("task")),

@@ -10,14 +10,14 @@ import argparse
 
 from roost.ctl.context import Context
 from roost.ctl.output import fmt_ms
+from roost.wire import JOB_STATES
 
 NAME = "jobs"
 HELP = "list jobs"
-STATES = ("starting", "running", "complete", "failed", "crashed", "terminated")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--state", choices=STATES)
+    p.add_argument("--state", choices=JOB_STATES)
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:

@@ -1,0 +1,30 @@
+"""Names on the wire that several modules share, each defined once: header names and job states.
+
+Why a module of its own: the daemon's routes, the capsule host, its small ``roost-capsule``
+client and ``roostctl`` all speak these names, and the clients must stay cheap to import (no
+aiohttp, no pydantic), so the names live where importing them costs nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal, get_args
+
+__all__ = [
+    "CREDENTIAL_HEADER",
+    "FINAL_JOB_STATES",
+    "HOST_ERROR_HEADER",
+    "JOB_STATES",
+    "JobState",
+]
+
+CREDENTIAL_HEADER: Final = "x-murmur-spawn-credential"
+"""Carries a session's ``msc1.`` credential on every call a session makes to the daemon."""
+
+HOST_ERROR_HEADER: Final = "x-roost-capsule-error"
+"""Marks an answer the capsule host produced itself (no daemon, daemon unreachable)."""
+
+JobState = Literal["starting", "running", "complete", "failed", "crashed", "terminated"]
+JOB_STATES: Final[tuple[str, ...]] = get_args(JobState)
+"""Every job state, in lifecycle order."""
+FINAL_JOB_STATES: Final[frozenset[str]] = frozenset({"complete", "failed", "crashed", "terminated"})
+"""The states a job never leaves."""
