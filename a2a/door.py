@@ -1,6 +1,6 @@
 """A capsule session's A2A door: an aiohttp app that admits tasks into a three-lane queue.
 
-Why it looks like this (upstream-a2a.md §2-3, §7):
+Why it looks like this:
 
 * The door answers a send at once (``submitted``, or a *successful* ``rejected`` result when
   there is no room) and runs tasks one at a time in a worker coroutine, so a caller never waits

@@ -2,7 +2,7 @@
 
 Why a sealed value object: trust must follow from origin, never be chosen beside it. The only
 ways to get a :class:`Provenance` are :meth:`Provenance.from_wire` (the door's rule for HTTP
-callers, upstream-a2a.md §3.2) and :meth:`Provenance.local_user` (a task the operator put in the
+callers) and :meth:`Provenance.local_user` (a task the operator put in the
 workdir). An HTTP caller can therefore never obtain origin ``user``/``schedule``/``system``, and
 can only claim ``trusted`` together with a ``peer``/``completion`` origin — the design prevents
 untrust laundering along an honest chain; it is not authentication.

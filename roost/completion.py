@@ -1,4 +1,4 @@
-"""The completion path: ``MURMUR_SPAWNER``, ``completion.json`` and its delivery (upstream §9).
+"""The completion path: ``MURMUR_SPAWNER``, ``completion.json`` and its delivery.
 
 Shared by the child's host (``roost-capsule``, ``reported_by: child``) and the daemon's
 launcher (``reported_by: launcher``), so both write the same record the same way:

@@ -117,7 +117,6 @@ class Roost:
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
         self.started_at = time.time()
-        # -- operator surface (issue 6) -------------------------------------------------------
         self.admin = AdminServer(self)
         self.probes = Probes(self)
         self.stopping = False  # /readyz answers 503 from the moment a stop begins
@@ -129,7 +128,6 @@ class Roost:
         # Operator actions that must not interleave with themselves (roost/admin/control.py).
         self.rotate_lock = asyncio.Lock()
         self.reload_lock = asyncio.Lock()
-        # -- end operator surface ---------------------------------------------------------------
 
     @staticmethod
     def process_start_time(pid: int | None) -> float | None:
@@ -169,7 +167,7 @@ class Roost:
         except OSError as exc:
             await self._runner.cleanup()
             raise StartupError(f"failed to bind port {cfg.port}: {exc.strerror or exc}") from None
-        # -- operator surface: the admin socket, then the loop probes ----------------------------
+        # The admin socket, then the loop probes.
         try:
             await self.admin.start()
         except AdminSocketError as exc:
@@ -177,7 +175,6 @@ class Roost:
             self._runner = None
             raise StartupError(str(exc)) from None
         await self.probes.start()
-        # -- end operator surface ---------------------------------------------------------------
         server = site._server
         sockets = getattr(server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1] if sockets else cfg.port
@@ -298,7 +295,7 @@ async def _serve(config: Config, config_loader: Callable[[], Config] | None = No
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     signals_seen = 0
-    # -- operator surface: both listeners are bound, so tell systemd we are ready ----------------
+    # Both listeners are bound, so tell systemd we are ready.
     sdnotify.notify("READY=1", f"STATUS={status_line(roost)}", f"MAINPID={os.getpid()}")
     roost.probes.start_notifications()
 
@@ -316,7 +313,6 @@ async def _serve(config: Config, config_loader: Callable[[], Config] | None = No
         task.add_done_callback(roost.background.discard)
 
     loop.add_signal_handler(signal.SIGHUP, on_hup)
-    # -- end operator surface -------------------------------------------------------------------
 
     def on_signal(signame: str) -> None:
         nonlocal signals_seen

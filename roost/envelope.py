@@ -1,8 +1,8 @@
 """The spawn envelope: the capabilities a capsule holds, and the "child within parent" check.
 
 Both envelopes are lowered from *registry* manifests (never from a request) and compared once per
-delegation at ``POST /spawn``. The rule is refuse, never narrow: the first failing axis (in the
-fixed upstream order, ``upstream-roost.md`` §5) produces one sentence naming the first offending
+delegation at ``POST /spawn``. The rule is refuse, never narrow: the first failing axis (in
+upstream's fixed order, the order of :func:`violation`) produces one sentence naming the first offending
 child entry, byte-identical to upstream's templates.
 
 Lists keep their declaration order (tuples) so "the first offending entry" is well defined; the

@@ -1,4 +1,4 @@
-"""Daemon observation events in the versioned ``ObserveEvent`` shape (seeds/001).
+"""Daemon observation events in the versioned ``ObserveEvent`` shape.
 
 Every unit of daemon work (a child started, a completion delivered, a handle redeemed, a relay
 sent, a reconcile pass) is reported as ``operation.started`` followed by ``operation.completed``

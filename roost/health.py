@@ -1,4 +1,4 @@
-"""``/livez`` and ``/readyz`` checks, Kubernetes style (conventions §5.4).
+"""``/livez`` and ``/readyz`` checks, Kubernetes style (``docs/operations.md``, Health).
 
 Why two: liveness must not depend on anything that can flap (a restart storm helps no one), so
 ``/livez`` only proves the event loop answers. Readiness says whether new work should be sent

@@ -125,7 +125,7 @@ class NetworkAllowRule:
         )
 
     def matches(self, target: Target) -> bool:
-        """Whether a destination is allowed by this rule (peer-plane §5.3)."""
+        """Whether a destination is allowed by this rule (host equal; scheme and port, if set, equal)."""
         return (
             self.host == target.host
             and (self.scheme is None or self.scheme == target.scheme)

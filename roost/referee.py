@@ -1,9 +1,9 @@
 """The referee: ``/spawn``, ``/register``, ``/deregister`` and ``/status`` semantics.
 
-Check order, bounds and refusal sentences follow upstream (reference/upstream-roost.md §3, §5,
-§6, §10) so an upstream capsule runtime can use this daemon unchanged. Every decision is made
-on the in-memory :class:`~roost.sessions.SessionTable` without awaiting between the check and
-the reservation it grants; the change is then made durable before the answer leaves.
+Check order, bounds and refusal sentences follow upstream's, byte for byte, so an upstream capsule
+runtime can use this daemon unchanged. Every decision is made on the in-memory
+:class:`~roost.sessions.SessionTable` without awaiting between the check and the reservation it
+grants; the change is then made durable before the answer leaves.
 """
 
 from __future__ import annotations
@@ -319,7 +319,7 @@ class Referee:
         # under-counts for at most 60 s, and trust lowered by the request is sealed where it
         # matters (the job record; a missing reservation registers its child untrusted).
         self.journal.granted(slot)
-        # A grant is this endpoint's access log: debug, like access logs (conventions §5.2);
+        # A grant is this endpoint's access log: debug, like access logs;
         # refusals are logged at info by the route, and the child's registration is too.
         if logs.enabled_for(logging.DEBUG):
             log.debug(

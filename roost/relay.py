@@ -1,7 +1,7 @@
 """The A2A relay: sends ``message/send``, ``tasks/get`` and ``tasks/cancel`` on a session's behalf.
 
 Why the daemon does this rather than the capsule: the receiving door derives a task's origin and
-trust from ``x-murmur-task-origin`` / ``x-murmur-task-trust`` (upstream-a2a.md §3). Only a sender
+trust from ``x-murmur-task-origin`` / ``x-murmur-task-trust`` (see :mod:`a2a.origin`). Only a sender
 that cannot be told what to stamp keeps untrust from being laundered along a chain, so every
 header that classifies the task is built here from the *session record* (its trust was fixed at
 registration), never from the request: unknown body fields and caller ``x-murmur-*`` headers are

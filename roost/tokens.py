@@ -1,6 +1,6 @@
 """One MAC-token codec for the three token families the daemon mints (upstream ``mac_token.rs``).
 
-Grammar (``upstream-roost.md`` §4, ``upstream-peer-plane.md`` §2)::
+Grammar (upstream's, byte for byte; see also ``docs/security.md``, Tokens)::
 
     <tag> "." b64url_nopad(payload JSON) "." b64url_nopad(HMAC-SHA256(key, mac_input))
     mac_input = domain ‖ 0x1F ‖ <payload segment, ASCII as in the token> [‖ 0x1F ‖ bound (UTF-8)]…

@@ -6,7 +6,7 @@ own host (``roost-capsule``) and the daemon append to it (``delegation_start``, 
 descriptor, which keeps concurrent writers from interleaving.
 
 Every line starts with ``event_type, event_id, parent_id, session_id, timestamp`` in that order
-(seeds/000). ``parent_id`` of a line the daemon writes is the session node: the ``event_id`` of
+(the trace format's guarantee). ``parent_id`` of a line the daemon writes is the session node: the ``event_id`` of
 that file's ``session_start`` line, or ``null`` when the file has none.
 
 No token may reach a trace: every string is scanned for ``mh1.``/``msc1.``/``msa1.`` tokens and
@@ -67,7 +67,7 @@ def redact(value: Any) -> Any:
 
 
 def records_dir(workdir: str | os.PathLike[str], session_id: str) -> Path:
-    """``<workdir>/.murmur/<session_id>``: a session's records directory (DESIGN §3)."""
+    """``<workdir>/.murmur/<session_id>``: a session's records directory."""
     return Path(workdir) / ".murmur" / session_id
 
 

@@ -1,4 +1,4 @@
-"""Reusable checks of the trace guarantees in seeds/000 ("Guarantees"), for any session's trace.
+"""Reusable checks of the trace format's guarantees, for any session's trace.
 
 Import ``assert_trace_guarantees(path)`` from any test: it reads the file and asserts every
 guarantee a complete session's ``trace.jsonl`` must meet, returning the parsed lines.

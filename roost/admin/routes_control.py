@@ -6,7 +6,7 @@
 ``POST /keys/rotate``      → new ``key_id`` and how many running sessions lost their credential
 ``POST /reload``           → same as SIGHUP: re-read the config file, forget registry caches
 ``POST /registry/forget``  → forget resolve caches (after ``roostctl registry add``)
-``GET /metrics``, ``/livez``, ``/readyz`` → as on TCP (the admin listener is where §5.3 wants them)
+``GET /metrics``, ``/livez``, ``/readyz`` → as on TCP (the admin listener is their natural home)
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``roost-capsule run``: one script-capsule session from launch to exit.
 
-Why this order (DESIGN §3, upstream-roost.md §7-9): everything that can refuse the launch
+Why this order: everything that can refuse the launch
 (``MURMUR_SPAWNER``, the lifeline, the artifact, the approval, registration) is checked before
 ``session_start`` is written, so a refused launch leaves an empty trace and no session. The door
 is bound before registering (the daemon records its URL) and the ready line is printed last, so

@@ -1,4 +1,4 @@
-"""The child side of the spawner lifeline (upstream-roost.md §8 item 4-6).
+"""The child side of the spawner lifeline.
 
 Why: a delegated child must end when the process that launched it ends, however it ends. The
 launcher hands the child the read end of a pipe it never writes to; EOF on it means "your

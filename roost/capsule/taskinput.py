@@ -1,4 +1,4 @@
-"""The task a script capsule starts with, and the result envelope it leaves (seeds/003).
+"""The task a script capsule starts with, and the result envelope it leaves.
 
 Why a module of its own: the fallback chain (``input.json`` → ``task.md`` → ``input.txt`` →
 none) and the ``murmur.message.v1`` envelopes are the file contract between the launcher, the

@@ -1,7 +1,7 @@
 """A tiny HTTP/1.1 client for the admin socket: a unix stream socket and a few lines of parsing.
 
-Why not aiohttp, urllib or even ``http.client``: aiohttp costs ~0.35 s to import (conventions
-§6.6), urllib cannot dial a unix socket, and ``http.client`` drags in the ``email`` package
+Why not aiohttp, urllib or even ``http.client``: aiohttp costs ~0.35 s to import (most
+of roostctl's start-up budget), urllib cannot dial a unix socket, and ``http.client`` drags in the ``email`` package
 (~25 ms, a third of roostctl's start-up budget). The admin server is ours and speaks plain
 HTTP/1.1 with ``Content-Length`` or chunked bodies, so that is all this reads. Every call opens
 one connection (``Connection: close``); streams (``events -f``, ``logs -f``) are read line by line

@@ -1,4 +1,4 @@
-"""``POST /jobs``, ``GET /jobs/{job_id}``, ``POST /jobs/{job_id}/cancel`` (DESIGN §4).
+"""``POST /jobs``, ``GET /jobs/{job_id}``, ``POST /jobs/{job_id}/cancel`` (see ``docs/api.md``).
 
 Who may see a job: a delegated job answers only its parent session's credential
 (``x-murmur-spawn-credential``); a top-level job has no credential, so it answers callers on this

@@ -1,8 +1,8 @@
 """Operator endpoints on the TCP listener: ``/metrics``, ``/openapi.json``, ``/livez``, ``/readyz``.
 
-``/metrics`` is served here (DESIGN §4 lists it on the TCP API) and on the admin socket
-(conventions §5.3 prefers the admin listener); the TCP listener is loopback-only unless
-``--allow-remote``, and the text holds counts, never ids or content. ``CONTENT_TYPE_LATEST``
+``/metrics`` is served here (it is part of the TCP API) and on the admin socket (the operator's own
+listener, where a scraper on this host can reach it without TCP); the TCP listener is loopback-only
+unless ``--allow-remote``, and the text holds counts, never ids or content. ``CONTENT_TYPE_LATEST``
 carries a charset, which aiohttp's ``content_type=`` rejects, so it goes through ``headers=``.
 """
 

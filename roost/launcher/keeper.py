@@ -1,6 +1,6 @@
 """The lifeline keeper: a tiny process that holds the write end of every child's lifeline.
 
-Why a separate process (DESIGN §5, upstream-roost.md §13 q6): a lifeline's reader sees EOF when
+Why a separate process: a lifeline's reader sees EOF when
 the last write end closes. If the daemon held the write ends, a ``kill -9`` of the daemon would
 close them all and every child would wind down, so a restarted daemon would have nothing to
 re-adopt. The keeper holds them instead; the daemon passes each write end over a unix

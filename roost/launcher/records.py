@@ -1,6 +1,6 @@
 """Files the launcher places in a child's directory before the child starts, and reads after.
 
-* ``meta/job_id.txt`` and ``input.json`` (seeds/003): written atomically (temp file + rename) so
+* ``meta/job_id.txt`` and ``input.json`` (the child's task file): written atomically (temp file + rename) so
   the child never reads half a file. They are not fsynced: a machine crash loses the job itself
   with them, and an fsync pair would double the daemon's cost per launch.
 * ``.murmur/launcher.log``: the child's stderr goes straight to this file (no daemon work per

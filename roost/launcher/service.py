@@ -1,6 +1,6 @@
 """The launcher: ``POST /jobs`` → a supervised child with a lifeline, a deadline and one completion.
 
-Life of a job (DESIGN §4–§6):
+Life of a job (``docs/architecture.md`` draws it end to end):
 
 1. Referee first (delegated: the same ``Referee.spawn`` as ``/spawn``, so a refusal has the same
    sentence and nothing is created; top-level: ``--spawn-allow``). Then the child directory,

@@ -1,6 +1,6 @@
 """Starting a child: its command line, its environment, and the process itself.
 
-Why it is done this way (reference/conventions.md §4, §6):
+Why it is done this way:
 
 * ``subprocess.Popen`` is called on the event loop's own thread (as asyncio's subprocess
   transport does), never from an executor thread: Linux ties parent-death behaviour to the

@@ -1,4 +1,4 @@
-"""Audience strings: who a handle is addressed to (upstream ``upstream-peer-plane.md`` §2).
+"""Audience strings: who a handle is addressed to (``docs/peer-plane.md``).
 
 An audience is ``<name>@<host:port>``, lowercased, MAC-bound into the handle but not carried in
 it. The minter derives it from the peer's agent card; the fetcher derives its own from the same

@@ -6,7 +6,7 @@ the mint/redeem/fetch layers need to record the same ``code`` and sentence in a 
 the client receives. A ``PeerError`` carries exactly that pair plus a status; :meth:`coded`
 turns it into the daemon's ``{"error": code, "message": sentence}`` answer.
 
-The sentences are upstream's (``upstream-peer-plane.md`` §4, error table), byte for byte, so a
+The sentences are upstream's error table, byte for byte, so a
 fetcher written against upstream sees the same bodies. None of them interpolates anything a
 caller controls except ``too_large`` (our own ceiling) and ``io_error`` (an errno name, never a
 path). ``handle_not_valid`` is one fixed instance-independent body: it is the no-oracle answer.

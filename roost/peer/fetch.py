@@ -1,6 +1,6 @@
 """``POST /peer-fetch``: redeem a peer's handle with the session's own audience, store the bytes.
 
-Order (upstream §5.2, hardened): credential → body → ``peer`` covered by
+Order (upstream's, hardened): credential → body → ``peer`` covered by
 ``capabilities.peer_fetch.allow`` *before any connection* (``network.allow`` is neither
 consulted nor sufficient) → the session's own audience (``<its name>@<host:port of its
 capsule_url>``; no ``capsule_url`` means no audience: 409) → ``https`` refused → ``GET

@@ -1,6 +1,6 @@
 """``POST /handles``: mint an audience-bound, expiring ``mh1`` handle for one exported file.
 
-Order (upstream §3, adapted): credential → body → plane declared → workdir known → ``peer``
+Order (upstream's, adapted): credential → body → plane declared → workdir known → ``peer``
 covered by ``capabilities.network.allow`` (*before* any connection: minting grants no new
 outbound authority) → agent card read with a timeout → audience → path rules and descriptor
 walk → regular file → ``ttl`` → token. Like upstream, the card is read before the path is

@@ -1,4 +1,4 @@
-"""Pure path rules of the peer plane (upstream ``upstream-peer-plane.md`` §6 steps 1–2, 5).
+"""Pure path rules of the peer plane (``docs/peer-plane.md``, Path rules).
 
 No I/O here: these functions decide, from the text alone, whether a requested path can name a
 file under the export root, and produce its canonical root-relative form. The descriptor walk

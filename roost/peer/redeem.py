@@ -1,6 +1,6 @@
 """``GET /resources/peer/{handle}``: the check order, and serving the file without an oracle.
 
-Check order (upstream §4 adapted to a daemon that serves many sessions on one port):
+Check order (``docs/peer-plane.md``; upstream's, adapted to a daemon that serves many sessions on one port):
 
 == ================================================================ ===========================
 0  method ≠ GET (HEAD included) — before anything else               405 ``method_not_allowed``

@@ -14,7 +14,7 @@ strictest rule (``scoped``) to everyone: any symlink on the path, the export roo
 components included, is ``symlink_refused``. The workdir itself is the path the session
 registered and is opened normally.
 
-errno mapping (upstream §6 step 7): ``ENOENT``/``ENOTDIR``/``ENAMETOOLONG`` → ``not_found`` (a
+errno mapping (as upstream): ``ENOENT``/``ENOTDIR``/``ENAMETOOLONG`` → ``not_found`` (a
 name that long cannot exist), ``ELOOP`` → ``symlink_refused``, anything else → ``io_error``
 with the errno's text, never a path. Blocking: call through the daemon's executor.
 """

@@ -1,6 +1,6 @@
 """Where fetched bytes land: ``peer-in/<handle_id>-<clean basename>``, written atomically.
 
-The name (pure part, upstream §5.2 step 6) is chosen by the runtime, never by the peer: the
+The name (the pure part) is chosen by the runtime, never by the peer: the
 hint is ``p`` from the handle's *unverified* payload (the fetcher holds no key), so it is
 attacker-controlled and is reduced to its last ``/`` component, every character outside
 ``[A-Za-z0-9._-]`` becomes ``_``, it is cut to 120 characters, and an empty, ``.`` or ``..``

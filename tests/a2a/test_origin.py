@@ -1,4 +1,4 @@
-"""Origin/trust derivation (upstream-a2a.md §3.2) and lanes (§3.3): no header combination launders trust."""
+"""Origin/trust derivation and lanes: no header combination launders trust."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The task fallback chain and the result envelope (seeds/003), without processes."""
+"""The task fallback chain and the result envelope, without processes."""
 
 from __future__ import annotations
 

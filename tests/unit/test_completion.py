@@ -1,4 +1,4 @@
-"""completion.json records and the MURMUR_SPAWNER handle (upstream §9)."""
+"""completion.json records and the MURMUR_SPAWNER handle."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""roost.netrule: entry grammar, destination matching (§5.3) and coverage (§5 / §5.4 tables)."""
+"""roost.netrule: entry grammar, destination matching and coverage (the spawn and peer-fetch tables)."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def test_str_round_trips() -> None:
 
 # ---- coverage tables -------------------------------------------------------------------------
 
-# (ceiling, candidate, covered) — upstream-roost.md §5 and upstream-peer-plane.md §5.4.
+# (ceiling, candidate, covered) — upstream's pinned coverage cases, spawn and peer fetch alike.
 PINNED = [
     ("example.com", "https://example.com", True),
     ("https://example.com", "example.com", False),
@@ -181,7 +181,7 @@ def test_envelope_coverage_of_invalid_entries() -> None:
     assert not envelope_covers([], "example.com")
 
 
-# ---- destination matching (§5.3) ------------------------------------------------------------
+# ---- destination matching ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
