@@ -75,6 +75,10 @@ class Config(BaseModel):
     capsule_command: tuple[str, ...] = ()
     peer_fetch_max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     peer_timeout_secs: float = Field(default=30.0, gt=0, le=3600)
+    # Retention (roost/retention.py, docs/operations.md "Retention").
+    retention_secs: float = Field(default=7 * 86400.0, gt=0)
+    session_memory_secs: float = Field(default=600.0, gt=0)
+    retention_sweep_secs: float = Field(default=30.0, gt=0, le=3600)
 
     @field_validator("bind")
     @classmethod

@@ -40,6 +40,7 @@ from roost.probes import Probes, status_line
 from roost.referee import Referee, wall_ms
 from roost.registry import Registry
 from roost.relay import Relay
+from roost.retention import Retention
 from roost.sessions import SessionRecord, SessionTable
 from roost.sessionwatch import SessionWatch
 from roost.store import Store, StoreError
@@ -113,6 +114,7 @@ class Roost:
         self.peer_plane = PeerPlane(self)
         self.launcher = Launcher(self)
         self.session_watch = SessionWatch(self)
+        self.retention = Retention(self)
         self.app: web.Application | None = None
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
@@ -155,9 +157,10 @@ class Roost:
             raise StartupError(str(exc)) from None
         for service in (self.relay, self.peer_plane, self.launcher, self.session_watch):
             await service.start()
-        sweep = asyncio.get_running_loop().create_task(self.referee.expire_forever())
-        self.background.add(sweep)
-        sweep.add_done_callback(self.background.discard)
+        for forever in (self.referee.expire_forever(), self.retention.run_forever()):
+            sweep = asyncio.get_running_loop().create_task(forever)
+            self.background.add(sweep)
+            sweep.add_done_callback(self.background.discard)
         self.app = build_app(self)
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=10.0)
         await self._runner.setup()

@@ -99,6 +99,16 @@ class refusals:
         )
 
 
+LOAD_LIVE_SESSIONS = """
+    SELECT * FROM sessions WHERE status = 'running'
+    UNION
+    SELECT * FROM sessions WHERE session_id IN (
+        SELECT session_id FROM jobs WHERE state IN ('starting', 'running') AND session_id IS NOT NULL
+        UNION SELECT parent_id FROM jobs WHERE state IN ('starting', 'running') AND parent_id IS NOT NULL
+    )
+"""
+
+
 class Grant(NamedTuple):
     """A granted spawn: the approval token and what it pins (a tuple: one is made per grant)."""
 
@@ -539,10 +549,34 @@ class Referee:
                 log.exception("session_end_hook_failed", session_id=rec.session_id)
 
     # -- GET /status -----------------------------------------------------------------------
+    async def lookup(self, session_id: str) -> SessionRecord | None:
+        """The session from memory, else (ended, retired from memory) from the database.
+
+        A record read back from disk is only shown, never put into the working set."""
+        rec = self.table.get(session_id)
+        if rec is not None:
+            return rec
+        rows = await self.store.read(
+            lambda c: c.execute("SELECT * FROM sessions WHERE session_id = ?", (session_id,)).fetchall()
+        )
+        return SessionRecord.from_row(rows[0]) if rows else self.table.get(session_id)
+
+    async def status_of(self, session_id: str) -> dict[str, Any] | None:
+        """``GET /status``: as :meth:`status`, and for a session only the database still holds."""
+        answer = self.status(session_id)
+        if answer is not None:
+            return answer
+        rec = await self.lookup(session_id)
+        return None if rec is None else self._status(rec)
+
     def status(self, session_id: str) -> dict[str, Any] | None:
         rec = self.table.get(session_id)
         if rec is None:
             return None
+        return self._status(rec)
+
+    def _status(self, rec: SessionRecord) -> dict[str, Any]:
+        session_id = rec.session_id
         self.table.prune(self.clock())
         return {
             "status": rec.status,
@@ -555,7 +589,10 @@ class Referee:
     def load(self) -> None:
         """Fill the table from the store (blocking; called once at startup)."""
         now = self.clock()
-        for row in self.store.rows("SELECT * FROM sessions"):
+        # Only what is live: running sessions, and the ended ones an unfinished job still
+        # names (its child's own record of how it ended, or its parent). History stays on disk
+        # until retention deletes it, so a restart costs the same after a year as after a day.
+        for row in self.store.rows(LOAD_LIVE_SESSIONS):
             self.table.add(SessionRecord.from_row(row))
         for row in self.store.rows("SELECT jti, exp_ms FROM spent WHERE exp_ms > ?", (now,)):
             self.table.spend(row["jti"], int(row["exp_ms"]), now)

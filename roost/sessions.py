@@ -171,6 +171,7 @@ class SessionTable:
     running: int = 0
     _expiry: deque[tuple[int, str]] = field(default_factory=deque)
     _late: list[tuple[int, str]] = field(default_factory=list)
+    _ended: deque[tuple[int, str]] = field(default_factory=deque)
     _spent_by_second: dict[int, list[str]] = field(default_factory=dict)
     _spent_seconds: list[int] = field(default_factory=list)
 
@@ -188,6 +189,8 @@ class SessionTable:
             self.running += 1
             if rec.parent_id is not None:
                 self.live_children_of.setdefault(rec.parent_id, set()).add(rec.session_id)
+        else:
+            self._ended.append((rec.ended_ms or 0, rec.session_id))
 
     def end(self, rec: SessionRecord, status: SessionStatus, now_ms: int) -> None:
         if not rec.running:
@@ -195,12 +198,28 @@ class SessionTable:
         rec.status = status
         rec.ended_ms = now_ms
         self.running -= 1
+        self._ended.append((now_ms, rec.session_id))
         if rec.parent_id is not None:
             kids = self.live_children_of.get(rec.parent_id)
             if kids is not None:
                 kids.discard(rec.session_id)
                 if not kids:
                     del self.live_children_of[rec.parent_id]
+
+    def forget_ended(self, cutoff_ms: int) -> int:
+        """Drop sessions that ended at or before ``cutoff_ms`` from memory; return how many.
+
+        Walks only what ended by then (sessions end in clock order; one that ended under a
+        clock stepped back waits behind the ones before it)."""
+        dropped = 0
+        ended, sessions = self._ended, self.sessions
+        while ended and ended[0][0] <= cutoff_ms:
+            sid = ended.popleft()[1]
+            rec = sessions.get(sid)
+            if rec is not None and not rec.running:
+                del sessions[sid]
+                dropped += 1
+        return dropped
 
     def discard(self, rec: SessionRecord) -> None:
         """Forget ``rec`` entirely (its registration never became durable), if it is still the

@@ -134,7 +134,16 @@ MIGRATIONS: list[str] = [
     ALTER TABLE sessions ADD COLUMN uid INTEGER;
     ALTER TABLE jobs ADD COLUMN uid INTEGER;
     """,
+    # 5: retention deletes by age (roost/retention.py) without scanning the tables.
+    """
+    CREATE INDEX IF NOT EXISTS sessions_ended ON sessions(ended_ms) WHERE ended_ms IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS jobs_ended ON jobs(ended_ms) WHERE ended_ms IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS spent_exp ON spent(exp_ms);
+    """,
 ]
+
+# The WAL is truncated back to this after each checkpoint, whatever its high-water mark was.
+JOURNAL_SIZE_LIMIT = 8 * 1024 * 1024
 
 
 class Store:
@@ -174,6 +183,7 @@ class Store:
                 if str(mode).lower() != "wal":
                     raise StoreError(f"the state database {self._path} could not switch to WAL mode")
             conn.execute("PRAGMA synchronous=FULL")
+            conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute("PRAGMA busy_timeout=30000")
             self._migrate(conn)
@@ -328,6 +338,37 @@ class Store:
             self._idle.set()
             if (self._behind or self._sources_dirty) and not self._closed and self._behind_timer is None:
                 self._behind_timer = asyncio.get_running_loop().call_later(BEHIND_DELAY, self._kick)
+
+    async def prune(self, ops: Sequence[Op]) -> list[int]:
+        """Run deletes in one transaction, without the fsync (a lost prune is simply redone);
+        returns each statement's row count. Ordered after every commit already queued."""
+        if self._closed:
+            raise StoreError("the state database is closed")
+        return await self._executor.run(self._prune_sync, list(ops))
+
+    def _prune_sync(self, ops: list[Op]) -> list[int]:
+        conn = self._require()
+        with self._lock:
+            counts: list[int] = []
+            try:
+                if self._synced:
+                    conn.execute("PRAGMA synchronous=NORMAL")
+                    self._synced = False
+                conn.execute("BEGIN IMMEDIATE")
+                for sql, params in ops:
+                    counts.append(conn.execute(sql, params).rowcount)
+                conn.execute("COMMIT")
+            except sqlite3.DatabaseError as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise StoreError(f"the state database could not be written: {exc}") from None
+            return counts
+
+    async def checkpoint(self) -> None:
+        """Copy the WAL into the database and, past ``journal_size_limit``, shrink the file."""
+        if self._closed or self._path is None:
+            return
+        await self._executor.run(self._read_sync, lambda c: c.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone())
 
     def write_sync(self, ops: Iterable[Op]) -> None:
         """Blocking single transaction (startup and shutdown paths only)."""

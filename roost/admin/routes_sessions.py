@@ -41,7 +41,7 @@ async def sessions(request: web.Request) -> web.Response:
 @routes.get("/sessions/{session_id}")
 async def session(request: web.Request) -> web.Response:
     roost = request.app[ROOST]
-    rec = roost.table.get(request.match_info["session_id"])
+    rec = await roost.referee.lookup(request.match_info["session_id"])
     if rec is None:
         raise NotFound("session not found")
     body = views.session_view(rec, roost.table.live_children(rec.session_id))

@@ -141,7 +141,7 @@ async def deregister(request: web.Request) -> web.Response:
 @routes.get("/status/{session_id}")
 async def status(request: web.Request) -> web.Response:
     roost = request.app[ROOST]
-    answer = roost.referee.status(request.match_info["session_id"])
+    answer = await roost.referee.status_of(request.match_info["session_id"])
     if answer is None:
         raise NotFound("session not found")
     return json_ok(answer)

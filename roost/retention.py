@@ -1,0 +1,113 @@
+"""Bounded state: what has ended is forgotten on a documented schedule, while the daemon runs.
+
+A host daemon runs for months; without this, every session, job and spent approval id ever
+written stays in memory and in SQLite, and a restart pays for all of them. The sweep runs every
+``retention_sweep_secs`` whether or not requests come (an idle daemon is pruned too):
+
+* ended sessions leave memory ``session_memory_secs`` after they end (``/status`` and the admin
+  API stop showing them) and the database ``retention_secs`` after they end;
+* finished jobs leave the database ``retention_secs`` after they end (memory keeps a bounded
+  number of them already);
+* spent approval ids are kept exactly while their approval could still be presented (until its
+  expiry), in memory and on disk;
+* reservation-journal rows go once every slot in them has expired;
+* the WAL is checkpointed, and ``journal_size_limit`` truncates it back after each checkpoint.
+
+Database deletes run in batches, one short transaction each, through the one executor.
+docs/operations.md ("Retention") lists the settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+
+from roost.launcher.jobs import FINAL_STATES
+from roost.reservelog import COMPACT
+from roost.store import Op, StoreError
+
+if TYPE_CHECKING:
+    from roost.daemon import Roost
+
+__all__ = ["BATCH", "Retention", "SweepCounts"]
+
+log = structlog.get_logger("roost.retention")
+
+# Rows deleted per statement: one sweep's transaction stays short even after a long outage.
+BATCH = 5_000
+
+_FINAL = ", ".join(f"'{s}'" for s in sorted(FINAL_STATES))
+PRUNE_SESSIONS = (
+    "DELETE FROM sessions WHERE rowid IN (SELECT rowid FROM sessions"
+    f" WHERE ended_ms IS NOT NULL AND ended_ms <= ? AND status != 'running' LIMIT {BATCH})"
+)
+PRUNE_JOBS = (
+    "DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs"
+    f" WHERE ended_ms IS NOT NULL AND ended_ms <= ? AND state IN ({_FINAL}) LIMIT {BATCH})"
+)
+PRUNE_SPENT = f"DELETE FROM spent WHERE rowid IN (SELECT rowid FROM spent WHERE exp_ms <= ? LIMIT {BATCH})"
+
+
+@dataclass(frozen=True, slots=True)
+class SweepCounts:
+    sessions_forgotten: int  # left memory
+    sessions_deleted: int
+    jobs_deleted: int
+    spent_deleted: int
+
+    @property
+    def any(self) -> bool:
+        return bool(self.sessions_forgotten or self.sessions_deleted or self.jobs_deleted or self.spent_deleted)
+
+
+class Retention:
+    """The periodic sweep; :meth:`sweep` is one pass (tests call it directly)."""
+
+    def __init__(self, roost: Roost) -> None:
+        self.roost = roost
+        self.last: SweepCounts | None = None
+
+    async def run_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.roost.config.retention_sweep_secs)
+            try:
+                await self.sweep()
+            except StoreError as exc:
+                log.error("retention_sweep_failed", error=str(exc))
+
+    async def sweep(self) -> SweepCounts:
+        roost = self.roost
+        cfg = roost.config
+        now = roost.clock()
+        table = roost.table
+        table.prune(now)
+        table.forget_spent(now)
+        forgotten = table.forget_ended(now - int(cfg.session_memory_secs * 1000))
+        history_cutoff = now - int(cfg.retention_secs * 1000)
+        totals = [0, 0, 0]
+        ops: list[Op] = [(PRUNE_SESSIONS, (history_cutoff,)), (PRUNE_JOBS, (history_cutoff,)), (PRUNE_SPENT, (now,))]
+        while ops:
+            counts = await roost.store.prune([*ops, (COMPACT, (now,))])
+            again: list[Op] = []
+            for i, op in enumerate(ops):
+                slot = [PRUNE_SESSIONS, PRUNE_JOBS, PRUNE_SPENT].index(op[0])
+                totals[slot] += counts[i]
+                if counts[i] >= BATCH:
+                    again.append(op)
+            ops = again
+            if ops:
+                await asyncio.sleep(0)  # let requests in between batches
+        await roost.store.checkpoint()
+        self.last = SweepCounts(forgotten, *totals)
+        if self.last.any:
+            log.info(
+                "retention_swept",
+                sessions_forgotten=forgotten,
+                sessions_deleted=totals[0],
+                jobs_deleted=totals[1],
+                spent_deleted=totals[2],
+            )
+        return self.last

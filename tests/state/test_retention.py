@@ -1,0 +1,168 @@
+"""Bounded retention at a real daemon: ended sessions, finished jobs, spent ids, journal rows."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from roost.sessions import SessionRecord, SessionTable
+from tests.conftest import FakeClock, RegistryBuilder, RunningDaemon
+
+CRED = "x-murmur-spawn-credential"
+
+
+def _count(d: RunningDaemon, sql: str, *params: Any) -> Any:
+    return d.roost.store.read(lambda c: c.execute(sql, params).fetchone()[0])
+
+
+async def _deregister(d: RunningDaemon, cred: str) -> None:
+    status, body, _, _ = await d.call("POST", "/deregister", json={"outcome": "complete"}, headers={CRED: cred})
+    assert status == 200, body
+
+
+async def test_ended_sessions_leave_memory_then_disk(
+    daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path
+) -> None:
+    registry.add("orchestrator", capabilities={"spawn": {"allow": ["worker"]}})
+    registry.add("worker")
+    clock = FakeClock()
+    d: RunningDaemon = await daemon_factory(
+        registry.root,
+        spawn_allow=("orchestrator",),
+        clock=clock,
+        session_memory_secs=60,
+        retention_secs=3600,
+    )
+    live_sid, live = await d.register_top("orchestrator")
+    old_sid, old = await d.register_top("orchestrator")
+    _, grant = await d.spawn(old, "worker")
+    kid_sid, kid = await d.register_child(grant["approval"], "worker")
+    await _deregister(d, kid)
+    await _deregister(d, old)
+    assert await _count(d, "SELECT count(*) FROM spent") == 1
+
+    clock.advance(61_000)  # past the approval's expiry and the memory window
+    counts = await d.roost.retention.sweep()
+    assert counts.sessions_forgotten == 2 and counts.spent_deleted == 1 and counts.sessions_deleted == 0
+    assert set(d.roost.table.sessions) == {live_sid}
+    assert not d.roost.table.spent
+    # Still on disk: /status answers from there, and the id cannot be registered again.
+    status, body, _, _ = await d.call("GET", f"/status/{old_sid}")
+    assert status == 200 and body["status"] == "complete", body
+    body = {"session_id": kid_sid, "name": "orchestrator", "version": "0.1.0"}
+    status, _, _, _ = await d.call("POST", "/register", json=body)
+    assert status == 403
+
+    clock.advance(3600_000)
+    counts = await d.roost.retention.sweep()
+    assert counts.sessions_deleted == 2
+    status, _, _, _ = await d.call("GET", f"/status/{old_sid}")
+    assert status == 404
+    assert await _count(d, "SELECT count(*) FROM sessions") == 1
+    # The live one was never touched.
+    assert (await d.spawn(live, "worker"))[0] == 200
+
+
+async def test_idle_daemon_prunes_journal_and_finished_jobs(daemon: RunningDaemon) -> None:
+    _, cred = await daemon.register_top("orchestrator")
+    for _ in range(3):
+        assert (await daemon.spawn(cred, "worker"))[0] == 200
+    job = (
+        "INSERT INTO jobs (job_id, delegation_id, name, version, sha256, workdir, state, trust, deadline_secs,"
+        " created_ms, ended_ms) VALUES (?, ?, 'worker', '0.1.0', 'x', '/tmp', ?, 'trusted', 60, ?, ?)"
+    )
+    now = daemon.clock()
+    await daemon.roost.store.commit(
+        [
+            (job, ("job_" + "a" * 16, "d1", "complete", now, now)),
+            (job, ("job_" + "b" * 16, "d2", "running", now, None)),
+        ]
+    )
+    for _ in range(200):  # the write-behind journal row lands within a tick
+        if await _count(daemon, "SELECT count(*) FROM reservation_log"):
+            break
+        await asyncio.sleep(0.02)
+    assert await _count(daemon, "SELECT count(*) FROM reservation_log") >= 1
+    daemon.clock.advance(daemon.roost.config.retention_secs * 1000 + 61_000)
+    await daemon.roost.retention.sweep()  # no request came in between: the sweep alone prunes
+    assert await _count(daemon, "SELECT count(*) FROM reservation_log") == 0
+    assert await _count(daemon, "SELECT group_concat(state) FROM jobs") == "running"
+    assert daemon.roost.table.live_capsules() == 1
+    # The WAL shrinks back to this after a checkpoint, whatever its high-water mark was.
+    assert await _count(daemon, "PRAGMA journal_size_limit") == 8 * 1024 * 1024
+
+
+def test_forget_ended_walks_only_what_ended(tmp_path: Path) -> None:
+    table = SessionTable()
+    recs = []
+    for i in range(5):
+        rec = _record(f"ses_{i:016x}")
+        table.add(rec)
+        recs.append(rec)
+    for i, rec in enumerate(recs[:4]):
+        table.end(rec, "complete", 1000 * i)
+    assert table.forget_ended(1500) == 2
+    assert set(table.sessions) == {r.session_id for r in recs[2:]}
+    assert table.forget_ended(10_000) == 2
+    assert table.running == 1 and set(table.sessions) == {recs[4].session_id}
+
+
+def _record(sid: str) -> SessionRecord:
+    from roost.envelope import Envelope
+    from roost.manifest import Manifest
+
+    manifest = Manifest.model_validate({"name": "w", "version": "0.1.0"})
+    return SessionRecord(
+        session_id=sid,
+        name="w",
+        version="0.1.0",
+        sha256="0" * 64,
+        status="running",
+        parent_id=None,
+        depth_remaining=1,
+        envelope=Envelope.from_manifest(manifest),
+        manifest=manifest,
+        trust="trusted",
+        cred_nonce="n",
+        handle_salt="s",
+        created_ms=0,
+    )
+
+
+async def test_restart_with_100k_ended_sessions_loads_only_the_live(
+    daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path
+) -> None:
+    registry.add("orchestrator", capabilities={"spawn": {"allow": ["worker"]}})
+    registry.add("worker")
+    state = tmp_path / "history"
+    clock = FakeClock()
+    d1: RunningDaemon = await daemon_factory(registry.root, spawn_allow=("orchestrator",), state_dir=state, clock=clock)
+    sid, cred = await d1.register_top("orchestrator")
+    await d1.roost.stop()
+    await d1.http.close()
+    db = sqlite3.connect(state / "roost.db")
+    cols = [c[1] for c in db.execute("PRAGMA table_info(sessions)")]
+    row = list(db.execute("SELECT * FROM sessions WHERE session_id = ?", (sid,)).fetchone())
+    at = {c: i for i, c in enumerate(cols)}
+
+    def ended(i: int) -> list[Any]:
+        values = list(row)
+        values[at["session_id"]] = f"ses_{i:016x}"
+        values[at["status"]] = "complete"
+        values[at["ended_ms"]] = clock()
+        return values
+
+    db.executemany(f"INSERT INTO sessions VALUES ({','.join('?' * len(cols))})", (ended(i) for i in range(100_000)))
+    db.commit()
+    db.close()
+
+    d2: RunningDaemon = await daemon_factory(registry.root, spawn_allow=("orchestrator",), state_dir=state, clock=clock)
+    assert list(d2.roost.table.sessions) == [sid]
+    assert (await d2.spawn(cred, "worker"))[0] == 200  # the live credential survived
+    status, body, _, _ = await d2.call("GET", f"/status/ses_{7:016x}")
+    assert status == 200 and body["status"] == "complete"
+    again = {"session_id": f"ses_{7:016x}", "name": "orchestrator", "version": "0.1.0"}
+    status, _, _, _ = await d2.call("POST", "/register", json=again)
+    assert status == 403
