@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from roost.launcher.jobs import FINAL_STATES
 from roost.reservelog import COMPACT
 from roost.store import Op, StoreError
+from roost.wire import FINAL_JOB_STATES
 
 if TYPE_CHECKING:
     from roost.daemon import Roost
@@ -39,7 +39,7 @@ log = structlog.get_logger("roost.retention")
 # Rows deleted per statement: one sweep's transaction stays short even after a long outage.
 BATCH = 5_000
 
-_FINAL = ", ".join(f"'{s}'" for s in sorted(FINAL_STATES))
+_FINAL = ", ".join(f"'{s}'" for s in sorted(FINAL_JOB_STATES))
 PRUNE_SESSIONS = (
     "DELETE FROM sessions WHERE rowid IN (SELECT rowid FROM sessions"
     f" WHERE ended_ms IS NOT NULL AND ended_ms <= ? AND status != 'running' LIMIT {BATCH})"
