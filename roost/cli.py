@@ -149,9 +149,11 @@ def parse_args(argv: Sequence[str]) -> tuple[str, dict[str, Any]]:
 def resolve_config(values: dict[str, Any]) -> Config:
     """Merge the TOML file (if any) under the flags and validate."""
     merged: dict[str, Any] = {}
+    from_file: dict[str, Path] = {}
     cfg_path = values.pop("__config__", None)
     if cfg_path is not None:
         merged.update(load_toml(Path(cfg_path)))
+        from_file = {k: Path(cfg_path) for k in merged if k not in values}
     for key, value in values.items():
         if key == "spawn_allow":
             merged[key] = tuple(value)
@@ -159,7 +161,7 @@ def resolve_config(values: dict[str, Any]) -> Config:
             merged[key] = Path(value).expanduser().absolute()
         else:
             merged[key] = value
-    return build_config(merged)
+    return build_config(merged, from_file)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,6 +27,7 @@ from roost.fsutil import write_atomic
 
 __all__ = [
     "COMPLETION_FILE",
+    "OPERATOR_CANCEL_DETAIL",
     "TERMINATED_DETAIL",
     "CompletionRecord",
     "SpawnerHandle",
@@ -44,6 +45,8 @@ __all__ = [
 
 COMPLETION_FILE = "completion.json"
 TERMINATED_DETAIL = "the parent ended this delegation"
+# A cancel from the admin socket (``roostctl cancel``, the dashboard): nobody's parent did it.
+OPERATOR_CANCEL_DETAIL = "an operator cancelled this job"
 DETAIL_MAX_BYTES = 2000
 STDERR_LINES = 20
 

@@ -153,14 +153,21 @@ def load_toml(path: Path) -> dict[str, Any]:
     return out
 
 
-def build_config(values: dict[str, Any]) -> Config:
-    """Validate merged settings into a Config, with one sentence on the first bad value."""
+def build_config(values: dict[str, Any], from_file: dict[str, Path] | None = None) -> Config:
+    """Validate merged settings into a Config, with one sentence on the first bad value.
+
+    ``from_file`` maps the settings that came from a config file to that file, so the sentence
+    names the file and the key (``port = "seventy"`` is not blamed on a ``--port`` never given).
+    """
     try:
         cfg = Config.model_validate(values)
     except ValidationError as exc:
         err = exc.errors()[0]
         key = str(err["loc"][0]) if err["loc"] else "config"
         msg = str(err["msg"]).removeprefix("Value error, ")
+        source = (from_file or {}).get(key)
+        if source is not None:
+            raise ConfigError(f"invalid setting '{key}' in {source}: {msg} (got {values.get(key)!r})") from None
         raise ConfigError(f"invalid --{key.replace('_', '-')}: {msg}") from None
     cfg.check()
     return cfg

@@ -124,6 +124,8 @@ class Roost:
         self.stopping = False  # /readyz answers 503 from the moment a stop begins
         self.shutdown_event = asyncio.Event()  # ends admin streams so a stop is not held up by them
         self.background: set[asyncio.Task[Any]] = set()
+        # Loop time at which a drain stops the daemon even with work left (None: wait for it).
+        self.drain_deadline: float | None = None
         # Re-reads the config file on SIGHUP / POST /reload; None when there is nothing to re-read.
         self.config_loader: Callable[[], Config] | None = None
         self.stop_callback: Callable[[str], None] | None = None
@@ -190,6 +192,13 @@ class Roost:
             key_id=self.keys.key_id,
             ephemeral_keys=cfg.ephemeral_keys,
         )
+        if not await self.executor.run(cfg.registry_path.is_dir):
+            # Not fatal (a registry may be mounted later), but every spawn would fail: say so now.
+            log.warning(
+                "registry_missing",
+                registry_path=str(cfg.registry_path),
+                fix="create it or set registry_path; 'roostctl doctor' checks it",
+            )
 
     def _instance_id(self) -> str:
         """The daemon instance id (``runId`` of every event), kept across restarts."""

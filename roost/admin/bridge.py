@@ -104,7 +104,8 @@ def reconcile_report(roost: Roost) -> dict[str, Any]:
 
 def log_paths(roost: Roost, ident: str) -> list[Path]:
     """Log files of a job or session (blocking): the child's ``.murmur/launcher.log`` (stderr, and
-    later stdout lines) and any ``*.log`` in the session's records dir ``<workdir>/.murmur/<sid>/``.
+    later stdout lines), any ``*.log`` in the session's records dir ``<workdir>/.murmur/<sid>/``,
+    and the task's output ``out/result.txt`` once the capsule host has written it.
     """
     rec = roost.table.get(ident)
     job: Job | None = roost.launcher.jobs.get(ident)
@@ -127,6 +128,11 @@ def log_paths(roost: Roost, ident: str) -> list[Path]:
             paths.append(log)
     if rec is not None and rec.workdir:
         paths.extend(sorted((Path(rec.workdir) / ".murmur" / rec.session_id).glob("*.log")))
+    workdir = job.workdir if job is not None else rec.workdir if rec is not None else None
+    if workdir:
+        result = Path(workdir) / "out" / "result.txt"
+        if result.exists():
+            paths.append(result)
     return paths
 
 

@@ -20,7 +20,7 @@ from roost.registry import Registry
 if TYPE_CHECKING:
     from roost.daemon import Roost
 
-__all__ = ["RESTART_ONLY", "active_work", "drain", "reload", "rotate_keys"]
+__all__ = ["RESTART_ONLY", "active_jobs", "active_work", "drain", "drain_status", "reload", "rotate_keys"]
 
 log = structlog.get_logger("roost.admin")
 
@@ -35,26 +35,65 @@ def active_work(roost: Roost) -> tuple[int, int]:
     return roost.table.running, sum(counts.get(s, 0) for s in bridge.ACTIVE_STATES)
 
 
+def active_jobs(roost: Roost) -> list[dict[str, Any]]:
+    """The jobs a drain is waiting for, oldest first (what ``roostctl drain --wait`` lists)."""
+    jobs = [j for j in roost.launcher.jobs.values() if j.state in bridge.ACTIVE_STATES]
+    jobs.sort(key=lambda j: (j.created_ms, j.job_id))
+    return [
+        {
+            "job_id": j.job_id,
+            "name": j.name,
+            "version": j.version,
+            "state": j.state,
+            "created_ms": j.created_ms,
+            "parent_session_id": j.parent_id,
+        }
+        for j in jobs
+    ]
+
+
 def drain(roost: Roost, *, timeout_secs: float | None = None) -> dict[str, Any]:
     """Refuse new spawns and launches, wait for running work to end, then ask the daemon to stop.
 
-    Idempotent: a second drain answers the same counts and does not start a second waiter.
+    Idempotent: a second drain does not start a second waiter, but its deadline applies (the
+    earlier of the two wins), so ``drain --deadline`` on a daemon already draining is honoured.
     """
     already = roost.referee.draining
     roost.referee.draining = True
+    loop = asyncio.get_running_loop()
+    if timeout_secs is not None:
+        wanted = loop.time() + timeout_secs
+        if roost.drain_deadline is None or wanted < roost.drain_deadline:
+            roost.drain_deadline = wanted
     sessions, jobs = active_work(roost)
     if not already:
         log.info("drain_started", running_sessions=sessions, active_jobs=jobs, timeout_secs=timeout_secs)
-        task = asyncio.get_running_loop().create_task(_drain_then_stop(roost, timeout_secs))
+        task = loop.create_task(_drain_then_stop(roost))
         roost.background.add(task)
         task.add_done_callback(roost.background.discard)
-    return {"draining": True, "already_draining": already, "running_sessions": sessions, "active_jobs": jobs}
+    elif timeout_secs is not None:
+        log.info("drain_deadline_set", timeout_secs=timeout_secs)
+    return {"already_draining": already, **drain_status(roost)}
 
 
-async def _drain_then_stop(roost: Roost, timeout_secs: float | None) -> None:
+def drain_status(roost: Roost) -> dict[str, Any]:
+    """Whether the daemon drains, what it still waits for, and how long until it stops anyway."""
+    sessions, jobs = active_work(roost)
+    deadline = roost.drain_deadline
+    left = None if deadline is None else round(max(0.0, deadline - asyncio.get_running_loop().time()), 3)
+    return {
+        "draining": roost.referee.draining,
+        "running_sessions": sessions,
+        "active_jobs": jobs,
+        "deadline_in_secs": left,
+        "jobs": active_jobs(roost),
+    }
+
+
+async def _drain_then_stop(roost: Roost) -> None:
     loop = asyncio.get_running_loop()
-    deadline = None if timeout_secs is None else loop.time() + timeout_secs
     while any(active_work(roost)):
+        deadline = roost.drain_deadline
         if deadline is not None and loop.time() >= deadline:
             sessions, jobs = active_work(roost)
             log.warning("drain_timeout", running_sessions=sessions, active_jobs=jobs)

@@ -3,6 +3,7 @@
 ``GET /status``            → daemon summary (version, pid, uptime, listeners, counts, draining)
 ``GET /config``            → ``Config.public()`` (no secret lives in the config; keys are files)
 ``POST /drain``            → ``{"timeout_secs"?: float}`` → counts; stops the daemon when work ends
+``GET /drain``             → whether it drains, the jobs it waits for, seconds left until it stops anyway
 ``POST /keys/rotate``      → new ``key_id`` and how many running sessions lost their credential
 ``POST /reload``           → same as SIGHUP: re-read the config file, forget registry caches
 ``POST /registry/forget``  → forget resolve caches (after ``roostctl registry add``)
@@ -67,6 +68,11 @@ async def drain(request: web.Request) -> web.Response:
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0):
         raise BadRequest("timeout_secs must be a number of seconds, zero or more")
     return web.json_response(control.drain(request.app[ROOST], timeout_secs=timeout))
+
+
+@routes.get("/drain")
+async def drain_status(request: web.Request) -> web.Response:
+    return web.json_response(control.drain_status(request.app[ROOST]))
 
 
 @routes.post("/keys/rotate")

@@ -73,6 +73,8 @@ async def tree(request: web.Request) -> web.Response:
         chosen = _with_family(recs, {sid for sid, r in recs.items() if r.status == state})
         # Children of a shown session are shown too (a finished worker under a running orchestrator).
         chosen |= {sid for sid, r in recs.items() if r.parent_id in chosen}
-    job_states = {j.job_id: str(j.state) for j in roost.launcher.jobs.values()}
-    roots = views.tree((recs[s] for s in chosen), job_states=job_states)
+    jobs = roost.launcher.jobs.values()
+    job_states = {j.job_id: str(j.state) for j in jobs}
+    job_ends = {j.job_id: {"outcome": j.outcome, "reason": j.reason} for j in jobs if j.final}
+    roots = views.tree((recs[s] for s in chosen), job_states=job_states, job_ends=job_ends)
     return web.json_response({"roots": roots})

@@ -4,7 +4,7 @@
 ``GET /events?follow=1&replay=N``  → chunked NDJSON: N kept events, then live ones as they happen;
                                      a reader too slow to keep up gets ``{"type": "events.lagged"}``
 ``GET /logs/{id}?tail=N``          → ``{"files": [...], "lines": [...]}``: the last N lines (default 100)
-``GET /logs/{id}?follow=1&tail=N`` → chunked NDJSON ``{"file", "line"}`` objects, then new lines as
+``GET /logs/{id}?follow=1&tail=N`` → chunked NDJSON ``{"file", "stream", "line"}`` objects, then new lines as
                                      they are written, until the client leaves or the daemon stops
 
 Why NDJSON over chunked HTTP rather than websockets or SSE: ``roostctl`` reads it with stdlib
@@ -26,6 +26,7 @@ from aiohttp import web
 from roost.admin import bridge
 from roost.errors import BadRequest
 from roost.http.context import ROOST
+from roost.launcher.records import LOG_FILE, STDOUT_PREFIX
 
 __all__ = ["routes"]
 
@@ -96,6 +97,22 @@ async def events(request: web.Request) -> web.StreamResponse:
         sub.close()
 
 
+_LAUNCHER_LOG = Path(LOG_FILE).name
+
+
+def _item(path: Path, raw: bytes) -> dict[str, Any]:
+    """One log line with the stream it came from: ``stderr`` or ``stdout`` (the launcher log marks
+    stdout lines), ``result`` (the task's ``out/result.txt``), else the file's name."""
+    text = raw[:_MAX_LINE].decode("utf-8", "replace").rstrip("\n")
+    if path.name == _LAUNCHER_LOG:
+        if text.startswith(STDOUT_PREFIX):
+            return {"file": path.name, "stream": "stdout", "line": text[len(STDOUT_PREFIX) :]}
+        return {"file": path.name, "stream": "stderr", "line": text}
+    if path.name == "result.txt" and path.parent.name == "out":
+        return {"file": path.name, "stream": "result", "line": text}
+    return {"file": path.name, "stream": path.stem, "line": text}
+
+
 def _tail(paths: list[Path], n: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Last ``n`` lines over all files (each file's last n, in file order) and each file's end offset."""
     lines: list[dict[str, Any]] = []
@@ -107,9 +124,7 @@ def _tail(paths: list[Path], n: int) -> tuple[list[dict[str, Any]], dict[str, in
                 ends[str(path)] = fh.tell()
         except OSError:
             continue
-        lines.extend(
-            {"file": path.name, "line": raw[:_MAX_LINE].decode("utf-8", "replace").rstrip("\n")} for raw in last
-        )
+        lines.extend(_item(path, raw) for raw in last)
     return lines[-n:] if n else [], ends
 
 
@@ -134,7 +149,7 @@ def _read_new(paths: list[Path], ends: dict[str, int]) -> list[dict[str, Any]]:
             continue  # wait for the rest of the line
         ends[key] = pos + cut + 1
         for raw in chunk[: cut + 1].splitlines():
-            out.append({"file": path.name, "line": raw[:_MAX_LINE].decode("utf-8", "replace")})
+            out.append(_item(path, raw))
     return out
 
 

@@ -36,11 +36,19 @@ def session_view(rec: SessionRecord, live_children: int = 0) -> dict[str, Any]:
     }
 
 
-def tree(records: Iterable[SessionRecord], *, job_states: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def tree(
+    records: Iterable[SessionRecord],
+    *,
+    job_states: dict[str, str] | None = None,
+    job_ends: dict[str, dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
     """Sessions nested under their parents, oldest first; a session whose parent is unknown is a root.
 
     ``job_states`` maps a job id to its launcher state, shown beside the session status (a session
-    can be ``complete`` while its job is still delivering, or ``running`` while the job is cancelled).
+    can be ``complete`` while its job is still delivering, or ``running`` while the job is cancelled;
+    a cancelled job is ``terminated`` while its session says ``failed``). ``job_ends`` maps a job id
+    to how it ended (``outcome``, ``reason``), copied onto its node. Each node has its ``depth``
+    (0 for a root).
     """
     recs = sorted(records, key=lambda r: (r.created_ms, r.session_id))
     by_id = {r.session_id: r for r in recs}
@@ -53,10 +61,15 @@ def tree(records: Iterable[SessionRecord], *, job_states: dict[str, str] | None 
             "status": r.status,
             "trust": r.trust,
             "job_id": r.job_id,
+            "created_ms": r.created_ms,
+            "ended_ms": r.ended_ms,
+            "depth": 0,
             "children": [],
         }
         if job_states is not None and r.job_id is not None and r.job_id in job_states:
             node["job_state"] = job_states[r.job_id]
+        if job_ends is not None and r.job_id is not None and r.job_id in job_ends:
+            node.update(job_ends[r.job_id])
         nodes[r.session_id] = node
     roots: list[dict[str, Any]] = []
     for r in recs:
@@ -65,4 +78,9 @@ def tree(records: Iterable[SessionRecord], *, job_states: dict[str, str] | None 
             nodes[parent]["children"].append(nodes[r.session_id])
         else:
             roots.append(nodes[r.session_id])
+    stack = [(n, 0) for n in roots]
+    while stack:
+        node, depth = stack.pop()
+        node["depth"] = depth
+        stack.extend((c, depth + 1) for c in node["children"])
     return roots

@@ -44,7 +44,9 @@ def format_request(raw: bytes) -> str | None:
     """``input.json`` as task text, or None when it is not a usable code-task request.
 
     ``Objective: …`` then ``Instructions: …`` and ``Context: …`` (each omitted when null),
-    separated by blank lines.
+    separated by blank lines. A request holding only its objective — what ``roostctl spawn
+    --task TEXT`` and a plain-string ``task`` produce — is that text alone: the labels only
+    tell the blocks apart, and a script capsule must see exactly what the user typed.
     """
     try:
         obj = json.loads(raw)
@@ -65,7 +67,7 @@ def format_request(raw: bytes) -> str | None:
             blocks.append(f"{label}: {value}")
         elif value is not None:
             return None
-    return "\n\n".join(blocks)
+    return objective if len(blocks) == 1 else "\n\n".join(blocks)
 
 
 def _read(path: Path) -> bytes | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -18,7 +19,8 @@ from roost import __version__
 from roost.ctl.commands import VERBS
 from roost.ctl.context import Context
 from roost.ctl.errors import EXIT_FAILED, EXIT_USAGE, CtlError, Usage
-from roost.ctl.output import Output
+from roost.ctl.output import TABLE_WIDTH, Output
+from roost.ctl.suggest import did_you_mean
 
 __all__ = ["build_parser", "main"]
 
@@ -36,6 +38,12 @@ def _global_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
     p.add_argument("--socket", default=d, metavar="PATH", help="admin socket (env ROOST_SOCKET)")
     p.add_argument("--state-dir", default=d, metavar="DIR", help="state dir holding admin.sock (ROOST_STATE_DIR)")
     p.add_argument("--timeout", type=float, default=30.0 if top else argparse.SUPPRESS, help="seconds per request")
+    p.add_argument(
+        "--wide",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help=f"print tables at full width (default: fit {TABLE_WIDTH} columns)",
+    )
 
 
 def _load(verb: str) -> ModuleType:
@@ -46,7 +54,10 @@ _VALUE_FLAGS = frozenset({"--socket", "--state-dir", "--timeout"})
 
 
 def _verb_of(argv: Sequence[str]) -> str | None:
-    """The verb named on the command line, found without argparse (to build only its parser)."""
+    """The verb named on the command line, found without argparse (to build only its parser).
+
+    A word that is no verb is a usage error with the nearest verbs suggested.
+    """
     skip = False
     for arg in argv:
         if skip:
@@ -54,10 +65,21 @@ def _verb_of(argv: Sequence[str]) -> str | None:
         elif arg in _VALUE_FLAGS:
             skip = True
         elif not arg.startswith("-"):
-            return arg if arg in VERBS else None
+            if arg in VERBS:
+                return arg
+            raise Usage(f"'{arg}' is not a roostctl verb{did_you_mean(arg, VERBS)} (see 'roostctl --help')")
         elif arg in ("-h", "--help", "--version"):
             return None
     return None
+
+
+_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def describe(mod: ModuleType) -> str:
+    """A verb's help text for people: its ``DESCRIPTION``, else its docstring's first paragraph."""
+    text = getattr(mod, "DESCRIPTION", None) or (mod.__doc__ or "").strip().split("\n\n", 1)[0]
+    return _LITERAL.sub(r"\1", str(text)).strip()
 
 
 def build_parser(only: str | None = None) -> tuple[argparse.ArgumentParser, dict[str, ModuleType]]:
@@ -69,9 +91,8 @@ def build_parser(only: str | None = None) -> tuple[argparse.ArgumentParser, dict
     modules: dict[str, ModuleType] = {}
     for verb in (only,) if only else VERBS:
         mod = _load(verb)
-        doc = (mod.__doc__ or "").strip()
         p = sub.add_parser(
-            mod.NAME, help=mod.HELP, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+            mod.NAME, help=mod.HELP, description=describe(mod), formatter_class=argparse.RawDescriptionHelpFormatter
         )
         _global_flags(p, top=False)
         mod.add_arguments(p)
@@ -89,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.verb:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
-        out = Output(as_json=args.json)
+        out = Output(as_json=args.json, wide=args.wide)
         ctx = Context(out=out, socket=args.socket, state_dir=args.state_dir, timeout=args.timeout)
         code: int = modules[args.verb].run(ctx, args)
         return code

@@ -20,7 +20,7 @@ from roost.wire import FINAL_JOB_STATES, JobState
 
 __all__ = ["Job", "JobState", "StopReason", "state_for_status"]
 
-StopReason = Literal["cancel", "deadline", "parent_ended", "shutdown"]
+StopReason = Literal["cancel", "operator_cancel", "deadline", "parent_ended", "shutdown"]
 Delivery = Literal["none", "posting", "delivered", "failed"]
 
 

@@ -40,6 +40,7 @@ import structlog
 from a2a.ids import prefixed
 from roost import ids
 from roost.completion import (
+    OPERATOR_CANCEL_DETAIL,
     TERMINATED_DETAIL,
     CompletionRecord,
     SpawnerHandle,
@@ -51,7 +52,7 @@ from roost.completion import (
 from roost.errors import BadGateway, BadRequest, Conflict, IdentityRefused, NotFound, Refused, RoostError
 from roost.events import ObservedError
 from roost.launcher import records
-from roost.launcher.jobs import Job, JobState, state_for_status
+from roost.launcher.jobs import Job, JobState, StopReason, state_for_status
 from roost.launcher.keeper import KeeperClient, KeeperError
 from roost.launcher.lifeline import connect_keeper, make_pipe, stop_keeper
 from roost.launcher.spawn import ChildSpec, apply_limits, child_argv, child_env, start_process
@@ -700,8 +701,12 @@ class Launcher:
             return
         outcome: str
         reason: str | None
-        if job.stop_reason in ("cancel", "shutdown", "deadline") and not (existing and existing.delivered):
-            detail = deadline_detail(job.deadline_secs) if job.stop_reason == "deadline" else TERMINATED_DETAIL
+        if job.stop_reason in ("cancel", "operator_cancel", "shutdown", "deadline") and not (
+            existing and existing.delivered
+        ):
+            detail = {"deadline": deadline_detail(job.deadline_secs), "operator_cancel": OPERATOR_CANCEL_DETAIL}.get(
+                job.stop_reason, TERMINATED_DETAIL
+            )
             rec = self._launcher_record(job, "terminated", duration, detail)
             if job.stop_reason == "deadline":
                 final = await self._deliver(job, handle, rec, attempts=2)
@@ -915,16 +920,16 @@ class Launcher:
             job = await self._load(job_id)
         if job is None:
             raise NotFound("job not found")
-        return await self._cancel(job)
+        return await self._cancel(job, "operator_cancel")
 
-    async def _cancel(self, job: Job) -> Job:
+    async def _cancel(self, job: Job, why: StopReason = "cancel") -> Job:
         if job.final:
             return job
         job_id = job.job_id
         roost = self.roost
         span = roost.events.start("roost.process.cancel", **self._attrs(job, pid=job.pid))
         if job.stop_reason is None:
-            job.stop_reason = "cancel"
+            job.stop_reason = why
         live = self._live.get(job_id)
         killed = False
         if live is not None:

@@ -168,7 +168,8 @@ def test_spawn_wait_job_jobs_sessions_tree_logs(daemon: Daemon) -> None:
 
 def test_spawn_refused_exits_1(daemon: Daemon) -> None:
     res = daemon.ctl("spawn", "orchestrator", "0.1.0", "--task", "x")
-    assert res.code == 1 and "not in --spawn-allow" in res.err
+    assert res.code == 1 and "'orchestrator@0.1.0' exists but is not allowed to run top-level" in res.err
+    assert "(spawn_allow): echo, sleeper, worker." in res.err and "--spawn-allow" not in res.err
     res = daemon.ctl("spawn", "orchestrator", "0.1.0", "--task", "x", "--json")
     assert res.code == 1 and res.json["error"]["code"] == "refused" and res.json["error"]["http_status"] == 403
 

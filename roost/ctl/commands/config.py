@@ -11,6 +11,7 @@ from roost.ctl.context import Context
 
 NAME = "config"
 HELP = "show the effective configuration"
+DESCRIPTION = "Show the settings the daemon runs with: its defaults, the config file and flags, after reloads."
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

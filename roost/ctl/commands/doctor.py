@@ -23,6 +23,10 @@ from roost.ctl.errors import CtlError
 
 NAME = "doctor"
 HELP = "check the installation, with a fix for each finding"
+DESCRIPTION = (
+    "Check the daemon, its admin socket, state dir, master key, registry and capsule host, and\n"
+    "say how to fix each problem found. Works without a running daemon too."
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

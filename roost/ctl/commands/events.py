@@ -14,12 +14,23 @@ from roost.ctl.context import Context
 from roost.ctl.output import fmt_ms
 
 NAME = "events"
-HELP = "show or follow observation events"
+HELP = "show or follow the daemon's events"
+DESCRIPTION = (
+    "Show what the daemon did recently (processes started and ended, completions delivered,\n"
+    "peer files redeemed, messages relayed), or follow it live with -f."
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-f", "--follow", action="store_true", help="keep streaming new events")
-    p.add_argument("-n", "--replay", type=int, default=None, metavar="N", help="recent events first (default 20)")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new events as they happen (Ctrl-C stops)")
+    p.add_argument(
+        "-n",
+        "--replay",
+        type=int,
+        default=None,
+        metavar="N",
+        help="how many recent events to show first (default 20; 0 with -f)",
+    )
 
 
 def _render(ctx: Context, ev: dict[str, Any]) -> str:

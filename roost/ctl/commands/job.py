@@ -1,34 +1,79 @@
-"""Show one job.
+"""Show one job: its capsule, state, times, how it ended and its completion record.
 
-Calls ``GET /jobs/{id}``; ``--json`` prints the job object.
+Calls ``GET /jobs/{id}``; ``--json`` prints the job object as the daemon answered it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+from typing import Any
 
 from roost.ctl.client import quote_id
 from roost.ctl.context import Context
-from roost.ctl.output import fmt_ms
+from roost.ctl.output import fmt_age, fmt_ms
 
 NAME = "job"
-HELP = "show one job"
+HELP = "show one job, with its completion once it ended"
+DESCRIPTION = "Show one job: its capsule, state, times, and how it ended (its completion record)."
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("job_id")
+    p.add_argument("job_id", metavar="JOB_ID", help="the job (job_…), as 'roostctl jobs' lists it")
 
 
-def show(ctx: Context, body: dict[str, object]) -> None:
+def _when(ms: object) -> str:
+    return "-" if not isinstance(ms, int) else f"{fmt_ms(ms)} ({fmt_age(ms)} ago)"
+
+
+def _result_files(workdir: object) -> list[str]:
+    """The task's output files (``out/``), when this user can see them (roostctl runs on the host)."""
+    if not isinstance(workdir, str):
+        return []
+    out = os.path.join(workdir, "out")
+    try:
+        return [os.path.join(out, n) for n in sorted(os.listdir(out))]
+    except OSError:
+        return []
+
+
+def show(ctx: Context, body: dict[str, Any]) -> None:
     out = ctx.out
     if out.as_json:
         out.json(body)
         return
-    out.pairs(
-        (k, out.state(v) if k == "state" else fmt_ms(v) if k.endswith("_ms") else v)
-        for k, v in body.items()
-        if not isinstance(v, (dict, list))
-    )
+    rows: list[tuple[str, object]] = [
+        ("job", body.get("job_id")),
+        ("capsule", f"{body.get('name')}@{body.get('version')}"),
+        ("state", out.state(body.get("state"))),
+        ("session", body.get("session_id")),
+        ("parent session", body.get("parent_session_id") or "- (top-level)"),
+        ("delegation", body.get("delegation_id")),
+        ("workdir", body.get("workdir")),
+        ("capsule url", body.get("capsule_url")),
+        ("created", _when(body.get("created_ms"))),
+        ("ready", _when(body.get("ready_ms"))),
+        ("ended", _when(body.get("ended_ms"))),
+    ]
+    if body.get("ended_ms") is not None:
+        rows += [("exit", body.get("exit_status")), ("outcome", body.get("outcome")), ("reason", body.get("reason"))]
+    comp = body.get("completion")
+    if isinstance(comp, dict):
+        dur = comp.get("duration_ms")
+        summary = f"{comp.get('status')}, reported by {comp.get('reported_by')}"
+        if isinstance(dur, int):
+            summary += f", after {dur / 1000:.1f}s"
+        summary += ", delivered to the parent" if comp.get("delivered") else ", not delivered (no parent to tell)"
+        rows.append(("completion", summary))
+        if comp.get("detail"):
+            rows.append(("  detail", comp.get("detail")))
+    elif body.get("ended_ms") is not None:
+        rows.append(("completion", "none recorded"))
+    files = _result_files(body.get("workdir"))
+    if files:
+        rows.append(("result files", files[0]))
+        rows += [("", f) for f in files[1:]]
+    out.pairs(rows)
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:

@@ -9,15 +9,16 @@ from __future__ import annotations
 import argparse
 
 from roost.ctl.context import Context
-from roost.ctl.output import fmt_ms
+from roost.ctl.output import fmt_age, fmt_when
 from roost.wire import JOB_STATES
 
 NAME = "jobs"
 HELP = "list jobs"
+DESCRIPTION = "List every job the daemon knows, oldest first; --state keeps one state."
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--state", choices=JOB_STATES)
+    p.add_argument("--state", choices=JOB_STATES, help="only jobs in this state (" + ", ".join(JOB_STATES) + ")")
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
@@ -33,10 +34,13 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
             ("job", lambda r: r.get("job_id")),
             ("capsule", lambda r: f"{r.get('name')}@{r.get('version')}"),
             ("state", lambda r: r.get("state")),
+            ("started", lambda r: fmt_when(r.get("created_ms"))),
+            ("age", lambda r: fmt_age(r.get("created_ms"))),
             ("session", lambda r: r.get("session_id")),
-            ("parent", lambda r: r.get("parent_session_id") or r.get("parent_id")),
-            ("started", lambda r: fmt_ms(r.get("created_ms"))),
+            ("parent", lambda r: r.get("parent_session_id")),
         ],
         empty="no jobs" + (f" in state {args.state}" if args.state else ""),
+        optional=("session", "parent"),
+        keep=("job", "session", "parent"),
     )
     return 0

@@ -17,11 +17,20 @@ from roost.ctl.errors import CtlError
 
 NAME = "keys"
 HELP = "rotate the master key (revokes every token)"
+DESCRIPTION = (
+    "roostctl keys rotate: replace the master key. Every credential, spawn approval and peer\n"
+    "handle stops working at once; running sessions keep running but can no longer call the daemon."
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=("rotate",))
-    p.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("action", choices=("rotate",), help="rotate: make a new master key")
+    p.add_argument(
+        "-y",
+        "--yes",
+        action="store_true",
+        help="do not ask for confirmation (needed without a terminal when sessions run)",
+    )
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:

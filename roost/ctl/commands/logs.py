@@ -1,7 +1,8 @@
-"""A job's or session's log files: the last lines, or follow them with ``-f`` until it ends.
+"""A job's or session's output: stderr and stdout (labelled), then its result once written.
 
-``GET /logs/{id}?tail=N`` → ``{"files": [...], "lines": [{"file", "line"}]}``; with ``-f``,
-``GET /logs/{id}?follow=1&tail=N`` streams NDJSON ``{"file", "line"}`` objects.
+``GET /logs/{id}?tail=N`` → ``{"files": [...], "lines": [{"file", "stream", "line"}]}``; with
+``-f``, ``GET /logs/{id}?follow=1&tail=N`` streams NDJSON ``{"file", "stream", "line"}``
+objects until the job ends.
 """
 
 from __future__ import annotations
@@ -12,13 +13,27 @@ from roost.ctl.client import path_with_query, quote_id
 from roost.ctl.context import Context
 
 NAME = "logs"
-HELP = "show or follow a job's or session's logs"
+HELP = "show or follow a job's or session's output"
+DESCRIPTION = (
+    "Show what a job or session wrote: each line labelled stderr, stdout, or result (the task's\n"
+    "out/result.txt, written when the task ends). -f follows new lines until the job ends."
+)
+_COLOR = {"stderr": "yellow", "stdout": "cyan", "result": "green"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("id", help="job id (job_…) or session id (ses_…)")
-    p.add_argument("-f", "--follow", action="store_true")
-    p.add_argument("-n", "--tail", type=int, default=100, metavar="N")
+    p.add_argument("id", metavar="ID", help="job id (job_…) or session id (ses_…)")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines until the job ends")
+    p.add_argument("-n", "--tail", type=int, default=100, metavar="N", help="how many recent lines first (default 100)")
+
+
+def _render(ctx: Context, item: dict[str, object]) -> str:
+    stream = str(item.get("stream") or item.get("file") or "log")
+    return f"{ctx.out.paint(stream.ljust(6), _COLOR.get(stream, 'dim'))} | {item.get('line', '')}"
+
+
+def _nothing_yet(ctx: Context, ident: str) -> str:
+    return f"nothing written yet by {ident}; 'roostctl logs -f {ident}' waits for its output"
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
@@ -29,15 +44,19 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         if out.as_json:
             out.json(body)
             return 0
-        if not body.get("files"):
-            out.info(f"no log files for {args.id}")
-        many = len(body.get("files", [])) > 1
-        for item in body.get("lines", []):
-            out.line((f"{out.paint(item['file'], 'dim')} " if many else "") + item["line"])
+        lines = body.get("lines", [])
+        if not lines:
+            out.info(_nothing_yet(ctx, args.id))
+        for item in lines:
+            out.line(_render(ctx, item))
         return 0
+    seen = False
     for item in ctx.client.stream(path_with_query(base, follow=True, tail=args.tail)):
         if out.as_json:
             out.json_line(item)
         else:
-            out.line(item.get("line", ""))
+            out.line(_render(ctx, item))
+        seen = True
+    if not seen and not out.as_json:
+        out.info(f"{args.id} ended without writing anything")
     return 0

@@ -11,6 +11,10 @@ from roost.ctl.context import Context
 
 NAME = "reconcile"
 HELP = "show the start-up reconcile report"
+DESCRIPTION = (
+    "Show what the daemon found at start-up: children of the previous run it took back, ones that\n"
+    "had ended (each recorded once), and leftovers it stopped."
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -23,12 +23,19 @@ from roost.ctl.errors import CtlError, Unreachable
 
 NAME = "registry"
 HELP = "list, add to, or verify a capsule registry"
+DESCRIPTION = (
+    "Work on the capsule registry directly, no daemon needed: ls lists its capsules, add DIR packs\n"
+    "a capsule source directory into it, verify re-reads every artifact. The registry is\n"
+    "--registry-path, else $ROOST_REGISTRY_PATH, else the running daemon's registry_path."
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=("ls", "add", "verify"))
+    p.add_argument("action", choices=("ls", "add", "verify"), help="ls, add DIR, or verify")
     p.add_argument("dir", nargs="?", help="capsule source directory (add)")
-    p.add_argument("--registry-path", metavar="DIR", help="registry root")
+    p.add_argument(
+        "--registry-path", metavar="DIR", help="the registry's directory (default: the daemon's registry_path)"
+    )
 
 
 def _registry_path(ctx: Context, args: argparse.Namespace) -> tuple[Path, bool]:
@@ -47,9 +54,19 @@ def _registry_path(ctx: Context, args: argparse.Namespace) -> tuple[Path, bool]:
         return Path(home) / ".murmur" / "artifacts", False
 
 
+def _exists(root: Path) -> None:
+    if not root.is_dir():
+        why = "is not a directory" if root.exists() else "does not exist"
+        raise CtlError(
+            f"the registry {root} {why}: create it with 'roostctl registry add DIR', or point "
+            "registry_path (or --registry-path) at the right place"
+        )
+
+
 def _ls(ctx: Context, root: Path) -> int:
     from roost.registry import Registry
 
+    _exists(root)
     items = [
         {"name": a.name, "version": a.version, "size": a.size, "sha256": a.sidecar_sha256, "path": str(a.path)}
         for a in Registry(root).list()
@@ -113,6 +130,7 @@ def _add(ctx: Context, args: argparse.Namespace, root: Path) -> int:
 def _verify(ctx: Context, root: Path) -> int:
     from roost.registry import Registry
 
+    _exists(root)
     reg = Registry(root)
     problems = [{"name": p.name, "version": p.version, "path": str(p.path), "message": p.message} for p in reg.verify()]
     out = ctx.out

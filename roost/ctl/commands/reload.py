@@ -13,6 +13,10 @@ from roost.ctl.errors import CtlError
 
 NAME = "reload"
 HELP = "re-read the config file (like SIGHUP)"
+DESCRIPTION = (
+    "Re-read the daemon's config file and forget cached registry lookups; running jobs are not\n"
+    "touched. Settings that need a restart (port, bind, state_dir, ...) keep their old values."
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

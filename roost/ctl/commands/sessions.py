@@ -1,4 +1,4 @@
-"""List sessions (default: running ones).
+"""List sessions (default: running ones), or show one.
 
 Calls ``GET /sessions?state=running|complete|failed|all``; ``--json`` prints ``{"sessions": [...]}``.
 With an id, calls ``GET /sessions/{id}`` and prints that session.
@@ -10,16 +10,25 @@ import argparse
 
 from roost.ctl.client import quote_id
 from roost.ctl.context import Context
-from roost.ctl.output import fmt_ms
+from roost.ctl.output import fmt_ms, fmt_when, label_of
 
 NAME = "sessions"
 HELP = "list sessions, or show one"
+DESCRIPTION = (
+    "List sessions (running ones unless --state or --all says otherwise) with their workdirs,\n"
+    "or show one session in full."
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("session_id", nargs="?", help="show this session")
-    p.add_argument("--state", choices=("running", "complete", "failed", "all"), default="running")
-    p.add_argument("--all", action="store_true", help="same as --state all")
+    p.add_argument("session_id", nargs="?", metavar="SESSION_ID", help="show this session (ses_…)")
+    p.add_argument(
+        "--state",
+        choices=("running", "complete", "failed", "all"),
+        default="running",
+        help="which sessions to list (default: running)",
+    )
+    p.add_argument("--all", action="store_true", help="every session, ended ones too (same as --state all)")
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
@@ -29,7 +38,10 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         if out.as_json:
             out.json(one)
         else:
-            out.pairs((k, fmt_ms(v) if k.endswith("_ms") else v) for k, v in one.items())
+            out.pairs(
+                (label_of(k), fmt_ms(v) if k.endswith("_ms") else ", ".join(v) if isinstance(v, list) else v)
+                for k, v in one.items()
+            )
         return 0
     state = "all" if args.all else args.state
     body = ctx.client.call("GET", f"/sessions?state={state}")
@@ -42,12 +54,15 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
             ("session", lambda r: r["session_id"]),
             ("capsule", lambda r: f"{r['name']}@{r['version']}"),
             ("status", lambda r: r["status"]),
+            ("started", lambda r: fmt_when(r.get("created_ms"))),
+            ("workdir", lambda r: r.get("workdir")),
             ("parent", lambda r: r.get("parent_id")),
+            ("job", lambda r: r.get("job_id")),
             ("kids", lambda r: r.get("live_children")),
             ("trust", lambda r: r.get("trust")),
-            ("job", lambda r: r.get("job_id")),
-            ("started", lambda r: fmt_ms(r.get("created_ms"))),
         ],
         empty=f"no {state if state != 'all' else ''} sessions".replace("  ", " "),
+        optional=("started", "workdir", "parent", "job", "kids", "trust"),
+        keep=("session", "parent", "job"),
     )
     return 0

@@ -1,9 +1,13 @@
-"""Launch a capsule top-level, on the operator's behalf (``--spawn-allow`` still decides).
+"""Launch a capsule top-level, on the operator's behalf (the daemon's spawn_allow still decides).
 
 Calls ``POST /jobs`` with ``{name, version, task, workdir?, deadline_secs?}`` and prints the job
 (201). With ``--wait`` it then polls ``GET /jobs/{id}`` and reports progress on stderr (state
 changes, delegations started under it) until the job ends; exit 0 when it completed, 1 when it
 failed, crashed or was terminated. ``--json`` prints only the final job object.
+
+When the daemon refuses, roostctl says more than the daemon's sentence: whether the capsule
+exists in the registry at all (with the nearest names), and which capsules ``spawn_allow`` lets
+run top-level.
 """
 
 from __future__ import annotations
@@ -11,26 +15,46 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from roost.ctl.client import quote_id
 from roost.ctl.commands.job import show
 from roost.ctl.context import Context
-from roost.ctl.errors import CtlError, Usage
+from roost.ctl.errors import ApiError, CtlError, Usage
+from roost.ctl.suggest import close_matches
 
 NAME = "spawn"
 HELP = "launch a capsule top-level"
+DESCRIPTION = (
+    "Launch a capsule as a top-level job: roostctl spawn NAME@VERSION --task TEXT (or NAME VERSION).\n"
+    "The capsule must be in the registry and allowed by the daemon's spawn_allow setting."
+)
 TERMINAL = {"complete", "failed", "crashed", "terminated"}
 POLL_SECS = 0.5
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name")
-    p.add_argument("version")
+    p.add_argument("capsule", metavar="NAME@VERSION", help="the capsule, e.g. orchestrator@0.1.0 (or NAME VERSION)")
+    p.add_argument("version", nargs="?", help="the version, when not given as NAME@VERSION")
     p.add_argument("--task", help="task text ('-' reads it from stdin)")
-    p.add_argument("--workdir", help="absolute working directory for the session")
-    p.add_argument("--deadline", type=float, metavar="SECS", help="deadline_secs of the job")
+    p.add_argument("--workdir", metavar="DIR", help="absolute working directory for the session")
+    p.add_argument("--deadline", type=float, metavar="SECS", help="end the job after SECS seconds")
     p.add_argument("--wait", action="store_true", help="wait for the job to end, with progress on stderr")
+
+
+def split_capsule(capsule: str, version: str | None) -> tuple[str, str]:
+    """``name@version`` or ``name`` + ``version`` → (name, version); a usage error otherwise."""
+    name, at, ver = capsule.partition("@")
+    if at:
+        if version is not None:
+            raise Usage(f"give the version once: '{capsule}' already names {ver or 'no version'}")
+        if not name or not ver:
+            raise Usage(f"'{capsule}' is not NAME@VERSION (e.g. echo@0.1.0)")
+        return name, ver
+    if version is None:
+        raise Usage(f"which version of '{capsule}'? give NAME@VERSION, e.g. {capsule}@0.1.0")
+    return capsule, version
 
 
 def _count(nodes: list[dict[str, Any]]) -> int:
@@ -75,21 +99,70 @@ def wait(ctx: Context, job: dict[str, Any]) -> dict[str, Any]:
         job = ctx.client.call("GET", f"/jobs/{quote_id(job_id)}")
 
 
+def explain_refusal(ctx: Context, name: str, version: str, exc: ApiError) -> CtlError:
+    """The daemon's sentence plus what an operator needs: unknown or not allowed, and what is."""
+    try:
+        config = ctx.client.call("GET", "/config")
+    except CtlError:
+        return exc
+    allowed = sorted(str(a) for a in config.get("spawn_allow") or [])
+    root = Path(str(config.get("registry_path", "")))
+    try:
+        from roost.registry import Registry
+
+        listed = Registry(root).list() if root.is_dir() else []
+    except (ImportError, OSError):
+        return exc
+    versions: dict[str, list[str]] = {}
+    for art in listed:
+        versions.setdefault(art.name, []).append(art.version)
+    allowed_text = ", ".join(allowed) if allowed else "none (spawn_allow is empty)"
+    top = f"Capsules allowed to run top-level here (spawn_allow): {allowed_text}."
+    if name not in versions:
+        near = close_matches(name, versions)
+        hint = f" (did you mean {' or '.join(repr(n) for n in near)}?)" if near else ""
+        return CtlError(
+            f"capsule '{name}' does not exist in the registry {root}{hint}. {top}",
+            status=exc.status,
+            code=exc.code,
+        )
+    if version not in versions[name]:
+        return CtlError(
+            f"capsule '{name}' has no version {version} in the registry {root}; "
+            f"its versions: {', '.join(sorted(versions[name]))} (e.g. {name}@{sorted(versions[name])[-1]})",
+            status=exc.status,
+            code=exc.code,
+        )
+    if allowed and name not in allowed:
+        return CtlError(
+            f"capsule '{name}@{version}' exists but is not allowed to run top-level on this daemon. {top}",
+            status=exc.status,
+            code=exc.code,
+        )
+    return exc
+
+
 def run(ctx: Context, args: argparse.Namespace) -> int:
+    name, version = split_capsule(args.capsule, args.version)
     if args.task is None:
         raise Usage("--task is required (use --task - to read it from stdin)")
     task = sys.stdin.read() if args.task == "-" else args.task
-    body: dict[str, Any] = {"name": args.name, "version": args.version, "task": task}
+    body: dict[str, Any] = {"name": name, "version": version, "task": task}
     if args.workdir:
         body["workdir"] = args.workdir
     if args.deadline is not None:
         body["deadline_secs"] = args.deadline
-    job = ctx.client.call("POST", "/jobs", body)
+    try:
+        job = ctx.client.call("POST", "/jobs", body)
+    except ApiError as exc:
+        if exc.status not in (429, 503):  # busy or draining: the daemon's sentence says it all
+            raise explain_refusal(ctx, name, version, exc) from None
+        raise
     if not args.wait:
         show(ctx, job)
         return 0
     if not ctx.out.as_json:
-        ctx.out.info(f"launched {job.get('job_id')} ({args.name}@{args.version}); waiting")
+        ctx.out.info(f"launched {job.get('job_id')} ({name}@{version}); waiting")
     final = wait(ctx, job)
     show(ctx, final)
     return 0 if final.get("state") == "complete" else 1

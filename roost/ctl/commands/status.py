@@ -12,6 +12,7 @@ from roost.ctl.context import Context
 
 NAME = "status"
 HELP = "daemon summary"
+DESCRIPTION = "Show the daemon: version, address, state dir, key id, running sessions and jobs, draining or not."
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

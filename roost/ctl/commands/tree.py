@@ -1,8 +1,8 @@
-"""The delegation tree: sessions under their parents, with session status and job state.
+"""The delegation tree: sessions under their parents, with each job's state.
 
 Calls ``GET /tree?state=running|all`` (default: running sessions with their family);
 ``--json`` prints ``{"roots": [{session_id, name, version, status, trust, job_id, job_state?,
-children: [...]}]}``.
+outcome?, reason?, created_ms, ended_ms, depth, children: [...]}]}``.
 """
 
 from __future__ import annotations
@@ -11,23 +11,51 @@ import argparse
 from typing import Any
 
 from roost.ctl.context import Context
+from roost.ctl.output import fmt_age
 
 NAME = "tree"
-HELP = "delegation tree with states"
+HELP = "the delegation tree, with each job's state"
+DESCRIPTION = (
+    "Show running top-level sessions with the capsules they delegated to, each with its state\n"
+    "(the job's when it has one: a cancelled job is 'terminated') and its age. --all also shows\n"
+    "sessions that ended."
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all", action="store_true", help="include sessions that ended")
 
 
+def _count(nodes: list[dict[str, Any]]) -> int:
+    return sum(1 + _count(n.get("children", [])) for n in nodes)
+
+
+def node_state(node: dict[str, Any]) -> str:
+    """The state people mean: the job's (``terminated``, ``crashed``, …) when the session has a
+    job, else the session's status."""
+    return str(node.get("job_state") or node.get("status") or "-")
+
+
 def _label(ctx: Context, node: dict[str, Any]) -> str:
     out = ctx.out
-    text = f"{node['name']}@{node['version']} {out.paint(node['session_id'], 'dim')} {out.state(node['status'])}"
-    if node.get("job_state") and node.get("job_state") != node.get("status"):
-        text += f" (job {out.state(node['job_state'])})"
+    state = node_state(node)
+    ended = node.get("ended_ms")
+    age = fmt_age(node.get("created_ms"))
+    when = f"ran {_span(node)}" if ended else f"up {age}"
+    sid = out.paint(node["session_id"], "dim")
+    text = f"{node['name']}@{node['version']} {out.state(state)} {out.paint(when, 'dim')} {sid}"
+    if node.get("job_state") and node.get("status") not in (node.get("job_state"), "running", "complete"):
+        text += out.paint(f" (session {node['status']})", "dim")
     if node.get("trust") == "untrusted":
         text += " " + out.paint("untrusted", "yellow")
     return text
+
+
+def _span(node: dict[str, Any]) -> str:
+    start, end = node.get("created_ms"), node.get("ended_ms")
+    if not isinstance(start, int) or not isinstance(end, int):
+        return "-"
+    return fmt_age(start, end)
 
 
 def _draw(ctx: Context, nodes: list[dict[str, Any]], prefix: str) -> None:
@@ -45,7 +73,12 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         return 0
     roots = body.get("roots", [])
     if not roots:
-        out.info("no running sessions" if not args.all else "no sessions")
+        if args.all:
+            out.line("no sessions yet: start one with 'roostctl spawn NAME@VERSION --task TEXT'")
+        else:
+            ended = _count(ctx.client.call("GET", "/tree?state=all").get("roots", []))
+            more = f"; {ended} ended ('roostctl tree --all' shows them)" if ended else ""
+            out.line(f"no running sessions{more}")
         return 0
     for root in roots:
         out.line(_label(ctx, root))

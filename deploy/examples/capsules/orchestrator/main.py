@@ -13,8 +13,8 @@ CHILD = "worker@0.1.0"
 
 
 def objective(text: str) -> str:
-    """The objective alone: a task from input.json arrives formatted as "Objective: …\n\n…", and
-    worker gets its own input.json, which would format it a second time."""
+    """The objective alone: a structured task (with instructions or context) arrives formatted as
+    "Objective: …\n\n…", and worker gets its own input.json, which would format it again."""
     if text.startswith("Objective: "):
         return text[len("Objective: ") :].split("\n\n", 1)[0]
     return text
