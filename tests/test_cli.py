@@ -66,7 +66,8 @@ def test_bad_config_file(tmp_path: Path) -> None:
     cfg = tmp_path / "roost.toml"
     cfg.write_text('[roost]\nmax_depth = "three"\n')
     out = run_cli("--config", str(cfg), "--state-dir", str(tmp_path / "s"))
-    assert out.returncode == 1 and out.stderr.startswith("mur-roost: invalid --max-depth")
+    # The file and the key are named, not a --max-depth flag nobody gave.
+    assert out.returncode == 1 and out.stderr.startswith(f"mur-roost: invalid setting 'max_depth' in {cfg}:")
     cfg.write_text("[roost]\nmystery = 1\n")
     out = run_cli("--config", str(cfg))
     assert out.returncode == 1 and "unknown setting 'mystery'" in out.stderr
