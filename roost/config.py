@@ -79,6 +79,8 @@ class Config(BaseModel):
     retention_secs: float = Field(default=7 * 86400.0, gt=0)
     session_memory_secs: float = Field(default=600.0, gt=0)
     retention_sweep_secs: float = Field(default=30.0, gt=0, le=3600)
+    # The strongest containment class capsule hosts may offer (None: whatever the host can enforce).
+    containment_max: Literal["advisory", "scoped", "sealed"] | None = None
 
     @field_validator("bind")
     @classmethod

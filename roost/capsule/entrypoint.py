@@ -1,10 +1,13 @@
 """Running a script capsule's entrypoint for one task.
 
 Why it looks like this: the entrypoint is untrusted code from an artifact, so it runs in its own
-process group (a cancel reaches everything it started), with the task on stdin and its stdout as
-the task's output. It never inherits the lifeline (close-on-exec) nor any token: the host's env
-is copied and the lifeline variable removed. Stopping is SIGTERM to the group, then SIGKILL
-after a grace period, the same escalation the launcher uses.
+session and process group, with the task on stdin and its stdout as the task's output. It never
+inherits the lifeline (close-on-exec) nor any token: the host's env is copied and the lifeline
+variable removed. Whatever must hold from its first instruction (rlimits, Landlock) is set by a
+``preexec`` hook between fork and exec. A task ends with its entrypoint: anything the entrypoint
+left running is stopped then. Stopping is :func:`roost.capsule.reaper.kill_tree`:
+SIGTERM to the group and to every descendant (the host is their subreaper, so double-forked and
+``setsid`` descendants are found too), then SIGKILL after a grace shorter than the launcher's.
 """
 
 from __future__ import annotations
@@ -15,17 +18,18 @@ import contextlib
 import os
 import shutil
 import signal
+import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from roost.capsule.reaper import KILL_GRACE_SECS, descendants, kill_tree
 from roost.completion import cut_detail
 
-__all__ = ["EntrypointResult", "resolve_argv", "run_entrypoint", "task_env"]
+__all__ = ["EntrypointResult", "Launch", "resolve_argv", "run_entrypoint", "stop_tree", "task_env"]
 
 STDERR_LINES = 20
-KILL_GRACE_SECS = 5.0
 
 
 class EntrypointError(RuntimeError):
@@ -101,26 +105,56 @@ async def _pump_stderr(stream: asyncio.StreamReader, tail: collections.deque[str
             sys.stderr.flush()
 
 
-async def stop_group(proc: asyncio.subprocess.Process, grace: float = KILL_GRACE_SECS) -> None:
-    """SIGTERM the process group, SIGKILL it after ``grace`` seconds, and reap the leader."""
-    if proc.returncode is not None:
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGTERM)
+async def stop_tree(proc: asyncio.subprocess.Process, grace: float = KILL_GRACE_SECS) -> None:
+    """SIGTERM the entrypoint's group and every descendant, SIGKILL after ``grace``, reap the leader."""
+    await kill_tree(proc.pid if proc.returncode is None else None, grace=grace, keep=(proc.pid,))
+    await proc.wait()
+
+
+async def _exited(pid: int) -> None:
+    """Wait for ``pid`` to exit (a pidfd), without waiting for its pipes to close as ``wait()``
+    does: a descendant the entrypoint left behind may hold them open."""
     try:
-        await asyncio.wait_for(asyncio.shield(proc.wait()), grace)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        await proc.wait()
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)  # stragglers left in the group
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def ready() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    loop.add_reader(fd, ready)
+    try:
+        await done
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """How the entrypoint is started: the argv, a hook run in the child before exec, fds it keeps."""
+
+    argv: list[str]
+    preexec: Callable[[], None] | None = None
+    pass_fds: tuple[int, ...] = ()
 
 
 async def run_entrypoint(
-    argv: list[str], *, text: str, cwd: Path, env: Mapping[str, str], grace: float = KILL_GRACE_SECS
+    launch: Launch | list[str],
+    *,
+    text: str,
+    cwd: Path,
+    env: Mapping[str, str],
+    grace: float = KILL_GRACE_SECS,
+    on_start: Callable[[int], None] | None = None,
 ) -> EntrypointResult:
-    """Run one task; cancelling this coroutine stops the whole group first, then re-raises."""
+    """Run one task; cancelling this coroutine stops the whole tree first, then re-raises."""
+    if not isinstance(launch, Launch):
+        launch = Launch(list(launch))
+    argv = launch.argv
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -130,9 +164,16 @@ async def run_entrypoint(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
+            preexec_fn=launch.preexec,
+            pass_fds=launch.pass_fds,
         )
+    except subprocess.SubprocessError as exc:
+        reason = str(exc) or type(exc).__name__
+        return EntrypointResult(126, "", [f"could not prepare the entrypoint {argv[0]} before exec: {reason}"])
     except OSError as exc:
         return EntrypointResult(127, "", [f"could not start the entrypoint {argv[0]}: {exc.strerror or exc}"])
+    if on_start is not None:
+        on_start(proc.pid)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
     stderr_task = asyncio.create_task(_pump_stderr(proc.stderr, tail))
@@ -146,14 +187,20 @@ async def run_entrypoint(
             proc.stdin.close()
 
     feeder = asyncio.create_task(feed())
+    reader = asyncio.create_task(proc.stdout.read())
     try:
-        out = await proc.stdout.read()
+        await _exited(proc.pid)
+        # The task ends with its entrypoint: whatever it left running (a daemonised helper that
+        # may still hold our pipes) is stopped now, not when the session ends.
+        if descendants():
+            await kill_tree(None, grace=grace)
+        out = await reader
         await proc.wait()
         await feeder
         await stderr_task
     except asyncio.CancelledError:
-        await stop_group(proc, grace)
-        feeder.cancel()
-        stderr_task.cancel()
+        await stop_tree(proc, grace)
+        for t in (feeder, stderr_task, reader):
+            t.cancel()
         raise
     return EntrypointResult(proc.returncode or 0, out.decode("utf-8", "replace"), list(tail))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -36,10 +37,12 @@ from a2a.door import Door, DoorTask, TaskOutcome
 from a2a.errors import JsonRpcError
 from a2a.models import TaskState
 from a2a.origin import Origin
-from roost.capsule.entrypoint import EntrypointError, resolve_argv, run_entrypoint, task_env
+from roost.capsule.entrypoint import EntrypointError, Launch, resolve_argv, run_entrypoint, task_env
 from roost.capsule.hostsock import HostSocket
 from roost.capsule.lifeline import ENV as LIFELINE_ENV
 from roost.capsule.lifeline import LifelineError, LifelineWatch, lifeline_refusal, take_lifeline
+from roost.capsule.limits import apply_rlimits, rlimit_plan
+from roost.capsule.reaper import KILL_GRACE_SECS, become_subreaper, descendants, kill_tree, reap_orphans
 from roost.capsule.taskinput import read_initial_task, read_job_id, write_results
 from roost.completion import CompletionRecord, SpawnerHandle, SpawnerHandleError, report
 from roost.ids import session_id as mint_session_id
@@ -53,6 +56,9 @@ __all__ = ["LaunchRefused", "Prepared", "RunOptions", "prepare", "run"]
 StopReason = Literal["natural", "signal", "lifeline"]
 LIFELINE_GRACE_SECS = 20.0
 EXIT_STATUS = {TaskState.COMPLETED: "ok", TaskState.FAILED: "failed", TaskState.CANCELED: "canceled"}
+KILL_GRACE_ENV = "MURMUR_KILL_GRACE_SECS"
+REAP_EVERY_SECS = 1.0
+PR_SET_PDEATHSIG = 1
 REGISTER_TIMEOUT = aiohttp.ClientTimeout(total=30, sock_connect=5)
 DEREGISTER_TIMEOUT = aiohttp.ClientTimeout(total=5, sock_connect=2)
 
@@ -159,6 +165,16 @@ def prepare(opts: RunOptions) -> Prepared:
     return Prepared(opts, manifest, workdir, sid, records, argv, handle, fd, approval, url, started)
 
 
+def kill_grace(env: dict[str, str] | os._Environ[str]) -> float:
+    """The host's kill grace: the launcher passes one shorter than its own; else the default."""
+    raw = env.get(KILL_GRACE_ENV, "").strip()
+    try:
+        value = float(raw) if raw else KILL_GRACE_SECS
+    except ValueError:
+        value = KILL_GRACE_SECS
+    return value if 0 < value <= 600 else KILL_GRACE_SECS
+
+
 def _categories(m: Manifest) -> list[str]:
     caps = m.capabilities
     out = []
@@ -213,6 +229,10 @@ class Host:
         self._runner: web.AppRunner | None = None
         self._http: aiohttp.ClientSession | None = None
         self._watch: LifelineWatch | None = None
+        self.grace = kill_grace(os.environ)
+        self.rlimits = rlimit_plan(m.capabilities.resources)
+        self.entry_pids: set[int] = set()
+        self._reaper: asyncio.TimerHandle | None = None
 
     # -- tasks ------------------------------------------------------------------------------------
 
@@ -252,7 +272,19 @@ class Host:
             # recorded (task_start with its delegation_id) and answered; `roost-capsule delegate
             # --wait` is how a script reads its child's result.
             return TaskOutcome.completed("completion recorded")
-        result = await run_entrypoint(self.p.argv, text=task.text, cwd=self.p.workdir, env=self.env)
+        launch = self._launch()
+        pids: list[int] = []
+
+        def started(pid: int) -> None:
+            pids.append(pid)
+            self.entry_pids.add(pid)
+
+        try:
+            result = await run_entrypoint(
+                launch, text=task.text, cwd=self.p.workdir, env=self.env, grace=self.grace, on_start=started
+            )
+        finally:
+            self.entry_pids.difference_update(pids)
         if result.ok:
             write_results(self.p.workdir, result.stdout, ok=True, job_id=self.job_id)
             return TaskOutcome.completed(result.stdout)
@@ -260,6 +292,30 @@ class Host:
         sep = "" if not result.stdout or result.stdout.endswith("\n") else "\n"
         write_results(self.p.workdir, result.stdout + sep + reason + "\n", ok=False, job_id=self.job_id)
         return TaskOutcome.failed(reason)
+
+    def _launch(self) -> Launch:
+        """The entrypoint's argv and the hook that binds it before exec (rlimits, parent death)."""
+        rlimits = self.rlimits
+
+        def preexec() -> None:
+            libc_prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            apply_rlimits(rlimits)
+
+        return Launch(list(self.p.argv), preexec=preexec)
+
+    # -- the entrypoints' subtree -----------------------------------------------------------------
+
+    def _reap(self) -> None:
+        """Collect orphans the kernel re-parented to us (we are their subreaper), every second."""
+        reap_orphans(self.entry_pids)
+        self._reaper = asyncio.get_running_loop().call_later(REAP_EVERY_SECS, self._reap)
+
+    def _hard_exit(self, status: int) -> None:
+        """The lifeline's last resort: SIGKILL the whole subtree first, then leave."""
+        for proc in descendants():
+            with contextlib.suppress(Exception):
+                proc.kill()
+        os._exit(status)
 
     async def _on_finish(self, task: DoorTask, outcome: TaskOutcome) -> None:
         node, started = self.task_nodes.pop(task.id, (None, time.monotonic()))
@@ -299,7 +355,7 @@ class Host:
             self.stopping = True
             asyncio.get_running_loop().create_task(self._cancel_running())
         if reason == "lifeline":
-            asyncio.get_running_loop().call_later(LIFELINE_GRACE_SECS, os._exit, 143)
+            asyncio.get_running_loop().call_later(LIFELINE_GRACE_SECS, self._hard_exit, 143)
 
     def _spawner_ended(self) -> None:
         _say("spawner lifeline closed — the session that delegated to this one has ended")
@@ -371,6 +427,9 @@ class Host:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop, "signal")
+        if not become_subreaper():
+            _say("could not become a child subreaper; a descendant that leaves its session may outlive it")
+        self._reaper = loop.call_later(REAP_EVERY_SECS, self._reap)
         self._http = aiohttp.ClientSession()
         try:
             return await self._run()
@@ -493,6 +552,10 @@ class Host:
             )
 
     async def _cleanup(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+        if descendants():
+            await kill_tree(None, grace=self.grace, keep=self.entry_pids)
         if self._watch is not None:
             self._watch.stop()
         if self.hostsock is not None:
@@ -501,6 +564,16 @@ class Host:
             await self._runner.cleanup()
         if self._http is not None:
             await self._http.close()
+
+
+def libc_prctl(option: int, arg: int) -> None:
+    """``prctl(option, arg)`` in the forked child; raises OSError so the spawn fails loudly."""
+    if _LIBC.prctl(option, arg, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 async def _first(*aws: Any) -> None:

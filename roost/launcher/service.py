@@ -55,7 +55,7 @@ from roost.launcher import records
 from roost.launcher.jobs import Job, JobState, StopReason, state_for_status
 from roost.launcher.keeper import KeeperClient, KeeperError
 from roost.launcher.lifeline import connect_keeper, make_pipe, stop_keeper
-from roost.launcher.spawn import ChildSpec, apply_limits, child_argv, child_env, start_process
+from roost.launcher.spawn import ChildSpec, apply_limits, capsule_host_env, child_argv, child_env, start_process
 from roost.launcher.supervise import ProcessWatch, signal_group, stop_group
 from roost.referee import refusals, wall_ms
 from roost.sessions import SessionRecord
@@ -417,6 +417,8 @@ class Launcher:
             stderr_fd=log_fd,
         )
         spec.env["MURMUR_ROOST_INSTANCE"] = roost.events.run_id
+        if artifact.manifest.entrypoint:
+            spec.env.update(capsule_host_env(cfg))
         try:
             popen = start_process(spec)
         except OSError as exc:
@@ -433,7 +435,11 @@ class Launcher:
             job.pid_start = psutil.Process(popen.pid).create_time()
         except psutil.Error:
             job.pid_start = None
-        failed_limits = apply_limits(popen.pid, artifact.manifest.capabilities.resources)
+        # A script capsule's host sets its entrypoint's rlimits itself, just before exec; limiting
+        # the host would starve it (it needs more address space than a small limit allows).
+        failed_limits = (
+            [] if artifact.manifest.entrypoint else apply_limits(popen.pid, artifact.manifest.capabilities.resources)
+        )
         if failed_limits:
             log.warning("resource_limits_not_applied", job_id=job.job_id, limits=",".join(failed_limits))
         self._lifeline_hold(job.job_id, write_fd, popen.pid, job.pid_start)

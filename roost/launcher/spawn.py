@@ -9,9 +9,10 @@ Why it is done this way:
 * The environment starts empty. Names a manifest's ``capabilities.env.allow`` lists are copied
   from the daemon's environment first, then the fixed names are set, so an allow list can never
   displace ``MURMUR_*``. The approval is never in argv or the environment: it goes on stdin.
-* ``capabilities.resources`` are applied with ``prlimit`` right after the spawn. The child runs
-  its first instructions (the interpreter starting) before the limits land; that window is
-  accepted, because closing it needs a ``preexec_fn`` or an exec wrapper on every launch.
+* ``capabilities.resources`` of a script capsule are set by its host just before it execs the
+  entrypoint (``roost/capsule/limits.py``). For a runtime capsule they are applied with
+  ``prlimit`` right after the spawn: the child runs its first instructions before the limits
+  land, a window accepted because closing it needs a ``preexec_fn`` on every launch.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import psutil
 from roost.config import Config
 from roost.manifest import Manifest, ResourceCaps
 
-__all__ = ["ChildSpec", "apply_limits", "child_argv", "child_env", "start_process"]
+__all__ = ["ChildSpec", "apply_limits", "capsule_host_env", "child_argv", "child_env", "start_process"]
 
 
 # Never copied through an env.allow list: runtime names and anything that carries identity.
@@ -76,6 +77,16 @@ def child_env(
     env["MURMUR_SPAWNER_LIFELINE"] = str(lifeline_fd)
     if spawner is not None:
         env["MURMUR_SPAWNER"] = spawner
+    return env
+
+
+def capsule_host_env(cfg: Config) -> dict[str, str]:
+    """What ``roost-capsule`` learns from the daemon's config: a kill grace shorter than ours
+    (so it finishes off its entrypoint's tree before our SIGKILL reaches it) and, when set, the
+    strongest containment class it may offer."""
+    env = {"MURMUR_KILL_GRACE_SECS": f"{max(0.1, min(2.0, cfg.stop_grace_secs * 0.4)):.3f}"}
+    if cfg.containment_max is not None:
+        env["MURMUR_CONTAINMENT_MAX"] = cfg.containment_max
     return env
 
 
