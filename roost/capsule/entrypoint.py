@@ -192,8 +192,8 @@ async def run_entrypoint(
         await _exited(proc.pid)
         # The task ends with its entrypoint: whatever it left running (a daemonised helper that
         # may still hold our pipes) is stopped now, not when the session ends.
-        if descendants():
-            await kill_tree(None, grace=grace)
+        if any(d.pid != proc.pid for d in descendants()):  # its own zombie is asyncio's to reap
+            await kill_tree(None, grace=grace, keep=(proc.pid,))
         out = await reader
         await proc.wait()
         await feeder

@@ -232,6 +232,7 @@ class Host:
         self.grace = kill_grace(os.environ)
         self.rlimits = rlimit_plan(m.capabilities.resources)
         self.entry_pids: set[int] = set()
+        self._spawning = 0
         self._reaper: asyncio.TimerHandle | None = None
 
     # -- tasks ------------------------------------------------------------------------------------
@@ -278,12 +279,16 @@ class Host:
         def started(pid: int) -> None:
             pids.append(pid)
             self.entry_pids.add(pid)
+            self._spawning -= 1
 
+        self._spawning += 1  # until its pid is known, no orphan reaping (it could be ours)
         try:
             result = await run_entrypoint(
                 launch, text=task.text, cwd=self.p.workdir, env=self.env, grace=self.grace, on_start=started
             )
         finally:
+            if not pids:
+                self._spawning -= 1
             self.entry_pids.difference_update(pids)
         if result.ok:
             write_results(self.p.workdir, result.stdout, ok=True, job_id=self.job_id)
@@ -307,7 +312,8 @@ class Host:
 
     def _reap(self) -> None:
         """Collect orphans the kernel re-parented to us (we are their subreaper), every second."""
-        reap_orphans(self.entry_pids)
+        if not self._spawning:
+            reap_orphans(self.entry_pids)
         self._reaper = asyncio.get_running_loop().call_later(REAP_EVERY_SECS, self._reap)
 
     def _hard_exit(self, status: int) -> None:
