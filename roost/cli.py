@@ -36,6 +36,8 @@ Options of this daemon:
   --state-dir DIR          SQLite state, key file and admin socket
                            (default $STATE_DIRECTORY under systemd, else $HOME/.murmur/roost)
   --ephemeral-keys         keep keys and state in memory only (upstream behaviour)
+  --reset-keys             start with a new key although roost.db exists and master.key is
+                           gone (revokes every credential, approval and handle it held)
   --admin-socket PATH      admin unix socket (default <state-dir>/admin.sock)
   --log-format FMT         json | console | auto (default auto: console on a terminal)
   --log-level LEVEL        debug | info | warning | error (default info)
@@ -108,7 +110,7 @@ _VALUE_FLAGS: dict[str, tuple[str, Callable[[str], Any], bool]] = {
     "--log-level": ("log_level", _choice("--log-level", ("debug", "info", "warning", "error")), False),
     "--launch-timeout": ("launch_timeout_secs", _float("--launch-timeout"), False),
 }
-_BOOL_FLAGS = {"--allow-remote": "allow_remote", "--ephemeral-keys": "ephemeral_keys"}
+_BOOL_FLAGS = {"--allow-remote": "allow_remote", "--ephemeral-keys": "ephemeral_keys", "--reset-keys": "reset_keys"}
 
 
 def parse_args(argv: Sequence[str]) -> tuple[str, dict[str, Any]]:

@@ -75,6 +75,8 @@ class Config(BaseModel):
     capsule_command: tuple[str, ...] = ()
     peer_fetch_max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     peer_timeout_secs: float = Field(default=30.0, gt=0, le=3600)
+    # Start with a new key although roost.db exists and master.key is gone (revokes everything).
+    reset_keys: bool = False
     # Retention (roost/retention.py, docs/operations.md "Retention").
     retention_secs: float = Field(default=7 * 86400.0, gt=0)
     session_memory_secs: float = Field(default=600.0, gt=0)

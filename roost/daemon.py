@@ -12,11 +12,11 @@ import contextlib
 import gc
 import os
 import signal
+import sqlite3
 import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import psutil
@@ -31,7 +31,7 @@ from roost.blocking import BlockingExecutor
 from roost.config import Config
 from roost.events import EventBus
 from roost.http.app import build_app
-from roost.keys import KeyFileError, KeyRing
+from roost.keys import KEY_FILE_NAME, KeyFileError, KeyRing
 from roost.launcher.service import Launcher
 from roost.logs import configure_logging
 from roost.metrics import Metrics
@@ -43,7 +43,14 @@ from roost.relay import Relay
 from roost.retention import Retention
 from roost.sessions import SessionRecord, SessionTable
 from roost.sessionwatch import SessionWatch
-from roost.store import Store, StoreError
+from roost.startup import (
+    EXIT_NO_KEY,
+    StartupError,
+    StateLock,
+    damaged_database,
+    prepare_state_dir,
+)
+from roost.store import Store, StoreDamaged, StoreError
 from roost.trace import TraceWriter
 
 __all__ = ["Roost", "StartupError", "run"]
@@ -65,24 +72,6 @@ log = structlog.get_logger("roost.daemon")
 MAX_OPEN_TRACES = 256
 
 
-class StartupError(RuntimeError):
-    """The daemon cannot start; the message is one sentence for the operator."""
-
-
-def _prepare_state_dir(path: Path) -> None:
-    try:
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        st = path.lstat()
-    except OSError as exc:
-        raise StartupError(f"cannot use the state directory {path}: {exc.strerror or exc}") from None
-    if not path.is_dir() or path.is_symlink():
-        raise StartupError(f"the state directory {path} is not a directory")
-    if st.st_uid != os.geteuid():
-        raise StartupError(f"the state directory {path} belongs to another user; roost keeps keys there")
-    if st.st_mode & 0o077:
-        path.chmod(0o700)
-
-
 class Roost:
     """Everything one daemon instance holds. Tests build it in-process with an injected clock."""
 
@@ -95,6 +84,7 @@ class Roost:
         self.registry = Registry(config.registry_path)
         self.keys: KeyRing = KeyRing.ephemeral()
         self.store = Store(None if config.ephemeral_keys else config.db_path, self.executor)
+        self.state_lock = StateLock(config.state_dir)
         self.referee = Referee(
             config=config,
             table=self.table,
@@ -143,9 +133,20 @@ class Roost:
             return None
 
     async def start(self) -> None:
+        """Start, or raise :class:`StartupError` (one sentence, its own exit code)."""
+        try:
+            await self._start()
+        except StartupError:
+            self.state_lock.release()
+            raise
+
+    async def _start(self) -> None:
         cfg = self.config
         if not cfg.ephemeral_keys:
-            await self.executor.run(_prepare_state_dir, cfg.state_dir)
+            # Nothing in the state directory is read or written before the lock is held.
+            await self.executor.run(prepare_state_dir, cfg.state_dir)
+            await self.executor.run(self.state_lock.acquire)
+            reset = await self.executor.run(self._check_key_file)
             try:
                 self.keys = await self.executor.run(KeyRing.load_or_create, cfg.state_dir)
             except KeyFileError as exc:
@@ -155,10 +156,18 @@ class Roost:
             await self.store.open()
             await self.executor.run(self.referee.load)
             self.events.run_id = await self.executor.run(self._instance_id)
+            if not cfg.ephemeral_keys and reset:
+                self._say_what_the_reset_revoked()
+            for service in (self.relay, self.peer_plane, self.launcher, self.session_watch):
+                await service.start()
+        except StoreDamaged as exc:
+            raise damaged_database(cfg.db_path, exc.detail) from None
+        except sqlite3.DatabaseError as exc:
+            if _is_damage(exc):
+                raise damaged_database(cfg.db_path, str(exc)) from None
+            raise StartupError(f"the state database {cfg.db_path} cannot be read: {exc}") from None
         except StoreError as exc:
             raise StartupError(str(exc)) from None
-        for service in (self.relay, self.peer_plane, self.launcher, self.session_watch):
-            await service.start()
         for forever in (self.referee.expire_forever(), self.retention.run_forever()):
             sweep = asyncio.get_running_loop().create_task(forever)
             self.background.add(sweep)
@@ -199,6 +208,36 @@ class Roost:
                 registry_path=str(cfg.registry_path),
                 fix="create it or set registry_path; 'roostctl doctor' checks it",
             )
+
+    def _check_key_file(self) -> bool:
+        """Refuse a database without its key file, unless ``--reset-keys``; True if resetting.
+
+        A new key revokes every credential, approval and handle the database's sessions hold,
+        so that is never done silently."""
+        cfg = self.config
+        if (cfg.state_dir / KEY_FILE_NAME).exists() or not cfg.db_path.exists():
+            return False
+        if cfg.db_path.stat().st_size == 0:
+            return False
+        if not cfg.reset_keys:
+            raise StartupError(
+                f"the state directory {cfg.state_dir} has a database (roost.db) but no {KEY_FILE_NAME}: a new "
+                "key would revoke every credential, spawn approval and peer handle stored with it; restore "
+                f"{KEY_FILE_NAME} from a backup, or pass --reset-keys to start with a new key anyway",
+                EXIT_NO_KEY,
+            )
+        return True
+
+    def _say_what_the_reset_revoked(self) -> None:
+        running = self.table.running
+        pending = len(self.table.reservations)
+        log.warning("keys_reset", sessions_revoked=running, approvals_revoked=pending, key_id=self.keys.key_id)
+        print(
+            f"mur-roost: --reset-keys: started with a new key; the credentials of {running} running "
+            f"session(s), {pending} pending spawn approval(s) and every peer handle are revoked",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def _instance_id(self) -> str:
         """The daemon instance id (``runId`` of every event), kept across restarts."""
@@ -279,6 +318,15 @@ class Roost:
             await self.executor.run(writer.close)
         await self.store.close()
         self.executor.shutdown()
+        self.state_lock.release()
+
+
+def _is_damage(exc: sqlite3.DatabaseError) -> bool:
+    """SQLite's own verdict that the file is damaged or not a database at all."""
+    name = getattr(exc, "sqlite_errorname", "")
+    if name:
+        return name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
+    return not isinstance(exc, sqlite3.OperationalError)
 
 
 async def _serve(config: Config, config_loader: Callable[[], Config] | None = None) -> int:
@@ -291,19 +339,13 @@ async def _serve(config: Config, config_loader: Callable[[], Config] | None = No
         with contextlib.suppress(Exception):
             await roost.store.close()
         roost.executor.shutdown()
-        return 1
+        return exc.exit_code
     # Everything loaded so far (modules, models, the restored table) lives as long as the
     # process: move it out of the collector's sight, so a full collection walks only what
     # serving creates and stays a short pause instead of tens of milliseconds.
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
-    print(f"mur-roost: listening on {config.bind}:{roost.port}", file=sys.stderr, flush=True)
-    print(
-        f"mur-roost: machine ceiling {config.max_live_capsules} live capsules (--max-live-capsules)",
-        file=sys.stderr,
-        flush=True,
-    )
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     signals_seen = 0
@@ -337,6 +379,13 @@ async def _serve(config: Config, config_loader: Callable[[], Config] | None = No
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig.name)
+    # Said once the signals are handled, so whoever waits for this line can stop us cleanly.
+    print(f"mur-roost: listening on {config.bind}:{roost.port}", file=sys.stderr, flush=True)
+    print(
+        f"mur-roost: machine ceiling {config.max_live_capsules} live capsules (--max-live-capsules)",
+        file=sys.stderr,
+        flush=True,
+    )
     await stop.wait()
     await roost.stop()
     log.info("stopped")

@@ -23,7 +23,7 @@ import structlog
 
 from roost.blocking import BlockingExecutor
 
-__all__ = ["MIGRATIONS", "Op", "Store", "StoreConflict", "StoreError"]
+__all__ = ["MIGRATIONS", "Op", "Store", "StoreConflict", "StoreDamaged", "StoreError"]
 
 T = TypeVar("T")
 Op = tuple[str, Sequence[Any]]
@@ -34,6 +34,14 @@ BEHIND_DELAY = 0.02
 
 class StoreError(RuntimeError):
     """The state database could not be read or written."""
+
+
+class StoreDamaged(StoreError):
+    """SQLite says the database file is damaged (or is not a database)."""
+
+    def __init__(self, message: str, detail: str) -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 class StoreConflict(StoreError):
@@ -188,7 +196,11 @@ class Store:
             conn.execute("PRAGMA busy_timeout=30000")
             self._migrate(conn)
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"the state database {self._path or ':memory:'} is unusable: {exc}") from None
+            name = getattr(exc, "sqlite_errorname", "")
+            message = f"the state database {self._path or ':memory:'} is unusable: {exc}"
+            if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+                raise StoreDamaged(message, str(exc)) from None
+            raise StoreError(message) from None
         if self._path is not None:
             for suffix in ("", "-wal", "-shm"):
                 p = Path(str(self._path) + suffix)

@@ -1,0 +1,136 @@
+"""Start-up refusals: each a one-sentence reason and its own exit code (docs/operations.md).
+
+A daemon that cannot start safely says why and exits with a code a supervisor can act on
+(``RestartPreventExitStatus=`` in the unit stops a restart loop that could never succeed):
+
+* ``EXIT_HELD``     (3) another live daemon holds the state directory (its pid is named);
+* ``EXIT_STATE_DIR`` (4) the state directory is not a 0700 directory owned by the daemon's user;
+* ``EXIT_DAMAGED``  (5) the state database is damaged (the sentence names the check to run);
+* ``EXIT_NO_KEY``   (6) the database has state but the key file is gone (``--reset-keys``);
+* ``EXIT_OTHER``    (1) anything else (a port in use, an unreadable key file, a bad config).
+
+The lock is the first thing taken in the state directory, before the key, the database or the
+keeper socket is touched, so a second daemon never reads or disturbs the first one's state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import stat
+from pathlib import Path
+from typing import Final
+
+__all__ = [
+    "EXIT_DAMAGED",
+    "EXIT_HELD",
+    "EXIT_NO_KEY",
+    "EXIT_OTHER",
+    "EXIT_STATE_DIR",
+    "LOCK_FILE_NAME",
+    "StartupError",
+    "StateLock",
+    "damaged_database",
+    "prepare_state_dir",
+]
+
+EXIT_OTHER: Final = 1
+EXIT_HELD: Final = 3
+EXIT_STATE_DIR: Final = 4
+EXIT_DAMAGED: Final = 5
+EXIT_NO_KEY: Final = 6
+LOCK_FILE_NAME: Final = "roost.lock"
+
+
+class StartupError(RuntimeError):
+    """The daemon cannot start; the message is one sentence for the operator."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_OTHER) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def prepare_state_dir(path: Path) -> None:
+    """Create the state directory (0700) if absent; refuse one that is not ours alone."""
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = path.lstat()
+    except OSError as exc:
+        raise StartupError(f"cannot use the state directory {path}: {exc.strerror or exc}", EXIT_STATE_DIR) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise StartupError(f"the state directory {path} is not a directory", EXIT_STATE_DIR)
+    if st.st_uid != os.geteuid():
+        raise StartupError(
+            f"the state directory {path} belongs to uid {st.st_uid}, not to this daemon's uid {os.geteuid()}; "
+            "roost keeps its keys there, so it must be the daemon's own",
+            EXIT_STATE_DIR,
+        )
+    mode = stat.S_IMODE(st.st_mode)
+    if mode != 0o700:
+        raise StartupError(
+            f"the state directory {path} has mode {mode:04o}, not 0700; roost keeps its keys there, "
+            f"so run 'chmod 700 {path}'",
+            EXIT_STATE_DIR,
+        )
+
+
+class StateLock:
+    """An exclusive ``flock`` on ``<state_dir>/roost.lock`` held for the daemon's lifetime.
+
+    The file holds the holder's pid, so a refused second daemon can name it. The descriptor is
+    close-on-exec: a child must never inherit the lock and keep a restarted daemon out.
+    """
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / LOCK_FILE_NAME
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise StartupError(
+                f"cannot open the lock file {self.path}: {exc.strerror or exc}", EXIT_STATE_DIR
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_pid(fd)
+            os.close(fd)
+            who = f"pid {holder}" if holder else "a process whose pid it has not written yet"
+            raise StartupError(
+                f"the state directory {self.path.parent} is held by another running mur-roost ({who}); "
+                "stop it first, or give this daemon its own --state-dir",
+                EXIT_HELD,
+            ) from None
+        except OSError as exc:
+            os.close(fd)
+            raise StartupError(f"cannot lock {self.path}: {exc.strerror or exc}", EXIT_STATE_DIR) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _read_pid(fd: int) -> int | None:
+    try:
+        raw = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return int(raw) if raw.isdigit() else None
+
+
+def damaged_database(path: Path, detail: str) -> StartupError:
+    """The refusal for a database SQLite reports as damaged."""
+    return StartupError(
+        f"the state database {path} is damaged ({detail}); check it with "
+        f"\"sqlite3 {path} 'PRAGMA integrity_check'\" and restore it from a backup "
+        "(docs/operations.md, Backup of the state dir)",
+        EXIT_DAMAGED,
+    )

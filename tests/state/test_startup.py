@@ -1,0 +1,115 @@
+"""Start-up refusals, each through the real ``mur-roost`` command: one sentence, its own exit code."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from roost.startup import EXIT_DAMAGED, EXIT_HELD, EXIT_NO_KEY, EXIT_STATE_DIR
+from tests.conftest import DaemonProcess, RegistryBuilder, start_daemon_process
+
+
+def _run(state: Path, registry: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "roost", "--port", "0", "--log-format", "json", "--state-dir", str(state)]
+    cmd += ["--registry-path", str(registry), *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+
+def _one_sentence(proc: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("mur-roost: ")]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def _populated(state: Path, registry: RegistryBuilder, daemon_processes: list[DaemonProcess]) -> None:
+    d = start_daemon_process(["--state-dir", str(state), "--registry-path", str(registry.root)])
+    daemon_processes.append(d)
+    assert d.stop() == 0
+
+
+def test_a_second_daemon_on_the_same_state_dir_names_the_first(
+    tmp_path: Path, registry: RegistryBuilder, daemon_processes: list[DaemonProcess]
+) -> None:
+    state = tmp_path / "state"
+    first = start_daemon_process(["--state-dir", str(state), "--registry-path", str(registry.root)])
+    daemon_processes.append(first)
+    keeper_before = sorted(os.listdir(state))
+    proc = _run(state, registry.root)
+    assert proc.returncode == EXIT_HELD
+    line = _one_sentence(proc)
+    assert f"pid {first.proc.pid}" in line and "held by another running mur-roost" in line
+    assert "job_readopted" not in proc.stderr and "reconciled" not in proc.stderr
+    assert sorted(os.listdir(state)) == keeper_before
+    assert first.proc.poll() is None  # the first one is untouched and still serving
+    assert first.stop() == 0
+    again = start_daemon_process(["--state-dir", str(state), "--registry-path", str(registry.root)])
+    daemon_processes.append(again)
+    assert again.proc.poll() is None  # the lock went with the first daemon
+
+
+def test_state_dir_open_to_others_is_refused(tmp_path: Path, registry: RegistryBuilder) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o755)
+    state.chmod(0o755)
+    proc = _run(state, registry.root)
+    assert proc.returncode == EXIT_STATE_DIR
+    assert "mode 0755, not 0700" in _one_sentence(proc)
+    assert not (state / "master.key").exists()
+
+
+def test_state_dir_of_another_user_is_refused(tmp_path: Path, registry: RegistryBuilder) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    os.chown(state, 65534, 65534)
+    proc = _run(state, registry.root)
+    assert proc.returncode == EXIT_STATE_DIR
+    assert "belongs to uid 65534" in _one_sentence(proc)
+
+
+def test_damaged_database_is_refused_with_the_command_to_check_it(
+    tmp_path: Path, registry: RegistryBuilder, daemon_processes: list[DaemonProcess]
+) -> None:
+    state = tmp_path / "state"
+    _populated(state, registry, daemon_processes)
+    db = state / "roost.db"
+    raw = bytearray(db.read_bytes())
+    raw[100:4096] = b"\xa5" * (4096 - 100)  # the schema page, past the header
+    for page in range(4096, len(raw), 4096):
+        raw[page : page + 64] = b"\x5a" * 64
+    db.write_bytes(bytes(raw))
+    proc = _run(state, registry.root)
+    assert proc.returncode == EXIT_DAMAGED, proc.stderr
+    line = _one_sentence(proc)
+    assert "is damaged" in line and "PRAGMA integrity_check" in line
+
+
+def test_not_a_database_is_refused(
+    tmp_path: Path, registry: RegistryBuilder, daemon_processes: list[DaemonProcess]
+) -> None:
+    state = tmp_path / "state"
+    _populated(state, registry, daemon_processes)
+    (state / "roost.db").write_bytes(b"this is not sqlite" * 500)
+    proc = _run(state, registry.root)
+    assert proc.returncode == EXIT_DAMAGED, proc.stderr
+    assert "is damaged" in _one_sentence(proc)
+
+
+def test_missing_key_with_a_populated_database(
+    tmp_path: Path, registry: RegistryBuilder, daemon_processes: list[DaemonProcess]
+) -> None:
+    state = tmp_path / "state"
+    _populated(state, registry, daemon_processes)
+    (state / "master.key").unlink()
+    proc = _run(state, registry.root)
+    assert proc.returncode == EXIT_NO_KEY
+    line = _one_sentence(proc)
+    assert "--reset-keys" in line and "revoke" in line
+    assert not (state / "master.key").exists()
+    d = start_daemon_process(["--state-dir", str(state), "--registry-path", str(registry.root), "--reset-keys"])
+    daemon_processes.append(d)
+    assert any("--reset-keys: started with a new key" in ln for ln in d.stderr_lines)
+    assert (state / "master.key").exists()
+    assert d.stop() == 0
