@@ -24,8 +24,8 @@ CAPSULE_EXTENSION_URI = "https://docs.murmur.nexus/reference/agent-card/#murmur-
 CARD_PATH = "/.well-known/agent-card.json"
 LEGACY_CARD_PATH = "/.well-known/agent.json"
 
-METHODS_0_3 = ("message/send", "tasks/get", "tasks/cancel")
-METHODS_1_0 = ("SendMessage", "GetTask", "CancelTask")
+METHODS_0_3 = ("message/send", "tasks/get", "tasks/list", "tasks/cancel")
+METHODS_1_0 = ("SendMessage", "GetTask", "ListTasks", "CancelTask")
 
 
 def build_card(
@@ -88,6 +88,20 @@ def build_card(
 
 def _is_v1(version: object) -> bool:
     return isinstance(version, str) and (version == "1" or version.startswith("1."))
+
+
+def interface_candidates(card: AgentCard) -> list[tuple[str | None, Dialect]]:
+    """The card's JSON-RPC interfaces as ``(url, dialect)``, best first: every 1.x, then the rest as 0.3.
+
+    A card without ``supportedInterfaces`` (0.3-era) offers its top-level ``url`` when its
+    preferred transport is JSON-RPC (or unnamed), in the dialect of its ``protocolVersion``.
+    """
+    rpc = [i for i in card.supported_interfaces if i.protocol_binding.upper() == "JSONRPC"]
+    out: list[tuple[str | None, Dialect]] = [(i.url, "1.0") for i in rpc if _is_v1(i.protocol_version)]
+    out += [(i.url, "0.3") for i in rpc if not _is_v1(i.protocol_version)]
+    if not card.supported_interfaces and (card.preferred_transport or "JSONRPC").upper() == "JSONRPC":
+        out.append((card.url, "1.0" if _is_v1(card.protocol_version) else "0.3"))
+    return out
 
 
 def card_dialect(card: AgentCard | Mapping[str, Any]) -> Dialect:

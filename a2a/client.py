@@ -2,13 +2,20 @@
 
 Why this shape: the roost relay sends many short requests to a handful of peers, so one
 ``ClientSession`` (one connection pool) is reused for the client's life. The dialect is read once
-per peer from its card (1.0 when offered, else 0.3) and cached. Errors never echo the request's
-headers or body, because the relay's headers may carry credentials.
+per peer from its card and cached as an :class:`Endpoint`: the JSON-RPC interface the card lists
+(1.0 preferred, else 0.3) and that interface's own URL, which may differ from the card's origin
+(A2A 1.0 §8.3.2). Errors never echo the request's headers or body, because the relay's headers
+may carry credentials.
 
 Peer URLs: ``host:port`` or ``http://host:port[/path]``. ``https://`` is refused with
 :class:`~a2a.errors.UnsupportedPeerURL`: murmur doors are plain HTTP on loopback/LAN, and
 silently downgrading an https URL to clear text (what murmur does) would leak whatever the
-caller meant to protect. The card is read from the origin root; requests go to the given path.
+caller meant to protect. The card is read from the origin root; a peer without a usable card is
+spoken to in 0.3 at the given URL.
+
+Our sends always ask for an immediate answer (1.0 ``returnImmediately: true``, 0.3
+``blocking: false``): a delivery must never be held open by a blocking peer, nor time out and be
+retried into a second delivery.
 """
 
 from __future__ import annotations
@@ -16,15 +23,17 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
+from urllib.parse import urljoin
 
 import aiohttp
 from multidict import CIMultiDict
 from yarl import URL
 
 from a2a import errors, jsonrpc
-from a2a.card import CARD_PATH, card_dialect
+from a2a.card import CARD_PATH, interface_candidates
 from a2a.models import AgentCard, Dialect, Message, Task, dump_message, parse_send_result, parse_task
 
 VERSION_HEADER = "A2A-Version"
@@ -32,6 +41,17 @@ _METHODS: dict[Dialect, dict[str, str]] = {
     "0.3": {"send": "message/send", "get": "tasks/get", "cancel": "tasks/cancel"},
     "1.0": {"send": "SendMessage", "get": "GetTask", "cancel": "CancelTask"},
 }
+IMMEDIATE: dict[Dialect, dict[str, bool]] = {"1.0": {"returnImmediately": True}, "0.3": {"blocking": False}}
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where and how to speak to a peer: the selected interface's URL and its dialect."""
+
+    url: str
+    dialect: Dialect
+
+
 _SNIPPET = 200
 
 
@@ -63,6 +83,19 @@ def normalize_peer_url(peer_url: str) -> URL:
     return url.with_fragment(None)
 
 
+def select_endpoint(card: AgentCard, base: str) -> Endpoint:
+    """The first interface of the card this client can dial; a relative URL is read against ``base``."""
+    for url, dialect in interface_candidates(card):
+        target = urljoin(base, url) if url else base
+        try:
+            return Endpoint(str(normalize_peer_url(target)), dialect)
+        except errors.UnsupportedPeerURL:
+            continue
+    raise errors.UnsupportedPeerURL(
+        f"the agent card at {base} lists no JSON-RPC interface this client can dial (plain http://host:port)"
+    )
+
+
 def _reason(exc: BaseException, timeout: float | None) -> str:
     if isinstance(exc, TimeoutError):
         return f"timed out after {timeout:g} s" if timeout else "timed out"
@@ -80,7 +113,7 @@ class A2AClient:
         self._timeout = aiohttp.ClientTimeout(total=total_timeout, sock_connect=connect_timeout)
         self._total = total_timeout
         self._session: aiohttp.ClientSession | None = None
-        self._dialects: dict[str, Dialect] = {}
+        self._endpoints: dict[str, Endpoint] = {}
 
     async def __aenter__(self) -> A2AClient:
         return self
@@ -118,28 +151,35 @@ class A2AClient:
             card = AgentCard.model_validate(obj)
         except ValueError as exc:
             raise errors.InvalidResponse(base_url, f"agent card is not valid ({_first_line(exc)})") from None
-        self._dialects[str(url)] = card_dialect(card)
         return card
 
-    async def dialect_for(self, peer_url: str) -> Dialect:
-        """The dialect to speak to ``peer_url``: from its card (cached), 0.3 when it has no usable card.
+    async def resolve(self, peer_url: str) -> Endpoint:
+        """The interface to speak to ``peer_url``, from its card (cached per peer URL).
 
         Unreachable peers raise :class:`~a2a.errors.PeerUnreachable`; a missing or broken card
-        falls back to 0.3 (murmur era-B doors speak it) without caching the guess.
+        means 0.3 at the given URL (murmur era-B doors speak it), not cached. A card whose only
+        JSON-RPC interfaces are at URLs this client does not dial raises
+        :class:`~a2a.errors.UnsupportedPeerURL`.
         """
         key = str(normalize_peer_url(peer_url))
-        cached = self._dialects.get(key)
+        cached = self._endpoints.get(key)
         if cached is not None:
             return cached
         try:
-            await self.fetch_card(peer_url)
+            card = await self.fetch_card(peer_url)
         except (errors.PeerHTTPError, errors.InvalidResponse):
-            return "0.3"
-        return self._dialects[key]
+            return Endpoint(key, "0.3")
+        endpoint = select_endpoint(card, key)
+        self._endpoints[key] = endpoint
+        return endpoint
+
+    async def dialect_for(self, peer_url: str) -> Dialect:
+        """The dialect :meth:`resolve` selects for ``peer_url``."""
+        return (await self.resolve(peer_url)).dialect
 
     def forget(self, peer_url: str) -> None:
-        """Drop the cached dialect for a peer (e.g. after it restarted with another version)."""
-        self._dialects.pop(str(normalize_peer_url(peer_url)), None)
+        """Drop the cached endpoint for a peer (e.g. after it restarted with another card)."""
+        self._endpoints.pop(str(normalize_peer_url(peer_url)), None)
 
     # -- methods ---------------------------------------------------------------------------------
 
@@ -151,13 +191,15 @@ class A2AClient:
         dialect: Dialect | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> Task:
-        """``message/send`` / ``SendMessage``; returns the peer's Task (1.0 ``{"task"}`` unwrapped)."""
-        d = dialect or await self.dialect_for(url)
-        params: dict[str, Any] = {"message": dump_message(message, d)}
-        if d == "1.0":
-            params["configuration"] = {"returnImmediately": True}
-        result = await self._call(url, d, _METHODS[d]["send"], params, headers)
-        return self._parse(url, result, send=True)
+        """``message/send`` / ``SendMessage`` asking for an immediate answer; returns the peer's Task.
+
+        Without ``dialect`` the card decides the interface URL and dialect (:meth:`resolve`);
+        with one, ``url`` is taken as the interface URL to post to in that dialect.
+        """
+        target, d = await self._target(url, dialect)
+        params: dict[str, Any] = {"message": dump_message(message, d), "configuration": dict(IMMEDIATE[d])}
+        result = await self._call(target, d, _METHODS[d]["send"], params, headers)
+        return self._parse(target, result, send=True)
 
     async def get_task(
         self,
@@ -167,9 +209,9 @@ class A2AClient:
         dialect: Dialect | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> Task:
-        d = dialect or await self.dialect_for(url)
-        result = await self._call(url, d, _METHODS[d]["get"], {"id": task_id}, headers)
-        return self._parse(url, result, send=False)
+        target, d = await self._target(url, dialect)
+        result = await self._call(target, d, _METHODS[d]["get"], {"id": task_id}, headers)
+        return self._parse(target, result, send=False)
 
     async def cancel_task(
         self,
@@ -179,11 +221,17 @@ class A2AClient:
         dialect: Dialect | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> Task:
-        d = dialect or await self.dialect_for(url)
-        result = await self._call(url, d, _METHODS[d]["cancel"], {"id": task_id}, headers)
-        return self._parse(url, result, send=False)
+        target, d = await self._target(url, dialect)
+        result = await self._call(target, d, _METHODS[d]["cancel"], {"id": task_id}, headers)
+        return self._parse(target, result, send=False)
 
     # -- plumbing --------------------------------------------------------------------------------
+
+    async def _target(self, url: str, dialect: Dialect | None) -> tuple[str, Dialect]:
+        if dialect is not None:
+            return url, dialect
+        endpoint = await self.resolve(url)
+        return endpoint.url, endpoint.dialect
 
     @staticmethod
     def _parse(url: str, result: Any, *, send: bool) -> Task:
@@ -202,8 +250,7 @@ class A2AClient:
     ) -> Any:
         target = normalize_peer_url(url)
         headers: CIMultiDict[str] = CIMultiDict({"Content-Type": "application/json"})
-        if dialect == "1.0":
-            headers[VERSION_HEADER] = "1.0"
+        headers[VERSION_HEADER] = dialect  # A2A 1.0 §3.6.1: clients say which version they speak
         if extra_headers:
             for name, value in extra_headers.items():
                 headers[name] = value  # caller's headers are sent as given, replacing ours

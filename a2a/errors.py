@@ -152,3 +152,18 @@ def version_header_required(method: str, requested: str | None) -> JsonRpcError:
         VERSION_NOT_SUPPORTED,
         f"method {method} is an A2A 1.0 method and needs the header A2A-Version: 1.0 (got {got})",
     )
+
+
+PUSH_NOTIFICATION_NOT_SUPPORTED = -32003
+UNSUPPORTED_OPERATION = -32004
+
+
+def unsupported_operation(detail: str) -> JsonRpcError:
+    return JsonRpcError(UNSUPPORTED_OPERATION, f"Unsupported operation: {detail}")
+
+
+def push_notification_not_supported() -> JsonRpcError:
+    return JsonRpcError(
+        PUSH_NOTIFICATION_NOT_SUPPORTED,
+        "Push notifications are not supported: this agent's card declares pushNotifications false",
+    )

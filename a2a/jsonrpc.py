@@ -24,6 +24,7 @@ class Request:
     id: JsonId
     method: str
     params: dict[str, Any]
+    notification: bool = False
 
 
 class RequestError(Exception):
@@ -42,8 +43,9 @@ def _valid_id(value: object) -> bool:
 def parse_request(body: bytes) -> Request:
     """Parse a request body; raise :class:`RequestError` with the JSON-RPC error to answer.
 
-    Batches are not served (A2A never batches): an array answers -32600. A missing ``id`` is
-    read as ``null`` rather than treated as a notification, so every request gets an answer.
+    Batches are not served (A2A never batches): an array answers -32600. A request without an
+    ``id`` member is a notification (JSON-RPC 2.0 §4.1): it is carried out and gets no answer,
+    unless the envelope itself is broken (then the id cannot be known and ``null`` is answered).
     """
     try:
         obj = json.loads(body)
@@ -65,7 +67,7 @@ def parse_request(body: bytes) -> Request:
         params = {}
     elif not isinstance(params, dict):
         raise RequestError(errors.invalid_params("params must be an object"), request_id)
-    return Request(request_id, method, params)
+    return Request(request_id, method, params, "id" not in obj)
 
 
 def dumps(obj: Any) -> bytes:

@@ -337,11 +337,12 @@ def dump_send_result(task: Task, dialect: Dialect) -> dict[str, Any]:
 # --- Parsers ------------------------------------------------------------------------------------
 
 
-def parse_message_lean(obj: object) -> Message:
+def parse_message_lean(obj: object, *, require_kind: bool = False) -> Message:
     """The door's hot-path parser: murmur's checks, no pydantic validation; ValueError on failure.
 
-    Required: ``messageId`` (string), ``role`` (string, not validated), ``parts`` (list of
-    objects). ``contextId``/``taskId`` optional and nullable. Extra fields are ignored.
+    Required: ``messageId`` (string), ``role`` (string, not validated), ``parts`` (a non-empty
+    list of objects; with ``require_kind``, as A2A 0.3 has it, each part names its ``kind``).
+    ``contextId``/``taskId`` optional and nullable. Extra fields are ignored.
     """
     if not isinstance(obj, dict):
         raise ValueError("message must be an object")
@@ -354,8 +355,12 @@ def parse_message_lean(obj: object) -> Message:
     raw_parts = obj.get("parts")
     if not isinstance(raw_parts, list):
         raise ValueError("parts must be a list of objects")
+    if not raw_parts:
+        raise ValueError("a message needs at least one part")
     parts: list[Part] = []
     for i, raw in enumerate(raw_parts):
+        if require_kind and isinstance(raw, dict) and "kind" not in raw:
+            raise ValueError(f"part {i} has no kind; an A2A 0.3 part names its kind (text, file or data)")
         p = normalize_part(raw, i)
         file = p.get("file")
         parts.append(

@@ -101,6 +101,9 @@ class RegisterRequest(_Open):
 
 class RegisterResponse(_Open):
     credential: str = Field(description="msc1. session credential; send it as x-murmur-spawn-credential.")
+    door_key: str = Field(
+        description="64 hex: the key the session's A2A door checks the relay's seals with (x-murmur-task-seal)."
+    )
 
 
 class DeregisterRequest(_Open):

@@ -7,10 +7,15 @@ header that classifies the task is built here from the *session record* (its tru
 registration), never from the request: unknown body fields and caller ``x-murmur-*`` headers are
 simply never read.
 
-Other rules: the peer must be covered by the session's ``capabilities.network.allow`` (checked
-before any connection); a ``traceparent`` is always sent (the caller's trace continued when it is
-valid W3C, else a new trace); ``a2a_send`` is appended to the sender's ``trace.jsonl`` only after
-the peer returned a Task, so a failed or refused send records nothing.
+When the receiving door is a session this daemon registered, the stamp is sealed (a MAC under
+that session's door key, :mod:`a2a.seal`): doors believe origin and trust only under a valid seal.
+
+Other rules: the peer URL must be covered by the session's ``capabilities.network.allow``
+before any connection (the card is read from it), and so must the interface URL the card
+selects, which is the URL actually dialled; a ``traceparent`` is always sent (the caller's trace
+continued when it is valid W3C, else a new trace); every send asks for an immediate answer;
+``a2a_send`` is appended to the sender's ``trace.jsonl`` only after the peer returned a Task, so
+a failed or refused send records nothing.
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from yarl import URL
 
-from a2a import traceparent
-from a2a.errors import A2AError, JsonRpcError, PeerHTTPError, PeerUnreachable
+from a2a import seal, traceparent
+from a2a.client import Endpoint
+from a2a.errors import A2AError, JsonRpcError, PeerHTTPError, PeerUnreachable, UnsupportedPeerURL
 from a2a.ids import prefixed
 from a2a.models import Message, Part, Task
 from a2a.origin import Origin, Trust, outbound_headers
@@ -136,6 +143,64 @@ class Relay:
 
     def __init__(self, roost: Roost) -> None:
         self.roost = roost
+        self._doors: dict[str, str | None] = {}  # door origin -> the registered session serving it
+        self._seal_master: tuple[object, bytes] | None = None
+        roost.referee.on_session_registered.append(lambda _rec: self._doors.clear())
+
+    # -- sealing ---------------------------------------------------------------------------------
+
+    def door_key(self, session_id: str) -> bytes:
+        """The key a registered session's door checks seals with (handed over at registration)."""
+        keys = self.roost.keys
+        cached = self._seal_master
+        if cached is None or cached[0] is not keys:
+            cached = (keys, keys.subkey("door-seal"))
+            self._seal_master = cached
+        return seal.door_key(cached[1], session_id)
+
+    def _receiver(self, url: str) -> str | None:
+        """The running session whose door is at ``url``'s origin, if this daemon registered one."""
+        origin = _origin(url)
+        table = self.roost.table
+        if origin in self._doors:
+            sid = self._doors[origin]
+            rec = table.running_session(sid) if sid is not None else None
+            if sid is None or (rec is not None and rec.capsule_url and _origin(rec.capsule_url) == origin):
+                return sid
+        found = next(
+            (
+                r.session_id
+                for r in table.sessions.values()
+                if r.running and r.capsule_url and _origin(r.capsule_url) == origin
+            ),
+            None,
+        )
+        self._doors[origin] = found
+        return found
+
+    def _seal(self, headers: dict[str, str], sender: SessionRecord, url: str, tp: str, subject: str) -> None:
+        receiver = self._receiver(url)
+        if receiver is None:
+            return
+        headers[seal.SEAL_HEADER] = seal.seal(
+            self.door_key(receiver),
+            sender=sender.session_id,
+            receiver=receiver,
+            origin=Origin.PEER.value,
+            trust=sender.trust,
+            traceparent=tp,
+            subject=subject,
+        )
+
+    async def _endpoint(self, rec: SessionRecord, peer_url: str) -> Endpoint:
+        """The interface the peer's card selects; Refused when the network rule does not cover its URL."""
+        try:
+            endpoint = await self.roost.a2a.resolve(peer_url)
+        except UnsupportedPeerURL as exc:
+            raise BadGateway(str(exc)) from None
+        if not _allows(rec.envelope.network_allow, endpoint.url):
+            raise Refused(network_refusal(endpoint.url))
+        return endpoint
 
     async def start(self) -> None:
         """Nothing to start: the relay uses the daemon's shared A2A client."""
@@ -162,7 +227,13 @@ class Relay:
         message = Message(message_id=req.message_id, role="user", parts=list(req.parts), context_id=req.context_id)
         span = self.roost.events.start("roost.relay.send", **_attrs(rec.session_id, "send"))
         try:
-            task = await self.roost.a2a.send_message(req.peer_url, message, headers=headers)
+            endpoint = await self._endpoint(rec, req.peer_url)
+            self._seal(headers, rec, endpoint.url, sent_tp, req.message_id)
+            task = await self.roost.a2a.send_message(endpoint.url, message, dialect=endpoint.dialect, headers=headers)
+        except Refused:
+            span.failed(ObservedError("Refused", "validation"))
+            metrics.labels("send", "refused").inc()
+            raise
         except A2AError as exc:
             sentence, observed = _failure(exc)
             span.failed(observed)
@@ -211,14 +282,20 @@ class Relay:
         except (BadRequest, Refused):
             metrics.labels(method, "refused").inc()
             raise
-        _, headers = stamp(Trust(rec.trust), None, None)
+        tp, headers = stamp(Trust(rec.trust), None, None)
         span = self.roost.events.start("roost.relay.send", **_attrs(rec.session_id, method))
         client = self.roost.a2a
         try:
+            ep = await self._endpoint(rec, peer_url)
+            self._seal(headers, rec, ep.url, tp, task_id)
             if method == "get":
-                task = await client.get_task(peer_url, task_id, headers=headers)
+                task = await client.get_task(ep.url, task_id, dialect=ep.dialect, headers=headers)
             else:
-                task = await client.cancel_task(peer_url, task_id, headers=headers)
+                task = await client.cancel_task(ep.url, task_id, dialect=ep.dialect, headers=headers)
+        except Refused:
+            span.failed(ObservedError("Refused", "validation"))
+            metrics.labels(method, "refused").inc()
+            raise
         except A2AError as exc:
             sentence, observed = _failure(exc)
             span.failed(observed)
@@ -228,6 +305,13 @@ class Relay:
         span.completed(**done)
         metrics.labels(method, "ok").inc()
         return task_answer(task)
+
+
+@functools.lru_cache(maxsize=4096)
+def _origin(url: str) -> str:
+    """``http://host:port`` of a URL (or of ``host:port``), the key a door is known by."""
+    parsed = URL(url if "://" in url else "http://" + url)
+    return f"{parsed.scheme}://{parsed.host}:{parsed.port}"
 
 
 def task_answer(task: Task) -> dict[str, Any]:

@@ -78,17 +78,22 @@ async def relay_daemon(daemon_factory: Any, registry: RegistryBuilder) -> Runnin
     return d
 
 
-async def _session(d: RunningDaemon, name: str, workdir: Path, approval: str | None = None) -> tuple[str, str]:
+async def _session(
+    d: RunningDaemon, name: str, workdir: Path, approval: str | None = None, door: Peer | None = None
+) -> tuple[str, str]:
+    """Register a session; with ``door``, as the session serving that door (which gets its seal key)."""
     await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
     sid = f"ses_{name}_{workdir.name}"
     headers = {"x-murmur-spawn-approval": approval} if approval else None
-    status, body, _, _ = await d.call(
-        "POST",
-        "/register",
-        json={"session_id": sid, "name": name, "version": "0.1.0", "workdir": str(workdir)},
-        headers=headers,
-    )
+    body_in: dict[str, Any] = {"session_id": sid, "name": name, "version": "0.1.0", "workdir": str(workdir)}
+    if door is not None:
+        body_in["capsule_url"] = door.url
+    status, body, _, _ = await d.call("POST", "/register", json=body_in, headers=headers)
     assert status == 200, body
+    assert len(body["door_key"]) == 64
+    if door is not None:
+        door.door.seal_key = bytes.fromhex(body["door_key"])
+        door.door.session_id = sid
     return sid, body["credential"]
 
 
@@ -101,6 +106,7 @@ async def test_send_stamps_headers_and_records(relay_daemon: RunningDaemon, tmp_
     d = relay_daemon
     sid, cred = await _session(d, "sender", tmp_path / "s")
     async with peer_door() as peer:
+        await _session(d, "narrow", tmp_path / "receiver", door=peer)
         status, body, _, _ = await d.call(
             "POST",
             "/a2a/send",
@@ -134,9 +140,11 @@ async def test_send_stamps_headers_and_records(relay_daemon: RunningDaemon, tmp_
     h = peer.headers[-1]
     assert h["traceparent"] == body["traceparent"] and h["tracestate"] == "vendor=1,other=2"
     assert (h["x-murmur-task-origin"], h["x-murmur-task-trust"]) == ("peer", "trusted")
+    assert h["x-murmur-task-seal"].startswith(f"v1.{sid}.")
     assert CRED not in h
     task = peer.tasks[0]
     assert (task.origin.value, task.trust.value, task.lane.value) == ("peer", "trusted", "peer")
+    assert task.owner == f"session:{sid}"
     assert task.text == "hello" and task.message_id == "msg-1" and task.id == body["task_id"]
     lines = _trace(tmp_path / "s", sid)
     assert [r["event_type"] for r in lines] == ["a2a_send"]
@@ -305,3 +313,31 @@ def test_stamp_is_pure_and_never_reads_trust_from_input() -> None:
     assert tp.split("-")[1] == CALLER_TP.split("-")[1] and headers["tracestate"] == "a=1"
     req = parse_send({"peer_url": "h:1", "text": "t", "trust": "trusted", "origin": "user"})
     assert not hasattr(req, "trust") and not hasattr(req, "origin")
+
+
+async def test_relay_dials_the_cards_interface_and_checks_it(relay_daemon: RunningDaemon, tmp_path: Path) -> None:
+    """The card picks the URL (here a path); the network rule is checked against that URL too."""
+    from tests.a2a.conformance.test_interfaces import pathed_peer
+
+    d = relay_daemon
+    sid, cred = await _session(d, "sender", tmp_path / "s")
+    async with pathed_peer([("/a2a/jsonrpc/", "1.0")]) as (url, seen):
+        status, body, _, _ = await d.call(
+            "POST", "/a2a/send", json={"peer_url": url, "text": "hi"}, headers={CRED: cred}
+        )
+        assert status == 200, body
+        status, got, _, _ = await d.call(
+            "POST", "/a2a/tasks/get", json={"peer_url": url, "task_id": body["task_id"]}, headers={CRED: cred}
+        )
+        assert status == 200 and got["task_id"] == body["task_id"]
+    assert seen == ["/a2a/jsonrpc/ 1.0", "/a2a/jsonrpc/ 1.0"]
+    async with pathed_peer([]) as (url, _):
+        port = url.rsplit(":", 1)[1]
+        elsewhere = f"http://127.0.0.2:{port}/a2a/jsonrpc/"
+    async with pathed_peer([(elsewhere, "1.0")]) as (url, seen):
+        status, body, _, _ = await d.call(
+            "POST", "/a2a/send", json={"peer_url": url, "text": "hi"}, headers={CRED: cred}
+        )
+    assert (status, body) == (403, {"error": f"network policy: '{elsewhere}' not in capabilities.network.allow"})
+    assert seen == []
+    assert [r["event_type"] for r in _trace(tmp_path / "s", sid)] == ["a2a_send"]

@@ -37,6 +37,7 @@ from a2a.door import Door, DoorTask, TaskOutcome
 from a2a.errors import JsonRpcError
 from a2a.models import TaskState
 from a2a.origin import Origin
+from roost.capsule.callers import loopback_owner
 from roost.capsule.entrypoint import EntrypointError, Launch, resolve_argv, run_entrypoint, task_env
 from roost.capsule.hostsock import HostSocket
 from roost.capsule.lifeline import ENV as LIFELINE_ENV
@@ -223,6 +224,8 @@ class Host:
             description=m.description,
             on_activate=self._on_activate,
             on_finish=self._on_finish,
+            identify=loopback_owner,
+            local_owner=f"uid:{os.getuid()}",
         )
         self.hostsock: HostSocket | None = None
         self.env: dict[str, str] = {}
@@ -239,6 +242,8 @@ class Host:
 
     async def _on_activate(self, task: DoorTask) -> None:
         self.current = task
+        if task.turn > 1:
+            return  # a continued task: its a2a_task_received and task_start came with its first message
         from_door = task.dialect is not None
         if from_door:
             self.trace.write(
@@ -273,6 +278,15 @@ class Host:
             # recorded (task_start with its delegation_id) and answered; `roost-capsule delegate
             # --wait` is how a script reads its child's result.
             return TaskOutcome.completed("completion recorded")
+        request_file = self.p.records / INPUT_REQUEST_FILE
+        await asyncio.to_thread(_fresh_request_file, request_file)
+        env = {
+            **self.env,
+            "MURMUR_TASK_ID": task.id,
+            "MURMUR_CONTEXT_ID": task.context_id,
+            "MURMUR_TASK_TURN": str(task.turn),
+            "MURMUR_INPUT_REQUEST": str(request_file),
+        }
         launch = self._launch()
         pids: list[int] = []
 
@@ -284,13 +298,16 @@ class Host:
         self._spawning += 1  # until its pid is known, no orphan reaping (it could be ours)
         try:
             result = await run_entrypoint(
-                launch, text=task.text, cwd=self.p.workdir, env=self.env, grace=self.grace, on_start=started
+                launch, text=task.text, cwd=self.p.workdir, env=env, grace=self.grace, on_start=started
             )
         finally:
             if not pids:
                 self._spawning -= 1
             self.entry_pids.difference_update(pids)
         if result.ok:
+            question = await asyncio.to_thread(_read_request, request_file)
+            if question:  # the entrypoint asks for input: docs/a2a.md, "A script capsule that asks for input"
+                return TaskOutcome.input_required(question)
             write_results(self.p.workdir, result.stdout, ok=True, job_id=self.job_id)
             return TaskOutcome.completed(result.stdout)
         reason = result.failure()
@@ -324,13 +341,23 @@ class Host:
         os._exit(status)
 
     async def _on_finish(self, task: DoorTask, outcome: TaskOutcome) -> None:
-        node, started = self.task_nodes.pop(task.id, (None, time.monotonic()))
+        if outcome.state in (TaskState.INPUT_REQUIRED, TaskState.AUTH_REQUIRED):
+            self.current = None  # the task waits for its next message; it has not ended
+            return
+        self._task_end(task.id, outcome.state)
+        self.last_state = outcome.state
+        self.current = None
+        if task.id == self.initial_id:
+            self.initial_done.set()
+
+    def _task_end(self, task_id: str, state: TaskState) -> None:
+        node, started = self.task_nodes.pop(task_id, (None, time.monotonic()))
         counts = dict.fromkeys(self.totals, 0)
         self.trace.write(
             "task_end",
             {
-                "task_id": task.id,
-                "exit_status": EXIT_STATUS.get(outcome.state, "failed"),
+                "task_id": task_id,
+                "exit_status": EXIT_STATUS.get(state, "failed"),
                 "duration_ms": int((time.monotonic() - started) * 1000),
                 **counts,
                 "reopen_count": 0,
@@ -339,10 +366,6 @@ class Host:
         )
         for key, value in counts.items():
             self.totals[key] += value
-        self.last_state = outcome.state
-        self.current = None
-        if task.id == self.initial_id:
-            self.initial_done.set()
 
     def _traceparent(self) -> str | None:
         return self.current.trace.format() if self.current is not None else None
@@ -412,6 +435,10 @@ class Host:
             reason = f"{status} {err}" if isinstance(err, str) else f"it answered HTTP {status}"
             raise LaunchRefused(register_refusal(p.roost_url, reason))
         self.credential = answer["credential"]
+        door_key = answer.get("door_key")
+        if isinstance(door_key, str) and len(door_key) == 64:
+            with contextlib.suppress(ValueError):
+                self.door.seal_key = bytes.fromhex(door_key)  # relayed stamps are believed only when sealed
 
     async def _deregister(self, outcome: str) -> None:
         if self.credential is None or self.p.roost_url is None or self._http is None:
@@ -517,6 +544,8 @@ class Host:
             await self._cancel_running()
         await self.door.drain()
         await self.door.shutdown()
+        for task_id in list(self.task_nodes):  # tasks still waiting for input end with the session
+            self._task_end(task_id, TaskState.CANCELED)
         reason = self.stop_reason
         last = EXIT_STATUS.get(self.last_state, "failed") if self.last_state is not None else "ok"
         duration = int((time.monotonic() - p.started_mono) * 1000)
@@ -580,6 +609,24 @@ def libc_prctl(option: int, arg: int) -> None:
 
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+INPUT_REQUEST_FILE = "input-request.txt"
+
+
+def _fresh_request_file(path: Path) -> None:
+    """Blocking: remove a question an earlier run left behind."""
+    path.unlink(missing_ok=True)
+
+
+def _read_request(path: Path) -> str | None:
+    """Blocking: the entrypoint's question, if it wrote one (then the file is consumed)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+    path.unlink(missing_ok=True)
+    return text or None
 
 
 async def _first(*aws: Any) -> None:

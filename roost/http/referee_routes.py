@@ -123,7 +123,8 @@ async def register(request: web.Request) -> web.Response:
     except RoostError as exc:
         log.info("register_refused", outcome=_outcome(exc), status=exc.status, capsule=f"{name}@{version}")
         raise
-    return json_ok({"credential": credential})
+    # The session's door checks the relay's seals with this key (docs/security.md).
+    return json_ok({"credential": credential, "door_key": roost.relay.door_key(_rec.session_id).hex()})
 
 
 @routes.post("/deregister")

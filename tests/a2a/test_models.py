@@ -105,7 +105,7 @@ def test_message_strictness(bad: dict[str, Any]) -> None:
 def test_message_roles_and_text() -> None:
     m = parse_message({"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "a"}, {"data": 1}, {"text": "b"}]})
     assert m.role == "agent" and m.text == "a\nb"
-    lean = parse_message_lean({"messageId": "m", "role": "ROLE_USER", "contextId": None, "parts": []})
+    lean = parse_message_lean({"messageId": "m", "role": "ROLE_USER", "contextId": None, "parts": [{"text": "a"}]})
     assert lean.role == "user" and lean.context_id is None
 
 

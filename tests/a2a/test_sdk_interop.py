@@ -129,7 +129,8 @@ async def test_official_sdk_client(sdk_python: Path, tmp_path: Path, dialect: st
     assert proc.returncode == 0, err.decode()[-3000:]
     result = json.loads(out.decode().strip().splitlines()[-1])
     assert result["id"].startswith("tsk_")
-    assert result["submitted_state"] == "TASK_STATE_SUBMITTED"
+    # The SDK does not ask for an immediate answer, so the send blocks until the task is done.
+    assert result["submitted_state"] == "TASK_STATE_COMPLETED"
     assert result["state"] == state
     assert result["artifact_text"] == "echo: hello from sdk"
     assert seen[0].dialect == dialect

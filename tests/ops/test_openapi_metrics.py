@@ -90,7 +90,7 @@ async def test_live_answers_match_the_document(daemon: RunningDaemon, spec: dict
 
     assert (await call("GET", "/health"))[0] == 200
     sid, cred = await daemon.register_top("orchestrator")
-    check(spec, "POST", "/register", 200, {"credential": cred})
+    check(spec, "POST", "/register", 200, {"credential": cred, "door_key": "0" * 64})
     status, _ = await call("POST", "/register", json={"session_id": sid, "name": "nope", "version": "1"})
     assert status in (403, 500)
     assert (await call("POST", "/register", json={"name": "x"}))[0] == 400

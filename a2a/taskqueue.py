@@ -1,0 +1,422 @@
+"""A door's task queue and task store: admission, the three lanes, runs, interruptions, history.
+
+Why it is separate from the HTTP side (:mod:`a2a.door`): everything here is plain asyncio and
+can be driven by the capsule host (``submit``) as well as by JSON-RPC; the door only parses,
+scopes and serialises. Rules, explained in ``docs/a2a.md``:
+
+* Tasks run one at a time in a worker coroutine; the lane (user → peer → bg, FIFO within a lane,
+  never preempted) follows from the origin. No room is a *successful* ``rejected`` task.
+* A runner may end a run ``input-required`` (or ``auth-required``): the task is interrupted and
+  the next message naming its ``taskId`` is queued as the task's next run.
+* Cancel is recorded synchronously; ``canceled`` wins over whatever the runner reports later.
+* Each task keeps a bounded history of its messages; finished tasks are kept for a retention
+  period and up to a count, then dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import OrderedDict, deque
+from dataclasses import replace
+
+from a2a import errors, traceparent
+from a2a.ids import prefixed
+from a2a.models import Message, Part, TaskState
+from a2a.origin import LANE_ORDER, Lane, Provenance
+from a2a.taskrecord import TaskRecord
+from a2a.tasktypes import (
+    BUSY,
+    CLOSING,
+    DEFAULT_MAX_FINISHED,
+    DEFAULT_MAX_HISTORY,
+    DEFAULT_RETENTION_SECS,
+    INTERRUPTED,
+    ActivateHook,
+    CancelHook,
+    CancelPhase,
+    DoorTask,
+    FinishHook,
+    Incoming,
+    Runner,
+    TaskAcceptance,
+    TaskOutcome,
+    response_artifact,
+)
+
+log = logging.getLogger("a2a.door")
+
+
+class TaskQueue:
+    """Admission, lanes, the worker and the store of one door's tasks."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        runner: Runner,
+        task_acceptance: TaskAcceptance = "queue",
+        queue_depth: int = 16,
+        on_activate: ActivateHook | None = None,
+        on_finish: FinishHook | None = None,
+        on_cancel: CancelHook | None = None,
+        max_finished: int = DEFAULT_MAX_FINISHED,
+        retention_secs: float = DEFAULT_RETENTION_SECS,
+        max_history: int = DEFAULT_MAX_HISTORY,
+        local_owner: str | None = None,
+    ) -> None:
+        if task_acceptance not in ("single", "queue", "none"):
+            raise ValueError(f"task_acceptance must be single, queue or none, not {task_acceptance!r}")
+        if queue_depth < 1:
+            raise ValueError("queue_depth must be at least 1")
+        if max_history < 1:
+            raise ValueError("max_history must be at least 1")
+        self.name = name
+        self.task_acceptance: TaskAcceptance = task_acceptance
+        self.queue_depth = queue_depth
+        self.local_owner = local_owner
+        self.retention_secs = retention_secs
+        self.max_history = max_history
+        self._runner = runner
+        self._on_activate = on_activate
+        self._on_finish = on_finish
+        self._on_cancel = on_cancel
+        self._max_finished = max_finished
+        self._lanes: dict[Lane, deque[TaskRecord]] = {lane: deque() for lane in LANE_ORDER}
+        self._pending = 0
+        self._ever_held = False
+        self._closed = False
+        self._running: TaskRecord | None = None
+        self._live: dict[str, TaskRecord] = {}
+        self._finished: OrderedDict[str, TaskRecord] = OrderedDict()
+        self._wake = asyncio.Event()
+        self._worker: asyncio.Task[None] | None = None
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    # -- state ------------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def pending(self) -> int:
+        """Tasks admitted and not yet started."""
+        return self._pending
+
+    @property
+    def running(self) -> DoorTask | None:
+        return self._running.task if self._running is not None else None
+
+    def close(self) -> None:
+        """Stop admission: every later send gets ``rejected`` / ``the session is closing``."""
+        self._closed = True
+
+    async def drain(self) -> None:
+        """Wait until nothing is queued or running (admission may still be open)."""
+        await self.idle.wait()
+
+    async def wait_idle(self) -> None:
+        await self.idle.wait()
+
+    def record(self, task_id: str) -> TaskRecord | None:
+        self._expire()
+        return self._live.get(task_id) or self._finished.get(task_id)
+
+    def records(self) -> list[TaskRecord]:
+        """Every task still kept, live and finished (unordered)."""
+        self._expire()
+        return [*self._live.values(), *self._finished.values()]
+
+    # -- admission ---------------------------------------------------------------------------------
+
+    def submit_local(
+        self,
+        text: str,
+        *,
+        provenance: Provenance | None = None,
+        context_id: str | None = None,
+        message_id: str | None = None,
+        caller_traceparent: str | None = None,
+    ) -> TaskRecord:
+        """Admit a task that did not come over HTTP (task.md / input.json): user/trusted by default.
+
+        Same capacity rules as a send except that ``task_acceptance: none`` does not apply (it
+        only closes the door to callers). The task belongs to ``local_owner``.
+        """
+        part = Part.model_construct(kind="text", text=text, file=None, data=None, metadata=None)
+        message = Message.model_construct(
+            message_id=message_id or prefixed("msg"),
+            role="user",
+            parts=[part],
+            context_id=context_id,
+            task_id=None,
+            metadata=None,
+        )
+        tp = traceparent.parse(caller_traceparent)
+        return self.admit(
+            Incoming(
+                message=message,
+                provenance=provenance or Provenance.local_user(),
+                raw_traceparent=caller_traceparent,
+                trace=tp.child() if tp else traceparent.new(),
+                tracestate=None,
+                delegation_id=None,
+                dialect=None,
+                owner=self.local_owner,
+            )
+        )
+
+    def _refusal(self) -> str | None:
+        if self._closed:
+            return CLOSING
+        if self.task_acceptance == "single":
+            return BUSY if self._ever_held else None
+        return BUSY if self._pending >= self.queue_depth else None
+
+    def admit(self, incoming: Incoming) -> TaskRecord:
+        """A new task for a message without ``taskId`` (queued, or a ``rejected`` record)."""
+        message = incoming.message
+        task = DoorTask(
+            id=prefixed("tsk"),
+            context_id=message.context_id or prefixed("ctx"),
+            message_id=message.message_id,
+            text=message.text,
+            parts=tuple(message.parts),
+            provenance=incoming.provenance,
+            lane=incoming.provenance.lane,
+            traceparent_from_caller=incoming.raw_traceparent,
+            trace=incoming.trace,
+            tracestate=incoming.tracestate,
+            delegation_id=incoming.delegation_id,
+            received_at_ms=time.time_ns() // 1_000_000,
+            dialect=incoming.dialect,
+            owner=incoming.owner,
+        )
+        refusal = self._refusal()
+        rec = TaskRecord(task, TaskState.REJECTED if refusal else TaskState.SUBMITTED, self.max_history)
+        rec.add_history(message, task.id, task.context_id)
+        if refusal is not None:
+            rec.set(TaskState.REJECTED, refusal)
+            self._remember(rec)
+            return rec
+        self._ever_held = True
+        self._live[task.id] = rec
+        self._enqueue(rec)
+        return rec
+
+    def continue_task(self, rec: TaskRecord, incoming: Incoming) -> TaskRecord:
+        """Queue the next run of an interrupted task; -32004 unless it is input-/auth-required.
+
+        The caller has already checked that the record is visible to it and that the message's
+        ``contextId`` (if any) matches.
+        """
+        state = rec.state
+        if state.terminal:
+            raise errors.unsupported_operation(
+                f"task {rec.task.id} is {state.value}, a terminal state, and takes no more messages"
+            )
+        if state not in INTERRUPTED:
+            raise errors.unsupported_operation(
+                f"task {rec.task.id} is {state.value}; it takes a message only when input-required or auth-required"
+            )
+        if self._closed:
+            raise errors.unsupported_operation(f"task {rec.task.id} cannot continue: the session is closing")
+        message = incoming.message
+        prev = rec.task
+        rec.task = replace(
+            prev,
+            message_id=message.message_id,
+            text=message.text,
+            parts=tuple(message.parts),
+            provenance=incoming.provenance,
+            lane=incoming.provenance.lane,
+            traceparent_from_caller=incoming.raw_traceparent,
+            trace=incoming.trace,
+            tracestate=incoming.tracestate,
+            delegation_id=incoming.delegation_id,
+            received_at_ms=time.time_ns() // 1_000_000,
+            dialect=incoming.dialect,
+            turn=prev.turn + 1,
+        )
+        rec.add_history(message, prev.id, prev.context_id)
+        rec.set(TaskState.SUBMITTED)
+        self._enqueue(rec)
+        return rec
+
+    def _enqueue(self, rec: TaskRecord) -> None:
+        self._lanes[rec.task.lane].append(rec)
+        self._pending += 1
+        self.idle.clear()
+        self._wake.set()
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.get_running_loop().create_task(self._work(), name=f"a2a-door-{self.name}")
+
+    # -- cancel and shutdown -----------------------------------------------------------------------
+
+    async def cancel_record(self, rec: TaskRecord) -> TaskRecord:
+        """Cancel a queued, running or interrupted task; -32002 when it is already terminal."""
+        task_id = rec.task.id
+        if rec.state.terminal:
+            raise errors.task_not_cancelable(task_id, rec.state.value)
+        phase: CancelPhase
+        if rec is self._running:
+            phase = "running"
+            rec.set(TaskState.CANCELED, "task canceled")
+            if rec.run is not None:
+                rec.run.cancel()
+        else:
+            phase = "queued"
+            if rec.state is TaskState.SUBMITTED:
+                self._lanes[rec.task.lane].remove(rec)
+                self._pending -= 1
+                rec.set(TaskState.CANCELED, "task canceled while queued")
+            else:
+                rec.set(TaskState.CANCELED, "task canceled while waiting for input")
+            self._retire(rec)
+            if self._running is None and self._pending == 0:
+                self.idle.set()
+        if self._on_cancel is not None:
+            try:
+                await self._on_cancel(rec.task, phase)
+            except Exception:
+                log.exception("on_cancel hook failed for %s", task_id)
+        return rec
+
+    async def cancel_id(self, task_id: str) -> TaskRecord:
+        """Cancel by id, unscoped (the capsule host's own use); -32001 unknown, -32002 terminal."""
+        rec = self.record(task_id)
+        if rec is None:
+            raise errors.task_not_found()
+        return await self.cancel_record(rec)
+
+    async def shutdown(self) -> None:
+        """Stop the worker; tasks still queued, running or interrupted are recorded canceled."""
+        self._closed = True
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await worker
+        for rec in list(self._live.values()):
+            rec.set(TaskState.CANCELED, "task canceled: the session ended")
+            self._retire(rec)
+        for lane in self._lanes.values():
+            lane.clear()
+        self._pending = 0
+        self._running = None
+        self.idle.set()
+
+    # -- store -------------------------------------------------------------------------------------
+
+    def _remember(self, rec: TaskRecord) -> None:
+        self._finished[rec.task.id] = rec
+        while len(self._finished) > self._max_finished:
+            self._finished.popitem(last=False)
+
+    def _retire(self, rec: TaskRecord) -> None:
+        self._live.pop(rec.task.id, None)
+        self._finished.pop(rec.task.id, None)
+        self._remember(rec)
+
+    def _expire(self) -> None:
+        """Drop finished tasks that ended more than ``retention_secs`` ago (oldest first)."""
+        finished = self._finished
+        if not finished:
+            return
+        horizon = time.time() - self.retention_secs
+        while finished:
+            first = next(iter(finished.values()))
+            if first.updated > horizon:
+                break
+            finished.popitem(last=False)
+
+    # -- worker ------------------------------------------------------------------------------------
+
+    def _next(self) -> TaskRecord | None:
+        for lane in LANE_ORDER:
+            queue = self._lanes[lane]
+            if queue:
+                self._pending -= 1
+                return queue.popleft()
+        return None
+
+    async def _work(self) -> None:
+        while True:
+            rec = self._next()
+            if rec is None:
+                self.idle.set()
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            await self._run(rec)
+
+    async def _run(self, rec: TaskRecord) -> None:
+        self._running = rec
+        rec.set(TaskState.WORKING)
+        task = rec.task
+        outcome: TaskOutcome
+        try:
+            if self._on_activate is not None:
+                await self._on_activate(task)
+        except Exception:
+            log.exception("on_activate hook failed for %s", task.id)
+            outcome = TaskOutcome.failed("task failed to start")
+        else:
+            if rec.state is TaskState.CANCELED:
+                outcome = TaskOutcome.canceled()
+            else:
+                outcome = await self._invoke(rec)
+        if rec.state is TaskState.CANCELED:  # canceled always wins over what the runner said
+            outcome = TaskOutcome.canceled(rec.status_text or "task canceled")
+        self._finish(rec, outcome)
+        self._running = None
+        if self._on_finish is not None:
+            try:
+                await self._on_finish(task, outcome)
+            except Exception:
+                log.exception("on_finish hook failed for %s", task.id)
+
+    async def _invoke(self, rec: TaskRecord) -> TaskOutcome:
+        run = asyncio.get_running_loop().create_task(self._runner(rec.task), name=f"a2a-task-{rec.task.id}")
+        rec.run = run
+        try:
+            await asyncio.wait((run,))
+        except asyncio.CancelledError:  # the door itself is shutting down
+            run.cancel()
+            with contextlib.suppress(BaseException):
+                await run
+            raise
+        finally:
+            rec.run = None
+        if run.cancelled():
+            return TaskOutcome.canceled()
+        exc = run.exception()
+        if exc is not None:
+            log.error("runner failed for %s", rec.task.id, exc_info=exc)
+            return TaskOutcome.failed("task failed: the runner raised an error")
+        outcome: object = run.result()
+        if not isinstance(outcome, TaskOutcome):  # an untyped runner may return anything
+            log.error("runner for %s returned %r, not a TaskOutcome", rec.task.id, type(outcome))
+            return TaskOutcome.failed("task failed: the runner returned no outcome")
+        return outcome
+
+    def _finish(self, rec: TaskRecord, outcome: TaskOutcome) -> None:
+        state = outcome.state
+        if state is TaskState.COMPLETED:
+            artifacts = list(outcome.artifacts) if outcome.artifacts is not None else None
+            if artifacts is None and outcome.output:
+                artifacts = [response_artifact(outcome.output)]
+            rec.artifacts = artifacts
+            rec.set(TaskState.COMPLETED, outcome.status_text or outcome.output or None, agent=True)
+        elif state is TaskState.FAILED:
+            rec.set(TaskState.FAILED, outcome.status_text or outcome.output or "task failed", agent=True)
+        elif state in INTERRUPTED:
+            rec.set(state, outcome.status_text or outcome.output or f"the task is {state.value}", agent=True)
+            return  # stays live, waiting for the next message
+        else:
+            rec.set(TaskState.CANCELED, outcome.status_text or "task canceled")
+        self._retire(rec)

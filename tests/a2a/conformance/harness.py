@@ -1,0 +1,176 @@
+"""A real door on an ephemeral loopback port and a raw JSON-RPC caller speaking either dialect.
+
+Every conformance module drives the door over HTTP exactly as a peer would; the runner is a test
+double of the capsule (an interface, not one of our components) that the test scripts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from a2a.door import Door, DoorTask, TaskOutcome
+from a2a.models import TaskState
+
+SESSION = "ses_0123456789abcdef0123456789abcdef"
+
+
+class Script:
+    """A runner whose answers the test chooses per task text.
+
+    ``ask:<question>`` → input-required with that question; ``hold`` → waits for ``release``;
+    ``fail`` → failed; anything else completes with ``echo: <text>``.
+    """
+
+    def __init__(self) -> None:
+        self.seen: list[DoorTask] = []
+        self.release = asyncio.Event()
+        self.started = asyncio.Queue[DoorTask]()
+
+    async def __call__(self, task: DoorTask) -> TaskOutcome:
+        self.seen.append(task)
+        await self.started.put(task)
+        text = task.text
+        if text.startswith("ask:"):
+            return TaskOutcome.input_required(text[4:])
+        if text == "hold":
+            await self.release.wait()
+        if text.startswith("fail"):
+            return TaskOutcome.failed("it failed")
+        return TaskOutcome.completed(f"echo: {text}")
+
+
+@contextlib.asynccontextmanager
+async def serve(door: Door) -> AsyncIterator[str]:
+    runner = web.AppRunner(door.app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    door.url = url
+    try:
+        yield url
+    finally:
+        await runner.cleanup()
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """One wire dialect: its method names, version header and shapes."""
+
+    name: str
+
+    @property
+    def v1(self) -> bool:
+        return self.name == "1.0"
+
+    def method(self, op: str) -> str:
+        names = {
+            "send": ("SendMessage", "message/send"),
+            "get": ("GetTask", "tasks/get"),
+            "list": ("ListTasks", "tasks/list"),
+            "cancel": ("CancelTask", "tasks/cancel"),
+        }
+        return names[op][0 if self.v1 else 1]
+
+    def headers(self) -> dict[str, str]:
+        return {"Content-Type": "application/json", "A2A-Version": self.name}
+
+    def state(self, state: TaskState) -> str:
+        return state.v1 if self.v1 else state.value
+
+    def part(self, text: str) -> dict[str, Any]:
+        return {"text": text} if self.v1 else {"kind": "text", "text": text}
+
+    def message(self, text: str, *, message_id: str = "m1", **extra: Any) -> dict[str, Any]:
+        msg: dict[str, Any] = {
+            "messageId": message_id,
+            "role": "ROLE_USER" if self.v1 else "user",
+            "parts": [self.part(text)],
+            **extra,
+        }
+        if not self.v1:
+            msg["kind"] = "message"
+        return msg
+
+    def send_params(self, text: str, *, immediate: bool | None = True, **extra: Any) -> dict[str, Any]:
+        history = extra.pop("history_length", None)
+        params: dict[str, Any] = {"message": self.message(text, **extra)}
+        config: dict[str, Any] = {}
+        if immediate is not None:
+            config["returnImmediately" if self.v1 else "blocking"] = immediate if self.v1 else not immediate
+        if history is not None:
+            config["historyLength"] = history
+        if config:
+            params["configuration"] = config
+        return params
+
+    def task(self, result: dict[str, Any]) -> dict[str, Any]:
+        """The Task of a send result (1.0 wraps it in ``{"task"}``)."""
+        if self.v1:
+            assert set(result) == {"task"}, result
+            inner: dict[str, Any] = result["task"]
+            return inner
+        assert result["kind"] == "task", result
+        return result
+
+
+DIALECTS = [Dialect("1.0"), Dialect("0.3")]
+
+
+class Caller:
+    """Raw JSON-RPC over one aiohttp session (one connection pool, like a real peer)."""
+
+    def __init__(self, http: aiohttp.ClientSession, url: str, dialect: Dialect) -> None:
+        self.http = http
+        self.url = url
+        self.d = dialect
+
+    async def call(
+        self, method: str, params: Any = None, *, headers: dict[str, str] | None = None, rid: Any = "r1"
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            body["params"] = params
+        async with self.http.post(
+            self.url + "/", data=json.dumps(body), headers={**self.d.headers(), **(headers or {})}
+        ) as resp:
+            assert resp.status == 200, resp.status
+            out: dict[str, Any] = json.loads(await resp.read())
+            return out
+
+    async def ok(self, op: str, params: Any = None, **kw: Any) -> dict[str, Any]:
+        r = await self.call(self.d.method(op), params, **kw)
+        assert "result" in r, r
+        result: dict[str, Any] = r["result"]
+        return result
+
+    async def error(self, op: str, params: Any = None, **kw: Any) -> dict[str, Any]:
+        method = self.d.method(op) if op in ("send", "get", "list", "cancel") else op
+        r = await self.call(method, params, **kw)
+        assert "error" in r, r
+        assert set(r["error"]) <= {"code", "message", "data"}
+        err: dict[str, Any] = r["error"]
+        return err
+
+    async def send(self, text: str, **kw: Any) -> dict[str, Any]:
+        return self.d.task(await self.ok("send", self.d.send_params(text, **kw)))
+
+    async def get(self, task_id: str, **params: Any) -> dict[str, Any]:
+        return await self.ok("get", {"id": task_id, **params})
+
+    async def wait(self, task_id: str, state: TaskState) -> dict[str, Any]:
+        want = self.d.state(state)
+        for _ in range(500):
+            task = await self.get(task_id)
+            if task["status"]["state"] == want:
+                return task
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"task {task_id} never reached {want}: {task}")

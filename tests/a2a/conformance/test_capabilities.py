@@ -1,0 +1,57 @@
+"""A2A 1.0 §3.3.4: what the card declares unsupported answers its own error, never -32601."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.a2a.conformance.harness import Caller
+
+V1 = {
+    "SendStreamingMessage": -32004,
+    "SubscribeToTask": -32004,
+    "GetExtendedAgentCard": -32004,
+    "CreateTaskPushNotificationConfig": -32003,
+    "SetTaskPushNotificationConfig": -32003,
+    "GetTaskPushNotificationConfig": -32003,
+    "ListTaskPushNotificationConfig": -32003,
+    "ListTaskPushNotificationConfigs": -32003,
+    "DeleteTaskPushNotificationConfig": -32003,
+}
+V03 = {
+    "message/stream": -32004,
+    "tasks/resubscribe": -32004,
+    "agent/getAuthenticatedExtendedCard": -32004,
+    "tasks/pushNotificationConfig/set": -32003,
+    "tasks/pushNotificationConfig/get": -32003,
+    "tasks/pushNotificationConfig/list": -32003,
+    "tasks/pushNotificationConfig/delete": -32003,
+}
+
+
+async def test_card_declares_them_false(caller: Caller) -> None:
+    async with caller.http.get(caller.url + "/.well-known/agent-card.json") as resp:
+        card = await resp.json()
+    assert card["capabilities"]["streaming"] is False
+    assert card["capabilities"]["pushNotifications"] is False
+    assert card["capabilities"]["extendedAgentCard"] is False
+
+
+async def test_unsupported_operations(caller: Caller) -> None:
+    table = V1 if caller.d.v1 else V03
+    for method, code in table.items():
+        err = await caller.error(method, {"id": "tsk_x", "message": caller.d.message("x")})
+        assert err["code"] == code, method
+        assert err["message"], method
+
+
+@pytest.mark.parametrize("field", ["pushNotificationConfig", "taskPushNotificationConfig"])
+async def test_send_with_push_config_is_refused(caller: Caller, field: str) -> None:
+    params = caller.d.send_params("x")
+    params["configuration"][field] = {"url": "http://127.0.0.1:9/hook"}
+    err = await caller.error("send", params)
+    assert err["code"] == -32003
+
+
+async def test_unknown_method_is_still_not_found(caller: Caller) -> None:
+    err = await caller.error("tasks/frobnicate" if not caller.d.v1 else "FrobnicateTask", {})
+    assert err == {"code": -32601, "message": "Method not found"}
