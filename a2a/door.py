@@ -79,7 +79,7 @@ PEER_NOT_ACCEPTED_BODY = (
     b'(exports.peer_tasks.accept is not true)"}'
 )
 
-Identify = Callable[[web.BaseRequest], Awaitable[str | None]]
+Identify = Callable[[web.Request], Awaitable[str | None]]
 """Who a direct (unsealed) caller is, as an owner key such as ``uid:1000``; None if unknown."""
 
 _MISSING = object()

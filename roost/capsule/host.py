@@ -37,7 +37,6 @@ from a2a.door import Door, DoorTask, TaskOutcome
 from a2a.errors import JsonRpcError
 from a2a.models import TaskState
 from a2a.origin import Origin
-from roost.capsule.callers import loopback_owner
 from roost.capsule.entrypoint import EntrypointError, Launch, resolve_argv, run_entrypoint, task_env
 from roost.capsule.hostsock import HostSocket
 from roost.capsule.lifeline import ENV as LIFELINE_ENV
@@ -46,6 +45,7 @@ from roost.capsule.limits import apply_rlimits, rlimit_plan
 from roost.capsule.reaper import KILL_GRACE_SECS, become_subreaper, descendants, kill_tree, reap_orphans
 from roost.capsule.taskinput import read_initial_task, read_job_id, write_results
 from roost.completion import CompletionRecord, SpawnerHandle, SpawnerHandleError, report
+from roost.http.caller import caller_of
 from roost.ids import session_id as mint_session_id
 from roost.manifest import Manifest
 from roost.registry import Registry, RegistryError
@@ -627,6 +627,12 @@ def _read_request(path: Path) -> str | None:
         return None
     path.unlink(missing_ok=True)
     return text or None
+
+
+async def loopback_owner(request: web.Request) -> str | None:
+    """The door's ``identify``: a direct caller owns its tasks by the uid behind its connection."""
+    uid = caller_of(request).uid
+    return f"uid:{uid}" if uid is not None else None
 
 
 async def _first(*aws: Any) -> None:
