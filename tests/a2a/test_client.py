@@ -180,7 +180,8 @@ async def test_0_3_wire_and_extra_headers() -> None:
     }
     for k, v in extra.items():
         assert headers[k] == v
-    assert "A2A-Version" not in headers
+    assert headers["A2A-Version"] == "0.3"
+    assert body["params"]["configuration"] == {"blocking": False}  # our senders never block
     assert [b["method"] for _, _, b in rec.requests] == ["message/send", "tasks/get", "tasks/cancel"]
     assert rec.requests[1][2]["params"] == {"id": "tsk_1"}
     assert len(rec.peers) == 1  # one pooled connection reused

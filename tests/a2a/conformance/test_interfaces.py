@@ -92,8 +92,7 @@ async def test_client_posts_to_the_selected_interface(interfaces: list[tuple[str
         assert task.status.state in (TaskState.SUBMITTED, TaskState.WORKING, TaskState.COMPLETED)
         got = await client.get_task(url, task.id)
         assert got.id == task.id
-    want = "1.0" if dialect == "1.0" else "-"
-    assert seen == [f"/a2a/jsonrpc/ {want}", f"/a2a/jsonrpc/ {want}"]
+    assert seen == [f"/a2a/jsonrpc/ {dialect}", f"/a2a/jsonrpc/ {dialect}"]
 
 
 async def test_card_with_nothing_dialable_is_refused() -> None:
