@@ -25,4 +25,6 @@ VERBS = (
     "reload",
     "registry",
     "doctor",
+    "dashboard",
+    "completion",
 )

@@ -1,0 +1,90 @@
+"""The dashboard's only way to the daemon: HTTP over the admin unix socket (aiohttp client).
+
+The daemon checks every connection's ``SO_PEERCRED`` uid there, exactly as for ``roostctl``;
+the dashboard holds no credential of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+__all__ = ["AdminError", "AdminSocket"]
+
+
+class AdminError(Exception):
+    """The daemon refused or is unreachable; ``message`` is a sentence for the page."""
+
+    def __init__(self, message: str, status: int = 502) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+class AdminSocket:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._session: aiohttp.ClientSession | None = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.UnixConnector(path=str(self.path)),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=5),
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def _call(self, method: str, path: str, body: Any = None, *, text: bool = False) -> Any:
+        try:
+            async with self._http().request(
+                method, f"http://admin{path}", json=body, timeout=aiohttp.ClientTimeout(total=30)
+            ) as resp:
+                raw = await resp.read()
+                if resp.status >= 400:
+                    try:
+                        doc = json.loads(raw)
+                        msg = doc.get("message") or doc.get("error") if isinstance(doc, dict) else None
+                    except ValueError:
+                        msg = None
+                    raise AdminError(str(msg or f"the daemon answered HTTP {resp.status}"), resp.status)
+                if text:
+                    return raw.decode("utf-8", "replace")
+                return json.loads(raw) if raw else {}
+        except (aiohttp.ClientError, OSError) as exc:
+            raise AdminError(f"the daemon is not reachable at {self.path}: {exc}", 502) from None
+
+    async def get(self, path: str) -> Any:
+        return await self._call("GET", path)
+
+    async def post(self, path: str, body: Any = None) -> Any:
+        return await self._call("POST", path, body if body is not None else {})
+
+    async def text(self, path: str) -> str:
+        return str(await self._call("GET", path, text=True))
+
+    async def lines(self, path: str) -> AsyncIterator[dict[str, Any]]:
+        """NDJSON objects from a streaming admin route until it ends (keep-alive blanks skipped)."""
+        try:
+            async with self._http().get(f"http://admin{path}") as resp:
+                if resp.status >= 400:
+                    raise AdminError(f"the daemon answered HTTP {resp.status}", resp.status)
+                async for raw in resp.content:
+                    raw = raw.strip()
+                    if not raw:
+                        continue
+                    try:
+                        obj = json.loads(raw)
+                    except ValueError:
+                        continue
+                    if isinstance(obj, dict):
+                        yield obj
+        except (aiohttp.ClientError, OSError) as exc:
+            raise AdminError(f"the daemon is not reachable at {self.path}: {exc}", 502) from None

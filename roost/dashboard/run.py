@@ -1,0 +1,65 @@
+"""Start the dashboard: bind loopback, print the URL first, open a browser, serve until Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+import webbrowser
+from pathlib import Path
+
+from aiohttp import web
+
+from roost.ctl.context import Context
+from roost.ctl.errors import CtlError
+from roost.dashboard.admin import AdminError, AdminSocket
+from roost.dashboard.guard import Guard
+from roost.dashboard.server import build_app
+
+__all__ = ["serve"]
+
+
+def _bind(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as exc:
+        sock.close()
+        raise CtlError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
+    sock.listen(64)
+    return sock
+
+
+async def _serve(ctx: Context, admin_path: Path, sock: socket.socket, open_browser: bool) -> None:
+    admin = AdminSocket(admin_path)
+    try:
+        await admin.get("/status")
+    except AdminError as exc:
+        await admin.close()
+        raise CtlError(f"{exc.message}; is mur-roost running? (pass --socket or --state-dir)") from None
+    guard = Guard(port=sock.getsockname()[1])
+    runner = web.AppRunner(build_app(guard, admin), access_log=None, handle_signals=False, shutdown_timeout=1.0)
+    await runner.setup()
+    await web.SockSite(runner, sock).start()
+    ctx.out.line(guard.url())
+    ctx.out.info("roostctl dashboard: open the URL above (it holds this run's token); Ctrl-C stops it")
+    if open_browser:
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, webbrowser.open, guard.url())
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        with contextlib.suppress(Exception):
+            await runner.cleanup()
+
+
+def serve(ctx: Context, admin_path: Path, *, port: int, open_browser: bool) -> int:
+    sock = _bind(port)
+    asyncio.run(_serve(ctx, admin_path, sock, open_browser))
+    return 0

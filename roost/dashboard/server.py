@@ -1,0 +1,275 @@
+"""The dashboard's web server: loopback only, one operator, every answer from the admin socket.
+
+Request checks run in one middleware, in this order: the TCP peer's uid must be the uid that
+started the dashboard (looked up in the kernel, see ``roost/peercred.py``); ``Host`` must be our
+loopback address and port; then the cookie (or, on ``GET /``, the token from the printed URL,
+exchanged for the cookie). ``POST`` also needs our ``Origin`` and the page's CSRF value. Any
+failure is a bare 403 that tells nothing about the daemon.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from roost.dashboard import render
+from roost.dashboard.admin import AdminError, AdminSocket
+from roost.dashboard.gauges import gauges
+from roost.dashboard.guard import COOKIE, CSRF_HEADER, Guard
+from roost.dashboard.timeline import layout, parse_trace
+from roost.peercred import tcp_peer_uid
+
+__all__ = ["build_app"]
+
+GUARD: web.AppKey[Guard] = web.AppKey("guard", Guard)
+ADMIN: web.AppKey[AdminSocket] = web.AppKey("admin", AdminSocket)
+STATIC = {"style.css": "text/css", "app.js": "text/javascript"}
+_FILE_MAX = 64 * 1024
+_ENDED_SHOWN = 10
+_ACTIVE = frozenset({"running", "starting"})
+_SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+        "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+}
+
+
+def _forbidden() -> web.Response:
+    return web.Response(status=403, text="forbidden\n", headers=_SECURITY_HEADERS)
+
+
+def _peer_uid(request: web.Request) -> int | None:
+    transport = request.transport
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None:
+        return None
+    try:
+        return tcp_peer_uid(sock)
+    except OSError:
+        return None
+
+
+@web.middleware
+async def guard_mw(request: web.Request, handler: Any) -> web.StreamResponse:
+    guard = request.app[GUARD]
+    if _peer_uid(request) != os.getuid():
+        return _forbidden()
+    if not guard.host_ok(request.headers.get("Host")):
+        return _forbidden()
+    if request.method == "GET" and request.path == "/" and "token" in request.query:
+        if not guard.token_ok(request.query.get("token")):
+            return _forbidden()
+        return web.HTTPSeeOther("/", headers={"Set-Cookie": guard.cookie_header(), **_SECURITY_HEADERS})
+    if not guard.cookie_ok(request.cookies.get(COOKIE)):
+        return _forbidden()
+    same_site = guard.origin_ok(request.headers.get("Origin")) and guard.csrf_ok(request.headers.get(CSRF_HEADER))
+    if request.method not in ("GET", "HEAD") and not same_site:
+        return _forbidden()
+    resp: web.StreamResponse = await handler(request)
+    for k, v in _SECURITY_HEADERS.items():
+        resp.headers.setdefault(k, v)
+    return resp
+
+
+def _html(text: str, status: int = 200) -> web.Response:
+    return web.Response(text=text, content_type="text/html", charset="utf-8", status=status)
+
+
+def _is_active(node: dict[str, Any]) -> bool:
+    if str(node.get("job_state") or node.get("status")) in _ACTIVE:
+        return True
+    return any(_is_active(c) for c in node.get("children") or [])
+
+
+async def _home_fragment(admin: AdminSocket) -> str:
+    roots, status, metrics = await asyncio.gather(
+        admin.get("/tree?state=all"), admin.get("/status"), admin.text("/metrics")
+    )
+    all_roots = roots.get("roots", [])
+    running = [r for r in all_roots if _is_active(r)]
+    ended = sorted((r for r in all_roots if not _is_active(r)), key=lambda r: -int(r.get("created_ms") or 0))
+    return render.home_fragment(running, ended[:_ENDED_SHOWN], gauges(status, metrics))
+
+
+async def home(request: web.Request) -> web.Response:
+    guard, admin = request.app[GUARD], request.app[ADMIN]
+    try:
+        body = await _home_fragment(admin)
+    except AdminError as exc:
+        body = f'<p class="error">{render._e(exc.message)}</p>'
+    return _html(
+        render.page("Delegation tree", f'<div id="live" data-fragment="/fragment/home">{body}</div>', csrf=guard.csrf)
+    )
+
+
+async def home_fragment(request: web.Request) -> web.Response:
+    try:
+        return _html(await _home_fragment(request.app[ADMIN]))
+    except AdminError as exc:
+        return _html(f'<p class="error">{render._e(exc.message)}</p>', status=502)
+
+
+def _read_files(workdir: str, session_id: str | None) -> tuple[str | None, list[tuple[str, str]], str]:
+    """The task text, the ``out/`` files (first 64 KiB each) and the session's trace (blocking)."""
+    from roost.capsule.taskinput import read_initial_task
+
+    wd = Path(workdir)
+    task = None
+    with contextlib.suppress(OSError):
+        initial = read_initial_task(wd)
+        task = initial.text if initial is not None else None
+    files: list[tuple[str, str]] = []
+    with contextlib.suppress(OSError):
+        for p in sorted((wd / "out").iterdir()):
+            if p.is_file():
+                with open(p, "rb") as fh:
+                    files.append((str(p.relative_to(wd)), fh.read(_FILE_MAX).decode("utf-8", "replace")))
+    trace = ""
+    if session_id:
+        with contextlib.suppress(OSError), open(wd / ".murmur" / session_id / "trace.jsonl", "rb") as fh:
+            trace = fh.read(4 * 1024 * 1024).decode("utf-8", "replace")
+    return task, files, trace
+
+
+async def _detail(admin: AdminSocket, *, job_id: str | None = None, session_id: str | None = None) -> str:
+    job = await admin.get(f"/jobs/{job_id}") if job_id else None
+    sid = session_id or (job or {}).get("session_id")
+    session = None
+    if sid:
+        with contextlib.suppress(AdminError):
+            session = await admin.get(f"/sessions/{sid}")
+    if job is None and session is not None and session.get("job_id"):
+        with contextlib.suppress(AdminError):
+            job = await admin.get(f"/jobs/{session['job_id']}")
+    src = job or session
+    if src is None:
+        raise AdminError("no such job or session", 404)
+    task, files, trace = await asyncio.get_running_loop().run_in_executor(
+        None, _read_files, str(src.get("workdir") or ""), sid
+    )
+    items, t0, t1 = layout(parse_trace(trace))
+    return render.detail_fragment(job, session, task, files, items, t0, t1)
+
+
+async def detail(request: web.Request) -> web.Response:
+    guard, admin = request.app[GUARD], request.app[ADMIN]
+    kind = "job" if request.path.startswith("/job/") else "session"
+    ident = request.match_info["ident"]
+    try:
+        body = await _detail(admin, **({"job_id": ident} if kind == "job" else {"session_id": ident}))
+    except AdminError as exc:
+        return _html(render.page("Not found", f'<p class="error">{render._e(exc.message)}</p>', csrf=guard.csrf), 404)
+    live = (
+        f'<div id="live" data-fragment="/fragment/{kind}/{render._e(ident)}">{body}</div>'
+        f'<section aria-labelledby="h-log"><h2 id="h-log">Log</h2>'
+        f'<pre id="log" class="log" data-log="/logs/{render._e(ident)}" tabindex="0" aria-live="off"></pre></section>'
+    )
+    return _html(render.page(f"{kind} {ident}", live, csrf=guard.csrf))
+
+
+async def detail_fragment(request: web.Request) -> web.Response:
+    kind, ident = request.match_info["kind"], request.match_info["ident"]
+    try:
+        return _html(
+            await _detail(request.app[ADMIN], **({"job_id": ident} if kind == "job" else {"session_id": ident}))
+        )
+    except AdminError as exc:
+        return _html(f'<p class="error">{render._e(exc.message)}</p>', status=exc.status)
+
+
+async def _sse(request: web.Request) -> web.StreamResponse:
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", **_SECURITY_HEADERS})
+    await resp.prepare(request)
+    return resp
+
+
+async def events(request: web.Request) -> web.StreamResponse:
+    """The admin event stream as server-sent events (``roost`` events; ``gone`` when it ends)."""
+    resp = await _sse(request)
+    await resp.write(b"event: hello\ndata: {}\n\n")
+    try:
+        async for ev in request.app[ADMIN].lines("/events?follow=1&replay=0"):
+            await resp.write(f"event: roost\ndata: {json.dumps(ev, separators=(',', ':'))}\n\n".encode())
+    except AdminError:
+        pass
+    with contextlib.suppress(ConnectionResetError):
+        await resp.write(b"event: gone\ndata: {}\n\n")
+    return resp
+
+
+async def logs(request: web.Request) -> web.StreamResponse:
+    """A job's or session's log lines as server-sent events, until it ends (``end`` then)."""
+    resp = await _sse(request)
+    ident = request.match_info["ident"]
+    try:
+        async for item in request.app[ADMIN].lines(f"/logs/{ident}?follow=1&tail=200"):
+            await resp.write(f"event: line\ndata: {json.dumps(item, separators=(',', ':'))}\n\n".encode())
+    except AdminError as exc:
+        await resp.write(f"event: failed\ndata: {json.dumps({'message': exc.message})}\n\n".encode())
+    with contextlib.suppress(ConnectionResetError):
+        await resp.write(b"event: end\ndata: {}\n\n")
+    return resp
+
+
+async def action(request: web.Request) -> web.Response:
+    admin = request.app[ADMIN]
+    what, ident = request.match_info["what"], request.match_info.get("ident", "")
+    try:
+        if what == "cancel":
+            job = await admin.post(f"/jobs/{ident}/cancel")
+            message = f"job {ident} ({job.get('name')}@{job.get('version')}) is {job.get('state')}"
+        elif what == "end":
+            await admin.post(f"/sessions/{ident}/end", {"reason": "ended by an operator from the dashboard"})
+            message = f"session {ident} ended"
+        elif what == "drain":
+            answer = await admin.post("/drain")
+            message = f"draining: {answer.get('active_jobs', 0)} job(s) left to finish, then the daemon stops"
+        else:
+            raise web.HTTPNotFound()
+    except AdminError as exc:
+        if what == "end" and exc.status == 404 and "session" not in exc.message:
+            exc = AdminError("this daemon cannot end a session by hand yet", 501)
+        return web.json_response({"ok": False, "message": exc.message}, status=exc.status)
+    return web.json_response({"ok": True, "message": message})
+
+
+async def static(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    if name not in STATIC:
+        raise web.HTTPNotFound()
+    data = resources.files("roost.dashboard").joinpath("static", name).read_bytes()
+    return web.Response(body=data, content_type=STATIC[name], charset="utf-8")
+
+
+def build_app(guard: Guard, admin: AdminSocket) -> web.Application:
+    app = web.Application(middlewares=[guard_mw])
+    app[GUARD] = guard
+    app[ADMIN] = admin
+    app.router.add_get("/", home)
+    app.router.add_get("/fragment/home", home_fragment)
+    app.router.add_get("/job/{ident}", detail)
+    app.router.add_get("/session/{ident}", detail)
+    app.router.add_get("/fragment/{kind:job|session}/{ident}", detail_fragment)
+    app.router.add_get("/events", events)
+    app.router.add_get("/logs/{ident}", logs)
+    app.router.add_post("/action/{what:cancel|end}/{ident}", action)
+    app.router.add_post("/action/{what:drain}", action)
+    app.router.add_get("/static/{name}", static)
+
+    async def _close(_: web.Application) -> None:
+        await admin.close()
+
+    app.on_cleanup.append(_close)
+    return app
