@@ -22,6 +22,7 @@ from roost.blocking import BlockingExecutor
 from roost.config import Config
 from roost.envelope import Envelope, violation
 from roost.errors import BadRequest, IdentityRefused, Refused
+from roost.identifiers import require_id
 from roost.ids import token_id
 from roost.keys import KeyRing
 from roost.registry import Artifact, Registry, RegistryError
@@ -134,6 +135,11 @@ def require_str(body: dict[str, Any], key: str) -> str:
     if not isinstance(value, str):
         raise BadRequest(f"invalid JSON: field '{key}' must be a string")
     return value
+
+
+def require_ident(body: dict[str, Any], key: str) -> str:
+    """A string field that must pass the identifier grammar (:mod:`roost.identifiers`)."""
+    return require_id(key, require_str(body, key))
 
 
 class Referee:
@@ -275,6 +281,8 @@ class Referee:
         job_id: str | None = None,
     ) -> Grant:
         """Referee one spawn for the session the credential names; reserve its slot durably."""
+        require_id("name", name)
+        require_id("version", version)
         parent = self.authenticate(credential)
         if self.draining:
             raise Refused("this daemon is draining: it finishes running jobs and grants no new spawns", "draining")
@@ -396,8 +404,9 @@ class Referee:
         uid: int | None = None,
     ) -> tuple[str, SessionRecord]:
         """Register a session; ``uid`` is the caller's (a child takes its parent's instead)."""
-        if not session_id.strip():
-            raise BadRequest("session_id must not be empty")
+        require_id("session_id", session_id)
+        require_id("name", name)
+        require_id("version", version)
         if self.table.get(session_id) is not None:
             raise IdentityRefused()
         ops: list[Op] = []

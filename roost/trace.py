@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from roost.identifiers import identifier_problem
 from roost.ids import event_id, token_id
 
 __all__ = [
@@ -67,7 +68,13 @@ def redact(value: Any) -> Any:
 
 
 def records_dir(workdir: str | os.PathLike[str], session_id: str) -> Path:
-    """``<workdir>/.murmur/<session_id>``: a session's records directory."""
+    """``<workdir>/.murmur/<session_id>``: a session's records directory.
+
+    Never built from an id that fails the identifier grammar (a ``ValueError``, not a path).
+    """
+    problem = identifier_problem(session_id)
+    if problem is not None:
+        raise ValueError(f"session_id {problem}")
     return Path(workdir) / ".murmur" / session_id
 
 

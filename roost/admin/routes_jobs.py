@@ -16,6 +16,7 @@ from roost.admin import bridge
 from roost.errors import BadRequest, Refused
 from roost.http.context import ROOST
 from roost.http.middleware import read_json
+from roost.identifiers import require_id
 
 __all__ = ["routes"]
 
@@ -32,7 +33,9 @@ async def jobs(request: web.Request) -> web.Response:
 
 @routes.get("/jobs/{job_id}")
 async def job(request: web.Request) -> web.Response:
-    return web.json_response(await bridge.get_job(request.app[ROOST], request.match_info["job_id"]))
+    return web.json_response(
+        await bridge.get_job(request.app[ROOST], require_id("job_id", request.match_info["job_id"]))
+    )
 
 
 @routes.post("/jobs")
@@ -46,7 +49,9 @@ async def launch(request: web.Request) -> web.Response:
 
 @routes.post("/jobs/{job_id}/cancel")
 async def cancel(request: web.Request) -> web.Response:
-    return web.json_response(await bridge.cancel(request.app[ROOST], request.match_info["job_id"]))
+    return web.json_response(
+        await bridge.cancel(request.app[ROOST], require_id("job_id", request.match_info["job_id"]))
+    )
 
 
 @routes.get("/reconcile")

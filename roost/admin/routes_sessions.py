@@ -13,6 +13,7 @@ from aiohttp import web
 from roost.admin import views
 from roost.errors import BadRequest, NotFound
 from roost.http.context import ROOST
+from roost.identifiers import require_id
 from roost.sessions import SessionRecord
 
 __all__ = ["routes"]
@@ -41,7 +42,7 @@ async def sessions(request: web.Request) -> web.Response:
 @routes.get("/sessions/{session_id}")
 async def session(request: web.Request) -> web.Response:
     roost = request.app[ROOST]
-    rec = await roost.referee.lookup(request.match_info["session_id"])
+    rec = await roost.referee.lookup(require_id("session_id", request.match_info["session_id"]))
     if rec is None:
         raise NotFound("session not found")
     body = views.session_view(rec, roost.table.live_children(rec.session_id))

@@ -26,6 +26,7 @@ from aiohttp import web
 from roost.admin import bridge
 from roost.errors import BadRequest
 from roost.http.context import ROOST
+from roost.identifiers import require_id
 from roost.launcher.records import LOG_FILE, STDOUT_PREFIX
 
 __all__ = ["routes"]
@@ -156,7 +157,7 @@ def _read_new(paths: list[Path], ends: dict[str, int]) -> list[dict[str, Any]]:
 @routes.get("/logs/{ident}")
 async def logs(request: web.Request) -> web.StreamResponse:
     roost = request.app[ROOST]
-    ident = request.match_info["ident"]
+    ident = require_id("ident", request.match_info["ident"])
     n = _count(request, "tail", 100)
     paths = await roost.executor.run(bridge.log_paths, roost, ident)
     lines, ends = await roost.executor.run(_tail, paths, n)

@@ -18,6 +18,7 @@ from roost.errors import Refused
 from roost.http.caller import caller_of
 from roost.http.context import ROOST
 from roost.http.middleware import read_json
+from roost.identifiers import require_id
 from roost.launcher.service import is_loopback
 from roost.wire import CREDENTIAL_HEADER
 
@@ -43,7 +44,9 @@ async def launch(request: web.Request) -> web.Response:
 async def get_job(request: web.Request) -> web.Response:
     roost = request.app[ROOST]
     job = await roost.launcher.find(
-        request.match_info["job_id"], request.headers.get(CREDENTIAL_HEADER), loopback=is_loopback(request.remote)
+        require_id("job_id", request.match_info["job_id"]),
+        request.headers.get(CREDENTIAL_HEADER),
+        loopback=is_loopback(request.remote),
     )
     return web.json_response(job.view())
 
@@ -52,7 +55,9 @@ async def get_job(request: web.Request) -> web.Response:
 async def cancel_job(request: web.Request) -> web.Response:
     roost = request.app[ROOST]
     job = await roost.launcher.cancel(
-        request.match_info["job_id"], request.headers.get(CREDENTIAL_HEADER), loopback=is_loopback(request.remote)
+        require_id("job_id", request.match_info["job_id"]),
+        request.headers.get(CREDENTIAL_HEADER),
+        loopback=is_loopback(request.remote),
     )
     return web.json_response(job.view())
 

@@ -13,7 +13,8 @@ from roost.errors import BadRequest, NotFound, Refused, RoostError
 from roost.http.caller import caller_of
 from roost.http.context import ROOST
 from roost.http.middleware import json_ok, read_json
-from roost.referee import require_str
+from roost.identifiers import require_id
+from roost.referee import require_ident
 from roost.sessionwatch import pid_holds_connection
 from roost.wire import CREDENTIAL_HEADER
 
@@ -41,8 +42,8 @@ async def spawn(request: web.Request) -> web.Response:
     roost = request.app[ROOST]
     try:
         body = await read_json(request)
-        name = require_str(body, "name")
-        version = require_str(body, "version")
+        name = require_ident(body, "name")
+        version = require_ident(body, "version")
         grant = await roost.referee.spawn(request.headers.get(CREDENTIAL_HEADER), name, version)
     except RoostError as exc:
         outcome = _outcome(exc)
@@ -87,9 +88,9 @@ def _optional_url(body: dict[str, Any]) -> str | None:
 async def register(request: web.Request) -> web.Response:
     roost = request.app[ROOST]
     body = await read_json(request)
-    session_id = require_str(body, "session_id")
-    name = require_str(body, "name")
-    version = require_str(body, "version")
+    session_id = require_ident(body, "session_id")
+    name = require_ident(body, "name")
+    version = require_ident(body, "version")
     workdir = _optional_workdir(body)
     if workdir is not None and not await roost.executor.run(os.path.isdir, workdir):
         raise BadRequest("workdir must be an existing directory")
@@ -142,7 +143,7 @@ async def deregister(request: web.Request) -> web.Response:
 @routes.get("/status/{session_id}")
 async def status(request: web.Request) -> web.Response:
     roost = request.app[ROOST]
-    answer = await roost.referee.status_of(request.match_info["session_id"])
+    answer = await roost.referee.status_of(require_id("session_id", request.match_info["session_id"]))
     if answer is None:
         raise NotFound("session not found")
     return json_ok(answer)

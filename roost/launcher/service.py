@@ -51,6 +51,7 @@ from roost.completion import (
 )
 from roost.errors import BadGateway, BadRequest, Conflict, IdentityRefused, NotFound, Refused, RoostError
 from roost.events import ObservedError
+from roost.identifiers import require_id
 from roost.launcher import records
 from roost.launcher.jobs import Job, JobState, StopReason, state_for_status
 from roost.launcher.keeper import KeeperClient, KeeperError
@@ -101,6 +102,8 @@ def parse_request(body: dict[str, Any]) -> LaunchRequest:
         if not isinstance(value, str):
             raise BadRequest(f"invalid JSON: field '{key}' must be a string")
     assert isinstance(name, str) and isinstance(version, str)
+    require_id("name", name)
+    require_id("version", version)
     deadline = body.get("deadline_secs")
     if deadline is not None and (
         isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not 0 < deadline <= 7 * 86400
