@@ -23,7 +23,7 @@ from a2a.client import A2AClient
 from a2a.errors import A2AError, JsonRpcError, PeerHTTPError, PeerUnreachable
 from a2a.ids import prefixed
 from a2a.models import Message, Part, TaskState
-from roost.fsutil import write_atomic
+from roost.fsutil import Place, write_atomic
 
 __all__ = [
     "COMPLETION_FILE",
@@ -195,16 +195,21 @@ def write_json_atomic(path: Path, obj: Any, *, mode: int = 0o600) -> None:
     write_atomic(path, (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8"), mode=mode)
 
 
-def write_completion(workdir: Path, rec: CompletionRecord) -> Path:
+def write_completion(workdir: Path | Place, rec: CompletionRecord) -> Path:
+    """Write ``completion.json``; into a :class:`Place` (the daemon's writes) without following links."""
+    data = (json.dumps(rec.to_dict(), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    if isinstance(workdir, Place):
+        workdir.write(COMPLETION_FILE, data)
+        return workdir.path / COMPLETION_FILE
     path = workdir / COMPLETION_FILE
-    write_json_atomic(path, rec.to_dict())
+    write_atomic(path, data)
     return path
 
 
-def read_completion(workdir: Path) -> CompletionRecord | None:
-    """The record in ``workdir``, or None when there is none or it is unreadable."""
+def read_completion(workdir: Path | Place) -> CompletionRecord | None:
+    """The record in ``workdir``, or None when there is none or it is unreadable (or a link)."""
     try:
-        raw = (workdir / COMPLETION_FILE).read_bytes()
+        raw = workdir.read(COMPLETION_FILE) if isinstance(workdir, Place) else (workdir / COMPLETION_FILE).read_bytes()
         obj = json.loads(raw)
     except (OSError, ValueError):
         return None
@@ -286,7 +291,7 @@ async def deliver(
 async def report(
     client: A2AClient,
     handle: SpawnerHandle | None,
-    workdir: Path,
+    workdir: Path | Place,
     rec: CompletionRecord,
     *,
     run_blocking: Any = None,

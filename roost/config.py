@@ -73,6 +73,8 @@ class Config(BaseModel):
     registry_recheck_secs: float = Field(default=1.0, ge=0, le=3600)
     runtime_command: tuple[str, ...] = ("mur", "run")
     capsule_command: tuple[str, ...] = ()
+    launch_uids: tuple[int, ...] | None = None
+    """Loopback uids that may launch a top-level job without a credential (None: the daemon's own)."""
     peer_fetch_max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     peer_timeout_secs: float = Field(default=30.0, gt=0, le=3600)
     # Start with a new key although roost.db exists and master.key is gone (revokes everything).

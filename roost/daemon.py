@@ -256,7 +256,7 @@ class Roost:
         if writer is not None:
             self._traces.move_to_end(rec.session_id)
             return writer
-        writer = self._traces[rec.session_id] = TraceWriter(rec.workdir, rec.session_id)
+        writer = self._traces[rec.session_id] = TraceWriter(rec.workdir, rec.session_id, uid=rec.uid)
         if len(self._traces) > MAX_OPEN_TRACES:
             _, evicted = self._traces.popitem(last=False)
             self.executor.submit(evicted.close)

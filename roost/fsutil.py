@@ -9,11 +9,27 @@ file that must be created once (the master key) is either whole or absent.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import functools
 import os
+import stat
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["fsync_dir", "write_atomic"]
+__all__ = [
+    "LinkRefused",
+    "Owner",
+    "Place",
+    "fsync_dir",
+    "open_append_at",
+    "open_beneath",
+    "owner_for",
+    "write_atomic",
+    "write_atomic_at",
+    "write_atomic_beneath",
+]
 
 
 def fsync_dir(directory: Path) -> None:
@@ -52,3 +68,198 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o600, durable: bool = 
         raise
     if durable:
         fsync_dir(path.parent)
+
+
+# -- writes beneath a directory descriptor (docs/security.md: "the daemon's own writes") --------
+
+Owner = tuple[int, int]
+"""(uid, gid) that files and directories the daemon creates for a session are given."""
+
+_DIR_OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class LinkRefused(OSError):
+    """A path component below the base is a symbolic link (or not a directory): nothing is written."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(errno.ELOOP, f"{where} is a symbolic link or not a directory; roost writes nothing through it")
+
+
+@functools.lru_cache(maxsize=1024)
+def owner_for(uid: int | None) -> Owner | None:
+    """Blocking (a passwd lookup): the owner to give new files of ``uid`` — None when the daemon
+    itself is that uid, or is not root (it cannot give files away then)."""
+    if uid is None or os.geteuid() != 0 or uid == os.geteuid():
+        return None
+    import pwd
+
+    try:
+        return uid, pwd.getpwuid(uid).pw_gid
+    except KeyError:
+        return uid, uid
+
+
+def open_beneath(
+    base: str | os.PathLike[str],
+    rel: tuple[str, ...] | list[str],
+    *,
+    create: bool = False,
+    mode: int = 0o700,
+    owner: Owner | None = None,
+) -> int:
+    """A descriptor on ``base/rel…`` reached without following any link at or below ``base``.
+
+    With ``create``, missing directories are made (``mode``, then given to ``owner``). A link
+    or non-directory anywhere on the way is :class:`LinkRefused`. The caller closes the fd.
+    """
+    try:
+        fd = os.open(base, _DIR_OPEN)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise LinkRefused(os.fspath(base)) from None
+        raise
+    where = os.fspath(base)
+    for name in rel:
+        where = os.path.join(where, name)
+        if create:
+            try:
+                os.mkdir(name, mode, dir_fd=fd)
+                made = True
+            except FileExistsError:
+                made = False
+            except BaseException:
+                os.close(fd)
+                raise
+        else:
+            made = False
+        try:
+            nfd = os.open(name, _DIR_OPEN, dir_fd=fd)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise LinkRefused(where) from None
+            raise
+        os.close(fd)
+        fd = nfd
+        if made and owner is not None:
+            os.fchown(fd, owner[0], owner[1])
+    return fd
+
+
+def write_atomic_at(
+    dir_fd: int, name: str, data: bytes, *, mode: int = 0o600, durable: bool = True, owner: Owner | None = None
+) -> None:
+    """:func:`write_atomic` relative to a directory descriptor (the temp never follows a link;
+    the rename replaces a planted link instead of writing through it)."""
+    tmp = f".{name}.{os.getpid()}.{time.monotonic_ns()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, mode, dir_fd=dir_fd)
+    try:
+        try:
+            os.fchmod(fd, mode)
+            if owner is not None:
+                os.fchown(fd, owner[0], owner[1])
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+    if durable:
+        os.fsync(dir_fd)
+
+
+def open_append_at(dir_fd: int, name: str, *, mode: int = 0o600, owner: Owner | None = None) -> int:
+    """An ``O_APPEND`` descriptor on ``name`` under ``dir_fd``, never through a link."""
+    fd = os.open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, mode, dir_fd=dir_fd)
+    if owner is not None:
+        try:
+            st = os.fstat(fd)
+            if st.st_uid != owner[0]:
+                os.fchown(fd, owner[0], owner[1])
+        except BaseException:
+            os.close(fd)
+            raise
+    return fd
+
+
+def write_atomic_beneath(
+    base: str | os.PathLike[str],
+    rel: str,
+    data: bytes,
+    *,
+    mode: int = 0o600,
+    durable: bool = True,
+    owner: Owner | None = None,
+    create: bool = False,
+) -> None:
+    """Write ``base/rel`` atomically, following no link at or below ``base``."""
+    parts = [p for p in rel.split("/") if p]
+    dfd = open_beneath(base, parts[:-1], create=create, owner=owner)
+    try:
+        write_atomic_at(dfd, parts[-1], data, mode=mode, durable=durable, owner=owner)
+    finally:
+        os.close(dfd)
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """A directory the daemon writes into for a session: ``base/rel…``, reached without links.
+
+    ``base`` is a directory that was checked (a session's registered workdir, or the daemon's
+    own state dir); ``rel`` the components below it, each opened with ``O_NOFOLLOW``; ``uid``
+    the session's uid, whom new files and directories are given to when the daemon is root.
+    """
+
+    base: str
+    rel: tuple[str, ...] = ()
+    uid: int | None = None
+
+    @property
+    def path(self) -> Path:
+        return Path(self.base, *self.rel)
+
+    def owner(self) -> Owner | None:
+        """Blocking (passwd lookup)."""
+        return owner_for(self.uid)
+
+    def open_dir(self, sub: tuple[str, ...] = (), *, create: bool = False) -> int:
+        """Blocking: a descriptor on this directory (or ``sub`` below it), following no link."""
+        return open_beneath(self.base, self.rel + sub, create=create, owner=self.owner())
+
+    def write(self, name: str, data: bytes, *, mode: int = 0o600, durable: bool = True) -> None:
+        """Blocking: replace ``name`` (``a/b`` allowed; directories made) atomically, no link followed."""
+        parts = tuple(p for p in name.split("/") if p)
+        dfd = self.open_dir(parts[:-1], create=True)
+        try:
+            write_atomic_at(dfd, parts[-1], data, mode=mode, durable=durable, owner=self.owner())
+        finally:
+            os.close(dfd)
+
+    def read(self, name: str, max_bytes: int = 1 << 20) -> bytes:
+        """Blocking: up to ``max_bytes`` of ``name``, opened without following any link."""
+        parts = tuple(p for p in name.split("/") if p)
+        dfd = self.open_dir(parts[:-1])
+        try:
+            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+        finally:
+            os.close(dfd)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, f"{name} is not a regular file")
+            chunks: list[bytes] = []
+            left = max_bytes
+            while left > 0:
+                chunk = os.read(fd, min(left, 1 << 16))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)

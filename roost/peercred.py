@@ -13,6 +13,7 @@ A connection from another host has no socket in this kernel: the lookup answers 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import ipaddress
@@ -145,6 +146,7 @@ def _parse(data: bytes, seq: int) -> int | object | None:
 
 
 _DEFAULT = SockDiag()
+atexit.register(_DEFAULT.close)
 
 
 def tcp_peer_uid(sock: socket.socket) -> int | None:

@@ -29,6 +29,7 @@ from roost.registry import Artifact, Registry, RegistryError
 from roost.reservelog import ReservationJournal, replay
 from roost.sessions import Reservation, SessionRecord, SessionTable, Slot, Trust
 from roost.store import Op, Store, StoreConflict
+from roost.workdirs import check_workdir
 
 __all__ = ["APPROVAL_TTL_MS", "Grant", "Referee", "refusals"]
 
@@ -388,6 +389,19 @@ class Referee:
         self.journal.released(gone)
         return gone
 
+    def _approver_uid(self, approval: str) -> int | None:
+        """The uid of the running session an approval was granted to (verified, not spent)."""
+        try:
+            claims = tokens.verify_approval(self.keys.approval_key, approval, now_ms=self.clock())
+        except tokens.ApprovalExpired:
+            raise Refused(refusals.EXPIRED, "approval_expired") from None
+        except tokens.TokenError:
+            raise IdentityRefused() from None
+        parent = self.table.running_session(claims.sid)
+        if parent is None:
+            raise IdentityRefused()
+        return parent.uid
+
     # -- POST /register --------------------------------------------------------------------
     async def register(
         self,
@@ -409,6 +423,11 @@ class Referee:
         require_id("version", version)
         if self.table.get(session_id) is not None:
             raise IdentityRefused()
+        if workdir is not None:
+            # The workdir must belong to the session's uid (a child's: its parent's). Checked
+            # first, so everything below still runs with no await before the table insert.
+            owner = uid if approval is None else self._approver_uid(approval)
+            workdir = await self.executor.run(check_workdir, workdir, owner)
         ops: list[Op] = []
         spent_op: Op | None
         parent_id: str | None

@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from roost.fsutil import open_append_at, open_beneath, owner_for
 from roost.identifiers import identifier_problem
 from roost.ids import event_id, token_id
 
@@ -107,9 +108,16 @@ def build_line(
     return eid, orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE)
 
 
-def _open_append(path: Path) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+def _open_append(workdir: str, session_id: str, uid: int | None) -> int:
+    """The trace file for appending: ``.murmur/<sid>/`` made beneath the workdir's descriptor,
+    no link followed on the way (a planted ``.murmur`` link is refused), new entries given to
+    the session's uid."""
+    owner = owner_for(uid)
+    dfd = open_beneath(workdir, (".murmur", session_id), create=True, owner=owner)
+    try:
+        return open_append_at(dfd, TRACE_FILE, owner=owner)
+    finally:
+        os.close(dfd)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -119,11 +127,16 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def _session_node(path: Path) -> tuple[str | None, bool]:
+def _session_node(fd: int) -> tuple[str | None, bool]:
     """The ``event_id`` of the file's ``session_start`` line (its first line), and whether that
-    answer is final: once the first line is complete, it never changes."""
+    answer is final: once the first line is complete, it never changes. Read through the
+    already-open (append) descriptor's path in /proc, so no link is followed."""
     try:
-        with open(path, "rb") as fh:
+        first_fd = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None, False
+    try:
+        with open(first_fd, "rb") as fh:
             first = fh.readline(1 << 20)
     except OSError:
         return None, False
@@ -177,8 +190,11 @@ class TraceWriter:
         *,
         session_node: str | None = None,
         fsync: bool = False,
+        uid: int | None = None,
     ) -> None:
         self.session_id = session_id
+        self.workdir = os.fspath(workdir)
+        self.uid = uid
         self.path = trace_path(workdir, session_id)
         self._node = session_node
         self._node_known = session_node is not None
@@ -204,14 +220,14 @@ class TraceWriter:
         """
         with self._lock:
             parent: str | None
+            fd = self._descriptor()
             if isinstance(parent_id, _Parent):
                 if not self._node_known:
-                    self._node, self._node_known = _session_node(self.path)
+                    self._node, self._node_known = _session_node(fd)
                 parent = self._node
             else:
                 parent = parent_id
             eid, data = build_line(event_type, self.session_id, parent, payload)
-            fd = self._descriptor()
             try:
                 _write_all(fd, data)
                 if self._fsync:
@@ -233,7 +249,7 @@ class TraceWriter:
             os.close(fd)
             self._fd = None
             self._node, self._node_known = None, False
-        self._fd = _open_append(self.path)
+        self._fd = _open_append(self.workdir, self.session_id, self.uid)
         return self._fd
 
     def close(self) -> None:

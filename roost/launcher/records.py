@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 from roost.completion import STDERR_LINES
 from roost.errors import BadRequest
-from roost.fsutil import write_atomic
+from roost.fsutil import Place, open_append_at, open_beneath, write_atomic_at
 
 __all__ = [
     "INPUT_FILE",
@@ -29,6 +30,7 @@ __all__ = [
     "append_log",
     "input_envelope",
     "parse_task",
+    "place_of",
     "prepare_child_dir",
     "stderr_tail",
 ]
@@ -72,8 +74,22 @@ def input_envelope(job_id: str, payload: dict[str, str | None]) -> dict[str, Any
     }
 
 
+def place_of(workdir: str, parent_workdir: str | None, uid: int | None) -> Place:
+    """Where a job's directory is, as a checked base and the components below it.
+
+    A delegated child's directory lies under its parent's registered workdir: the walk starts
+    there, so a link planted anywhere below (``.murmur``, ``children``, the child directory
+    itself) is refused rather than followed. A top-level job's directory is its own base.
+    """
+    if parent_workdir is not None:
+        rel = os.path.relpath(workdir, parent_workdir)
+        if not rel.startswith("..") and rel != ".":
+            return Place(parent_workdir, tuple(rel.split(os.sep)), uid)
+    return Place(workdir, (), uid)
+
+
 def prepare_child_dir(
-    child_dir: Path,
+    place: Place,
     job_id: str,
     payload: dict[str, str | None] | None,
     *,
@@ -81,38 +97,78 @@ def prepare_child_dir(
 ) -> int:
     """Create the directory (0700; ``fresh`` = must not exist), write the inputs, open the log.
 
-    Returns the log file's descriptor (the caller hands it to the child as stderr, then closes it).
+    Nothing is created or written through a link (docs/security.md); what is created belongs to
+    the job's uid. Returns the log file's descriptor (the caller hands it to the child as
+    stderr, then closes it).
     """
-    if fresh:
-        child_dir.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        child_dir.mkdir(mode=0o700)
+    owner = place.owner()
+    if place.rel:
+        parent = open_beneath(place.base, place.rel[:-1], create=True, owner=owner)
+        try:
+            if fresh:
+                os.mkdir(place.rel[-1], 0o700, dir_fd=parent)
+                made = True
+            else:
+                try:
+                    os.mkdir(place.rel[-1], 0o700, dir_fd=parent)
+                    made = True
+                except FileExistsError:
+                    made = False
+            child = open_beneath(place.base, place.rel)
+        finally:
+            os.close(parent)
+        if made and owner is not None:
+            os.fchown(child, owner[0], owner[1])
     else:
-        child_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    meta = child_dir / "meta"
-    meta.mkdir(exist_ok=True, mode=0o700)
-    write_atomic(child_dir / JOB_ID_FILE, (job_id + "\n").encode())
-    if payload is not None:
-        data = json.dumps(input_envelope(job_id, payload), indent=2, ensure_ascii=False) + "\n"
-        write_atomic(child_dir / INPUT_FILE, data.encode("utf-8"))
-    log_path = child_dir / LOG_FILE
-    log_path.parent.mkdir(exist_ok=True, mode=0o700)
-    return os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        if fresh:
+            Path(place.base).mkdir(parents=True, mode=0o700)
+        child = open_beneath(place.base, ())
+        if fresh and owner is not None:
+            os.fchown(child, owner[0], owner[1])
+    try:
+        meta = open_beneath(place.base, (*place.rel, "meta"), create=True, owner=owner)
+        try:
+            write_atomic_at(meta, "job_id.txt", (job_id + "\n").encode(), durable=False, owner=owner)
+        finally:
+            os.close(meta)
+        if payload is not None:
+            data = json.dumps(input_envelope(job_id, payload), indent=2, ensure_ascii=False) + "\n"
+            write_atomic_at(child, INPUT_FILE, data.encode("utf-8"), durable=False, owner=owner)
+        logs = open_beneath(place.base, (*place.rel, ".murmur"), create=True, owner=owner)
+        try:
+            return open_append_at(logs, "launcher.log", owner=owner)
+        finally:
+            os.close(logs)
+    finally:
+        os.close(child)
 
 
-def append_log(child_dir: str, lines: list[str]) -> None:
+def append_log(place: Place, lines: list[str]) -> None:
     """Append the child's later stdout lines to its log, marked so they are not read as stderr."""
     data = "".join(f"{STDOUT_PREFIX}{ln}\n" for ln in lines).encode("utf-8", "replace")
-    fd = os.open(Path(child_dir) / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    logs = place.open_dir((".murmur",), create=True)
+    try:
+        fd = open_append_at(logs, "launcher.log", owner=place.owner())
+    finally:
+        os.close(logs)
     try:
         os.write(fd, data)
     finally:
         os.close(fd)
 
 
-def stderr_tail(child_dir: str, n: int = STDERR_LINES, max_bytes: int = 64 * 1024) -> list[str]:
-    """The last ``n`` stderr lines of the child's log (stdout lines skipped); [] when unreadable."""
+def stderr_tail(place: Place, n: int = STDERR_LINES, max_bytes: int = 64 * 1024) -> list[str]:
+    """The last ``n`` stderr lines of the child's log (stdout lines skipped); [] when unreadable
+    (or when the log was replaced by a link: nothing is read through one)."""
     try:
-        with open(Path(child_dir) / LOG_FILE, "rb") as fh:
+        logs = place.open_dir((".murmur",))
+        try:
+            fd = os.open("launcher.log", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=logs)
+        finally:
+            os.close(logs)
+        with open(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return []
             fh.seek(0, os.SEEK_END)
             size = fh.tell()
             fh.seek(max(0, size - max_bytes))

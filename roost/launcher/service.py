@@ -51,16 +51,27 @@ from roost.completion import (
 )
 from roost.errors import BadGateway, BadRequest, Conflict, IdentityRefused, NotFound, Refused, RoostError
 from roost.events import ObservedError
+from roost.fsutil import Place
 from roost.identifiers import require_id
 from roost.launcher import records
 from roost.launcher.jobs import Job, JobState, StopReason, state_for_status
 from roost.launcher.keeper import KeeperClient, KeeperError
 from roost.launcher.lifeline import connect_keeper, make_pipe, stop_keeper
-from roost.launcher.spawn import ChildSpec, apply_limits, capsule_host_env, child_argv, child_env, start_process
+from roost.launcher.spawn import (
+    CannotSwitchUser,
+    ChildSpec,
+    apply_limits,
+    capsule_host_env,
+    child_argv,
+    child_env,
+    run_as,
+    start_process,
+)
 from roost.launcher.supervise import ProcessWatch, signal_group, stop_group
 from roost.referee import refusals, wall_ms
 from roost.sessions import SessionRecord
 from roost.trace import read_trace, trace_path
+from roost.workdirs import check_workdir
 
 if TYPE_CHECKING:
     from roost.daemon import Roost
@@ -261,6 +272,11 @@ class Launcher:
         if self.keeper is not None:
             self.keeper.close(job_id)
 
+    @staticmethod
+    def _place(job: Job) -> Place:
+        """The job's directory as the daemon writes into it: beneath its base, following no link."""
+        return records.place_of(job.workdir, job.parent_workdir, job.uid)
+
     def _attrs(self, job: Job, **more: Any) -> dict[str, Any]:
         out: dict[str, Any] = {
             "roost.process.job_id": job.job_id,
@@ -272,7 +288,13 @@ class Launcher:
 
     # -- POST /jobs ------------------------------------------------------------------------------
     async def launch(
-        self, body: dict[str, Any], credential: str | None, *, loopback: bool, uid: int | None = None
+        self,
+        body: dict[str, Any],
+        credential: str | None,
+        *,
+        loopback: bool,
+        uid: int | None = None,
+        operator: bool = False,
     ) -> Job:
         """Launch a job; ``uid`` is the caller's (used for a top-level job; a delegated one takes its parent's)."""
         roost = self.roost
@@ -286,6 +308,7 @@ class Launcher:
         artifact: Artifact
         if credential is not None:
             parent = roost.referee.authenticate(credential)
+            _check_switch(parent.uid)
             if parent.workdir is None:
                 raise Conflict(
                     "this session registered without a workdir, so roost has nowhere to put a child "
@@ -310,6 +333,14 @@ class Launcher:
         else:
             if not loopback:
                 raise Refused("a top-level job may only be launched from this host (a loopback address)")
+            if not operator:
+                allowed = cfg.launch_uids if cfg.launch_uids is not None else (os.geteuid(),)
+                if uid is None or uid not in allowed:
+                    raise Refused(
+                        "a top-level job without a credential may be launched only from the admin socket "
+                        f"or by a local user listed in launch_uids (uid {uid} is not)"
+                    )
+            _check_switch(uid)
             if roost.referee.draining:
                 raise Refused("this daemon is draining: it finishes running jobs and starts no new ones")
             if req.name not in cfg.spawn_allow:
@@ -318,6 +349,14 @@ class Launcher:
             live = roost.table.live_capsules() + self._starting_top
             if live >= cfg.max_live_capsules:
                 raise Refused(refusals.ceiling(cfg.max_live_capsules, live))
+            if req.workdir is not None:
+                # The workdir must be the launching caller's own (docs/security.md).
+                await roost.executor.run(check_workdir, req.workdir, uid)
+            elif uid != os.geteuid():
+                raise Refused(
+                    "a top-level job launched by another user needs a 'workdir' of that user's own: "
+                    "roost keeps its own job directories private to the daemon's user"
+                )
             artifact = await roost.referee.resolve(req.name, req.version)
             trust = "trusted"
             fresh = req.workdir is None
@@ -382,7 +421,7 @@ class Launcher:
         span = roost.events.start("roost.process.start", **self._attrs(job))
         try:
             log_fd = await roost.executor.run(
-                records.prepare_child_dir, Path(job.workdir), job.job_id, task, fresh=fresh
+                records.prepare_child_dir, self._place(job), job.job_id, task, fresh=fresh
             )
         except OSError as exc:
             self._release(jti)
@@ -403,6 +442,12 @@ class Launcher:
         if parent is not None:
             allowed = set(parent.manifest.capabilities.env.allow)
             allow = [n for n in allow if n in allowed]
+        try:
+            user = await roost.executor.run(run_as, job.uid)
+        except CannotSwitchUser as exc:
+            self._release(jti)
+            await self._fail_start(job, parent, span, t0, str(exc), exit_status=None)
+            raise Refused(str(exc)) from None
         read_fd, write_fd = make_pipe()
         spec = ChildSpec(
             argv=child_argv(cfg, artifact.manifest, job.workdir, delegated=parent is not None),
@@ -418,6 +463,7 @@ class Launcher:
             cwd=job.workdir,
             lifeline_fd=read_fd,
             stderr_fd=log_fd,
+            user=user,
         )
         spec.env["MURMUR_ROOST_INSTANCE"] = roost.events.run_id
         if artifact.manifest.entrypoint:
@@ -474,7 +520,7 @@ class Launcher:
                 signal_group(popen.pid, signal.SIGKILL)
             status = await asyncio.shield(watch.exited)
             self._release(jti)
-            tail = await roost.executor.run(records.stderr_tail, job.workdir)
+            tail = await roost.executor.run(records.stderr_tail, self._place(job))
             reason = why if not tail else f"{why}; its last stderr lines were:\n" + "\n".join(tail[-5:])
             await self._fail_start(job, parent, span, t0, reason, exit_status=status)
             if "did not report ready" in why:
@@ -613,7 +659,7 @@ class Launcher:
                 return
             batch = [line.decode("utf-8", "replace").rstrip("\n")]
             with contextlib.suppress(OSError):
-                await self.roost.executor.run(records.append_log, job.workdir, batch)
+                await self.roost.executor.run(records.append_log, self._place(job), batch)
 
     # -- exit, completion ------------------------------------------------------------------------
     async def _supervise(self, job: Job, live: _Live) -> None:
@@ -696,7 +742,7 @@ class Launcher:
 
     async def _complete(self, job: Job, own_end: str | None) -> None:
         roost = self.roost
-        child_dir = Path(job.workdir)
+        child_dir = self._place(job)
         existing = await roost.executor.run(read_completion, child_dir)
         handle = SpawnerHandle.parse(job.handle) if job.handle else None
         parent = roost.table.get(job.parent_id) if job.parent_id else None
@@ -738,7 +784,7 @@ class Launcher:
             final = await report(roost.a2a, None, child_dir, rec, run_blocking=roost.executor.run)
             outcome, reason = final.status, None
         else:
-            tail = await roost.executor.run(records.stderr_tail, job.workdir)
+            tail = await roost.executor.run(records.stderr_tail, self._place(job))
             rec = self._launcher_record(job, "crashed", duration, crash_detail(job.exit_status or "unknown", tail))
             final = await self._deliver(job, handle, rec, attempts=2)
             outcome, reason = "crashed", rec.detail
@@ -767,7 +813,7 @@ class Launcher:
         """Record, post (at most ``attempts`` times), record again. At most once across a crash."""
         roost = self.roost
         if handle is None or not handle.addressed:
-            return await report(roost.a2a, None, Path(job.workdir), rec, run_blocking=roost.executor.run)
+            return await report(roost.a2a, None, self._place(job), rec, run_blocking=roost.executor.run)
         span = roost.events.start(
             "roost.completion.deliver", subsystem="completion", **self._attrs(job, attempts=attempts)
         )
@@ -781,7 +827,7 @@ class Launcher:
             final = await report(
                 roost.a2a,
                 handle,
-                Path(job.workdir),
+                self._place(job),
                 final,
                 run_blocking=roost.executor.run,
                 window_secs=self.delivery_window_secs,
@@ -976,9 +1022,19 @@ class Launcher:
             return None
         job = Job.from_row(rows[0])
         if job.final:
-            rec = await self.roost.executor.run(read_completion, Path(job.workdir))
+            rec = await self.roost.executor.run(read_completion, self._place(job))
             job.completion = rec.to_dict() if rec is not None else None
         return job
+
+
+def _check_switch(uid: int | None) -> None:
+    """Refuse at once a job whose uid this daemon could never switch to (not root, another uid)."""
+    me = os.geteuid()
+    if uid is not None and uid != me and me != 0:
+        raise Refused(
+            f"this daemon runs as uid {me}, so it cannot start a child as uid {uid} (the session's "
+            "own); run the daemon as root (with CAP_SETUID/CAP_SETGID) or as that user"
+        )
 
 
 def _a(attrs: dict[str, Any]) -> dict[str, Any]:

@@ -29,7 +29,17 @@ import psutil
 from roost.config import Config
 from roost.manifest import Manifest, ResourceCaps
 
-__all__ = ["ChildSpec", "apply_limits", "capsule_host_env", "child_argv", "child_env", "start_process"]
+__all__ = [
+    "CannotSwitchUser",
+    "ChildSpec",
+    "RunAs",
+    "apply_limits",
+    "capsule_host_env",
+    "child_argv",
+    "child_env",
+    "run_as",
+    "start_process",
+]
 
 
 # Never copied through an env.allow list: runtime names and anything that carries identity.
@@ -90,6 +100,47 @@ def capsule_host_env(cfg: Config) -> dict[str, str]:
     return env
 
 
+@dataclass(frozen=True, slots=True)
+class RunAs:
+    """The identity a child is started with: uid, primary gid, supplementary groups, home."""
+
+    uid: int
+    gid: int
+    groups: tuple[int, ...]
+    home: str | None
+
+
+class CannotSwitchUser(Exception):
+    """The daemon cannot start a child as the session's uid; the message is one sentence."""
+
+
+def run_as(uid: int | None) -> RunAs | None:
+    """Blocking (passwd/group lookups): who a child of a session of ``uid`` runs as.
+
+    None means "as the daemon itself" (the same uid, or no uid recorded). A root daemon
+    switches to any other uid; any other daemon refuses (:class:`CannotSwitchUser`).
+    """
+    me = os.geteuid()
+    if uid is None or uid == me:
+        return None
+    if me != 0:
+        raise CannotSwitchUser(
+            f"this daemon runs as uid {me}, so it cannot start a child as uid {uid} (the session's "
+            "own); run the daemon as root (with CAP_SETUID/CAP_SETGID) or as that user"
+        )
+    import pwd
+
+    try:
+        pw = pwd.getpwuid(uid)
+    except KeyError:
+        return RunAs(uid=uid, gid=uid, groups=(), home=None)
+    try:
+        groups = tuple(g for g in os.getgrouplist(pw.pw_name, pw.pw_gid) if g != pw.pw_gid)
+    except OSError:
+        groups = ()
+    return RunAs(uid=uid, gid=pw.pw_gid, groups=groups, home=pw.pw_dir or None)
+
+
 @dataclass(slots=True)
 class ChildSpec:
     argv: list[str]
@@ -97,10 +148,22 @@ class ChildSpec:
     cwd: str
     lifeline_fd: int
     stderr_fd: int
+    user: RunAs | None = None
 
 
 def start_process(spec: ChildSpec) -> subprocess.Popen[bytes]:
-    """Start the child in its own process group. Call from the event loop's thread only."""
+    """Start the child in its own process group. Call from the event loop's thread only.
+
+    With ``spec.user`` the child's uid, gid and supplementary groups are set in the forked
+    child before exec (``Popen(user=, group=, extra_groups=)``): it never runs a single
+    instruction of its own as the daemon's user.
+    """
+    user = group = None
+    extra_groups: list[int] | None = None
+    if spec.user is not None:
+        user, group, extra_groups = spec.user.uid, spec.user.gid, list(spec.user.groups)
+        if spec.user.home:
+            spec.env["HOME"] = spec.user.home
     return subprocess.Popen(
         spec.argv,
         stdin=subprocess.PIPE,
@@ -111,6 +174,9 @@ def start_process(spec: ChildSpec) -> subprocess.Popen[bytes]:
         pass_fds=(spec.lifeline_fd,),
         close_fds=True,
         process_group=0,
+        user=user,
+        group=group,
+        extra_groups=extra_groups,
     )
 
 

@@ -172,7 +172,7 @@ async def _fetch(
         f"{PREFIX}/{handle}", encoded=True
     )
     name = stored_path(handle_id, hint_from_token(handle))
-    writer = PeerInWriter(rec.workdir)
+    writer = PeerInWriter(rec.workdir, rec.uid)
     try:
         async with asyncio.timeout(cfg.peer_timeout_secs):
             result = await _exchange(plane, url, peer, own, writer, name, want_etag, cfg.peer_fetch_max_bytes)

@@ -132,7 +132,7 @@ async def mint(plane: PeerPlane, rec: SessionRecord, body: dict[str, Any]) -> di
     except paths.PathRefused:
         raise await refuse(OutsideRoot("the path names a location outside the peer export root")) from None
     try:
-        await roost.executor.run(stat_export, rec.workdir, root_components(plane_cfg.root), components)
+        await roost.executor.run(stat_export, rec.workdir, root_components(plane_cfg.root), components, rec.uid)
     except PeerError as err:
         raise await refuse(_mint_sentence(err)) from None
 

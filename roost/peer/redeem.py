@@ -85,6 +85,8 @@ log = structlog.get_logger("roost.peer")
 PREFIX: Final = "/resources/peer"
 SMALL_FILE: Final = 64 * 1024
 _HASH_CHUNK: Final = 1024 * 1024
+MAX_AUDIENCE: Final = 512
+"""Longest ``x-murmur-audience`` considered (``name@host:port``); a longer one is no audience."""
 AUDIENCE_HEADER: Final = "x-murmur-audience"
 
 
@@ -116,6 +118,22 @@ def claimed_session(token: str, lookup: Callable[[str], SessionRecord | None]) -
     return lookup(iss) if iss is not None else None
 
 
+def _verified_claimant(
+    token: str, audience_values: list[str], lookup: Callable[[str], SessionRecord | None], roost: Any
+) -> SessionRecord | None:
+    """The session a refused token names, only if its MAC verifies (so its trace may record it)."""
+    rec = claimed_session(token, lookup)
+    if rec is None or len(audience_values) != 1 or len(audience_values[0]) > MAX_AUDIENCE:
+        return None
+    try:
+        parts = tokens.split(token, tokens.HANDLE_TAG)
+    except tokens.Malformed:
+        return None
+    key = roost.keys.handle_key(rec.session_id, rec.handle_salt)
+    audience = audience_values[0].strip()
+    return rec if tokens.mac_ok(key, tokens.HANDLE_DOMAIN, parts.payload_segment, parts.mac, audience) else None
+
+
 def verify(
     token: str,
     audience_values: list[str],
@@ -133,7 +151,7 @@ def verify(
         parts = tokens.split(token, tokens.HANDLE_TAG)
     except tokens.Malformed:
         raise MalformedHandle() from None
-    if len(audience_values) != 1 or not audience_values[0].strip():
+    if len(audience_values) != 1 or not audience_values[0].strip() or len(audience_values[0]) > MAX_AUDIENCE:
         raise MissingAudience()
     audience = audience_values[0].strip()
     iss = _unverified_iss(parts.payload_bytes)
@@ -197,7 +215,7 @@ class SmallBody:
 
 
 def _open_and_read(
-    workdir: str, root: tuple[str, ...], components: tuple[str, ...], max_bytes: int
+    workdir: str, root: tuple[str, ...], components: tuple[str, ...], max_bytes: int, uid: int | None = None
 ) -> SmallBody | OpenedFile:
     """One executor job for the common case: walk, open, and (small file) read + hash + close.
 
@@ -205,7 +223,7 @@ def _open_and_read(
     1``: a file that grew past the ceiling is ``too_large``) and hashed from the very bytes that
     will be sent. A larger one is returned open for the streaming path.
     """
-    opened = open_export(workdir, root, components, max_bytes)
+    opened = open_export(workdir, root, components, max_bytes, uid)
     if opened.size > SMALL_FILE:
         return opened
     try:
@@ -325,7 +343,8 @@ async def redeem(plane: PeerPlane, request: web.Request) -> web.StreamResponse:
             now_ms=roost.clock(),
         )
     except PeerError as err:
-        return await refuse(claimed_session(token, lookup), None, err)
+        # A forgery costs nothing: no trace line, no file, unless the MAC verified.
+        return await refuse(_verified_claimant(token, audience_values, lookup, roost), None, err)
 
     rec, path = v.rec, v.claims.p
     plane_cfg = rec.manifest.exports.peer_files
@@ -334,7 +353,12 @@ async def redeem(plane: PeerPlane, request: web.Request) -> web.StreamResponse:
         return await refuse(rec, path, NotFound())
     try:
         got = await roost.executor.run(
-            _open_and_read, rec.workdir, root_components(plane_cfg.root), v.components, plane_cfg.max_bytes
+            _open_and_read,
+            rec.workdir,
+            root_components(plane_cfg.root),
+            v.components,
+            plane_cfg.max_bytes,
+            rec.uid,
         )
     except PeerError as err:
         return await refuse(rec, path, err)

@@ -28,8 +28,12 @@ from dataclasses import dataclass
 from typing import Final
 
 from roost.peer.errors import IoError, NotARegularFile, NotFound, PeerError, SymlinkRefused, TooLarge
+from roost.workdirs import R_OK, X_OK, groups_of, may_access
 
-__all__ = ["OpenedFile", "map_oserror", "open_export", "root_components", "stat_export"]
+Reader = tuple[int, frozenset[int]]
+"""A uid and its groups: the session's own uid, on whose behalf a file is read."""
+
+__all__ = ["OpenedFile", "Reader", "map_oserror", "open_export", "reader_for", "root_components", "stat_export"]
 
 _DIR_FLAGS: Final = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -81,12 +85,44 @@ def _classify_non_dir(parent: int, name: str) -> PeerError:
     return SymlinkRefused() if stat.S_ISLNK(st.st_mode) else NotFound()
 
 
-def _walk(workdir: str, dirs: tuple[str, ...]) -> int:
-    """Open ``workdir`` and descend through ``dirs`` without following links; return the last fd."""
+def reader_for(uid: int | None) -> Reader | None:
+    """Blocking (a passwd lookup): the reader for a session's uid; None when no check is needed."""
+    if uid is None or uid == 0:
+        return None
+    return (uid, groups_of(uid))
+
+
+def _denied() -> PeerError:
+    # What the session's own uid would get opening it: EACCES.
+    return IoError("permission denied")
+
+
+def _check(fd: int, reader: Reader | None, want: int) -> None:
+    """Refuse unless the session's uid could ``want`` the object behind ``fd`` (checked on the descriptor)."""
+    if reader is None:
+        return
+    try:
+        st = os.fstat(fd)
+    except OSError as exc:
+        raise map_oserror(exc) from None
+    if not may_access(st, reader[0], reader[1], want):
+        raise _denied()
+
+
+def _walk(workdir: str, dirs: tuple[str, ...], reader: Reader | None = None) -> int:
+    """Open ``workdir`` and descend through ``dirs`` without following links; return the last fd.
+
+    With a ``reader``, every directory on the way must be searchable by that uid.
+    """
     try:
         fd = os.open(workdir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
         raise map_oserror(exc) from None
+    try:
+        _check(fd, reader, X_OK)
+    except PeerError:
+        os.close(fd)
+        raise
     for name in dirs:
         try:
             nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
@@ -96,6 +132,11 @@ def _walk(workdir: str, dirs: tuple[str, ...]) -> int:
             raise err from None
         os.close(fd)
         fd = nfd
+        try:
+            _check(fd, reader, X_OK)
+        except PeerError:
+            os.close(fd)
+            raise
     return fd
 
 
@@ -111,21 +152,34 @@ def _lstat_final(parent: int, name: str) -> os.stat_result:
     return st
 
 
-def stat_export(workdir: str, root: tuple[str, ...], components: tuple[str, ...]) -> os.stat_result:
-    """Mint-time check: the target exists under the root, reached without links, and is a regular file."""
-    parent = _walk(workdir, root + components[:-1])
+def stat_export(
+    workdir: str, root: tuple[str, ...], components: tuple[str, ...], uid: int | None = None
+) -> os.stat_result:
+    """Mint-time check: the target exists under the root, reached without links, is a regular
+    file, and (with ``uid``) that uid could read it."""
+    reader = reader_for(uid)
+    parent = _walk(workdir, root + components[:-1], reader)
     try:
-        return _lstat_final(parent, components[-1])
+        st = _lstat_final(parent, components[-1])
     finally:
         os.close(parent)
+    if reader is not None and not may_access(st, reader[0], reader[1], R_OK):
+        raise _denied()
+    return st
 
 
-def open_export(workdir: str, root: tuple[str, ...], components: tuple[str, ...], max_bytes: int) -> OpenedFile:
+def open_export(
+    workdir: str, root: tuple[str, ...], components: tuple[str, ...], max_bytes: int, uid: int | None = None
+) -> OpenedFile:
     """Redeem-time open: walk, refuse links and non-regular files, check size on the descriptor.
 
-    The caller owns the returned descriptor and must close it.
+    With ``uid`` (the minting session's), every directory must be searchable and the opened
+    file readable by that uid, judged from the descriptors: a hard link to another user's file,
+    a file planted by root or a bind mount of ``/proc`` gives that uid nothing it could not
+    read itself. The caller owns the returned descriptor and must close it.
     """
-    parent = _walk(workdir, root + components[:-1])
+    reader = reader_for(uid)
+    parent = _walk(workdir, root + components[:-1], reader)
     try:
         # Refuse FIFOs, devices and sockets without opening them (opening a device can have
         # side effects); the descriptor is re-checked below in case the name was swapped.
@@ -140,6 +194,8 @@ def open_export(workdir: str, root: tuple[str, ...], components: tuple[str, ...]
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise NotARegularFile()
+        if reader is not None and not may_access(st, reader[0], reader[1], R_OK):
+            raise _denied()
         if st.st_size > max_bytes:
             raise TooLarge(max_bytes)
     except BaseException:

@@ -21,11 +21,14 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import errno
 import json
 import os
 import re
 import secrets
 from typing import Final
+
+from roost.workdirs import W_OK, X_OK, groups_of, may_access
 
 __all__ = ["PEER_IN", "PeerInWriter", "clean_name", "hint_from_token", "stored_path"]
 
@@ -68,8 +71,9 @@ class PeerInWriter:
     ``open()`` → ``write()``… → ``commit(name)``; ``abort()`` on any failure removes the temp.
     """
 
-    def __init__(self, workdir: str) -> None:
+    def __init__(self, workdir: str, uid: int | None = None) -> None:
         self.workdir = workdir
+        self.uid = uid if uid != 0 else None
         self._dir: int | None = None
         self._fd: int | None = None
         self._tmp: str | None = None
@@ -77,14 +81,30 @@ class PeerInWriter:
     def open(self) -> None:
         wd = os.open(self.workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            with contextlib.suppress(FileExistsError):
+            self._may_write(wd)
+            try:
                 os.mkdir(PEER_IN, 0o700, dir_fd=wd)
+                created = True
+            except FileExistsError:
+                created = False
             self._dir = os.open(PEER_IN, _DIR_FLAGS, dir_fd=wd)
+            if created and self.uid is not None:
+                os.fchown(self._dir, self.uid, -1)
+            self._may_write(self._dir)
         finally:
             os.close(wd)
         self._tmp = f".{secrets.token_hex(8)}.part"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         self._fd = os.open(self._tmp, flags, 0o600, dir_fd=self._dir)
+        if self.uid is not None:
+            os.fchown(self._fd, self.uid, -1)
+
+    def _may_write(self, fd: int) -> None:
+        """Refuse (EACCES) a directory the session's own uid could not write into (judged on ``fd``)."""
+        if self.uid is None:
+            return
+        if not may_access(os.fstat(fd), self.uid, groups_of(self.uid), W_OK | X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
 
     def write(self, data: bytes) -> None:
         assert self._fd is not None

@@ -134,6 +134,12 @@ async def test_top_level_workdir_and_refusals(daemon_factory: Any, registry: Reg
     status, body, _, _ = await d.call(
         "POST", "/jobs", json={"name": "solo", "version": "0.1.0", "workdir": str(target), "task": "sleep 0.1"}
     )
+    # A top-level job names an existing directory of the caller's (docs/security.md).
+    assert status == 403 and body["error"].startswith(f"the workdir {target} does not exist"), body
+    target.mkdir(parents=True)
+    status, body, _, _ = await d.call(
+        "POST", "/jobs", json={"name": "solo", "version": "0.1.0", "workdir": str(target), "task": "sleep 0.1"}
+    )
     assert status == 201, body
     assert body["workdir"] == str(target)
     final = await job_final(d, body["job_id"])
