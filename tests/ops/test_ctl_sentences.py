@@ -63,6 +63,8 @@ def test_name_at_version_is_accepted_and_printed(daemon: Daemon) -> None:
     assert res.code == 0, res
     assert "(sleeper@0.1.0); waiting" in res.err and re.search(r"capsule\s+sleeper@0\.1\.0", res.out)
     assert "sleeper@0.1.0" in daemon.ctl("jobs").out and "sleeper@0.1.0" in daemon.ctl("tree", "--all").out
+    sid = next(ln.split()[-1] for ln in res.out.splitlines() if ln.startswith("session "))
+    assert re.search(r"^capsule\s+sleeper@0\.1\.0$", daemon.ctl("sessions", sid).out, flags=re.M)
     assert daemon.ctl("spawn", "sleeper@0.1.0", "0.1.0", "--task", "0").code == 2
     res = daemon.ctl("spawn", "sleeper", "--task", "0")
     assert res.code == 2 and "give NAME@VERSION, e.g. sleeper@0.1.0" in res.err

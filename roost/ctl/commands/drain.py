@@ -45,10 +45,8 @@ def _waiting(ctx: Context, status: dict[str, Any]) -> list[str]:
     width = max(len(f"{j.get('name')}@{j.get('version')}") for j in jobs)
     for j in jobs:
         capsule = f"{j.get('name')}@{j.get('version')}".ljust(width)
-        lines.append(
-            f"  {j.get('job_id')}  {capsule}  {j.get('state')} for {fmt_age(j.get('created_ms'))}"
-            f"  end it: roostctl cancel {j.get('job_id')}"
-        )
+        lines.append(f"  {j.get('job_id')}  {capsule}  {j.get('state')} for {fmt_age(j.get('created_ms'))}")
+        lines.append(f"    end it: roostctl cancel {j.get('job_id')}")
     return lines
 
 

@@ -38,10 +38,13 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         if out.as_json:
             out.json(one)
         else:
-            out.pairs(
+            rows = [("capsule", f"{one.get('name')}@{one.get('version')}")]
+            rows += [
                 (label_of(k), fmt_ms(v) if k.endswith("_ms") else ", ".join(v) if isinstance(v, list) else v)
                 for k, v in one.items()
-            )
+                if k not in ("name", "version")
+            ]
+            out.pairs(rows)
         return 0
     state = "all" if args.all else args.state
     body = ctx.client.call("GET", f"/sessions?state={state}")
