@@ -16,9 +16,10 @@ _HEX = frozenset("0123456789abcdef")
 _ZERO_TRACE = "0" * 32
 _ZERO_SPAN = "0" * 16
 
-# tracestate (W3C Trace Context §3.3): simple or multi-tenant keys, printable values.
-_KEY = re.compile(r"^(?:[a-z0-9][a-z0-9_\-*/]{0,255}|[a-z0-9][a-z0-9_\-*/]{0,240}@[a-z][a-z0-9_\-*/]{0,13})$")
-_VALUE = re.compile(r"^[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]$")
+# tracestate (W3C Trace Context): simple or multi-tenant keys, printable values. Always
+# `fullmatch`, never `match` + `$`: `$` also matches before a trailing newline.
+_KEY = re.compile(r"[a-z0-9][a-z0-9_\-*/]{0,255}|[a-z0-9][a-z0-9_\-*/]{0,240}@[a-z][a-z0-9_\-*/]{0,13}")
+_VALUE = re.compile(r"[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]")
 MAX_TRACESTATE_MEMBERS = 32
 
 
@@ -107,7 +108,7 @@ def parse_tracestate(value: str | None) -> list[tuple[str, str]] | None:
         if not item:
             continue
         key, sep, val = item.partition("=")
-        if not sep or not _KEY.match(key) or not _VALUE.match(val) or key in seen:
+        if not sep or not _KEY.fullmatch(key) or not _VALUE.fullmatch(val) or key in seen:
             return None
         seen.add(key)
         members.append((key, val))

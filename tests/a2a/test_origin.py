@@ -80,18 +80,30 @@ def test_local_user() -> None:
     assert (p.origin, p.trust, p.lane) == (Origin.USER, Trust.TRUSTED, Lane.USER)
 
 
+DERIVED = "Provenance is derived: use Provenance.from_wire() or Provenance.local_user()"
+
+
 def test_sealed_value_object() -> None:
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError) as ei:
         Provenance(Origin.USER, Trust.TRUSTED)
-    with pytest.raises(TypeError):
-        Provenance._derive(Origin.USER, Trust.TRUSTED, object())
+    assert str(ei.value) == DERIVED
+    for seal in (object(), None):
+        with pytest.raises(TypeError) as ei:
+            Provenance._derive(Origin.USER, Trust.TRUSTED, seal)
+        assert str(ei.value) == DERIVED
     p = Provenance.from_wire("peer", "trusted")
-    with pytest.raises(AttributeError):
+    with pytest.raises(AttributeError, match=r"^Provenance is immutable$"):
         p._trust = Trust.UNTRUSTED
-    with pytest.raises(AttributeError):
+    with pytest.raises(AttributeError, match=r"^Provenance is immutable$"):
         p.origin = Origin.USER  # type: ignore[misc]
-    with pytest.raises(TypeError):
+    for name in ("_trust", "_origin", "origin"):
+        with pytest.raises(AttributeError) as ei:
+            delattr(p, name)
+        assert str(ei.value) == "Provenance is immutable"
+    assert (p.origin, p.trust) == (Origin.PEER, Trust.TRUSTED)
+    with pytest.raises(TypeError) as ei:
         pickle.dumps(p)
+    assert str(ei.value) == "Provenance cannot be pickled; derive it again"
     assert p == Provenance.from_wire("PEER", "TRUSTED") and hash(p) == hash(Provenance.from_wire("peer", "trusted"))
     assert p != Provenance.from_wire("peer", None)
     assert repr(p) == "Provenance(origin='peer', trust='trusted')"

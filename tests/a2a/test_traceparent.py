@@ -62,6 +62,12 @@ def test_higher_versions() -> None:
     assert traceparent.parse("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09") is not None
 
 
+def test_flags_ff_are_kept_and_sampled() -> None:
+    tp = traceparent.parse(VALID[:-2] + "ff")
+    assert tp is not None and tp.flags == "ff" and tp.sampled
+    assert tp.format() == VALID[:-2] + "ff" and tp.child().flags == "ff"
+
+
 def test_flags_are_a_mask() -> None:
     tp = traceparent.parse(VALID[:-2] + "03")
     assert tp is not None and tp.sampled
@@ -132,6 +138,9 @@ def test_new_ids_never_zero() -> None:
         ("tenant@vendor=x", [("tenant@vendor", "x")]),
         ("1abc=x", [("1abc", "x")]),
         ("k=a b", [("k", "a b")]),
+        ("k=1X", [("k", "1X")]),
+        ("\tk=v\t", [("k", "v")]),
+        (",".join(f"k{i}=v" for i in range(32)), [(f"k{i}", "v") for i in range(32)]),
     ],
 )
 def test_tracestate_valid(value: str | None, members: list[tuple[str, str]]) -> None:
@@ -152,6 +161,10 @@ def test_tracestate_valid(value: str | None, members: list[tuple[str, str]]) -> 
         "=v",
         "k=\x7f",
         ",".join(f"k{i}=v" for i in range(33)),
+        "a=1,\nb=2",
+        "k\n=v",
+        "k=v\n",
+        "k=v\r",
     ],
 )
 def test_tracestate_invalid(value: str) -> None:

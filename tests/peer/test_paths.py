@@ -45,33 +45,38 @@ def test_percent_decode_is_identity_without_percent(text: str) -> None:
     assert paths.percent_decode(raw) == raw
 
 
+COMPONENT = "empty, '.' or '..' component"
+
+
 @pytest.mark.parametrize(
-    "bad",
+    ("bad", "reason"),
     [
-        "",
-        "/",
-        "/etc/passwd",
-        "..",
-        "../x",
-        "a/../b",
-        "a/./b",
-        ".",
-        "a//b",
-        "//a",
-        "a\x00b",
-        "%00",
-        "%2e%2e",
-        "%2e%2e%2fsecret",
-        "%2fetc",
-        "%ff",
-        "\udcff",
-        "a/..",
-        "./a",
+        ("", "empty path"),
+        ("/", "absolute path"),
+        ("/etc/passwd", "absolute path"),
+        ("..", COMPONENT),
+        ("../x", COMPONENT),
+        ("a/../b", COMPONENT),
+        ("a/./b", COMPONENT),
+        (".", COMPONENT),
+        ("a//b", COMPONENT),
+        ("//a", "absolute path"),
+        ("a\x00b", "NUL byte"),
+        ("%00", "NUL byte"),
+        ("%2e%2e", COMPONENT),
+        ("%2e%2e%2fsecret", COMPONENT),
+        ("%2fetc", "absolute path"),
+        ("%ff", "not UTF-8"),
+        ("\udcff", "not UTF-8"),
+        ("a/..", COMPONENT),
+        ("./a", COMPONENT),
     ],
 )
-def test_refused_paths(bad: str) -> None:
-    with pytest.raises(paths.PathRefused):
+def test_refused_paths(bad: str, reason: str) -> None:
+    """Every refusal is ``outside_root`` on the wire; the reason names the rule that refused it."""
+    with pytest.raises(paths.PathRefused) as ei:
         paths.mint_components(bad)
+    assert str(ei.value) == reason
 
 
 @pytest.mark.parametrize(

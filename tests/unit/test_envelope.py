@@ -87,29 +87,42 @@ def test_json_round_trip_is_stable(env: Envelope) -> None:
     assert list(json.loads(text)) == [f.name for f in dataclasses.fields(Envelope)]
 
 
+def test_json_is_compact_raw_utf8_in_field_order() -> None:
+    env = rep(
+        EMPTY, network_allow=("example.com",), fs_scope="ä/b", state_stores=frozenset({"n"}), containment="sealed"
+    )
+    assert env.to_json() == (
+        '{"network_allow":["example.com"],"unix_sockets":false,"peer_fetch_allow":[],"shell_allow":[],'
+        '"spawn_allow":[],"env_allow":[],"fs_scope":"ä/b","workdir_exec":false,"state_stores":["n"],'
+        '"install_skill":[],"install_tool":[],"containment":"sealed"}'
+    )
+
+
 def test_json_store_order_is_sorted() -> None:
     a = rep(EMPTY, state_stores=frozenset(["b", "a", "c"]))
     assert json.loads(a.to_json())["state_stores"] == ["a", "b", "c"]
 
 
 @pytest.mark.parametrize(
-    "mutate",
+    ("mutate", "sentence"),
     [
-        lambda d: d.update(network_allow="example.com"),
-        lambda d: d.update(shell_allow=[1]),
-        lambda d: d.update(unix_sockets=1),
-        lambda d: d.update(fs_scope=5),
-        lambda d: d.update(containment="none"),
-        lambda d: d.pop("install_tool"),
+        (lambda d: d.update(network_allow="example.com"), "envelope field 'network_allow' must be a list of strings"),
+        (lambda d: d.update(shell_allow=[1]), "envelope field 'shell_allow' must be a list of strings"),
+        (lambda d: d.update(unix_sockets=1), "envelope field 'unix_sockets' must be a boolean"),
+        (lambda d: d.update(fs_scope=5), "envelope field 'fs_scope' must be a string or null"),
+        (lambda d: d.update(containment="none"), "envelope field 'containment' must be advisory, scoped or sealed"),
+        (lambda d: d.pop("install_tool"), "envelope field 'install_tool' must be a list of strings"),
     ],
 )
-def test_from_json_is_strict(mutate: Callable[[dict[str, Any]], object]) -> None:
+def test_from_json_is_strict(mutate: Callable[[dict[str, Any]], object], sentence: str) -> None:
     data = json.loads(FULL.to_json())
     mutate(data)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError) as ei:
         Envelope.from_json(json.dumps(data))
-    with pytest.raises(ValueError):
+    assert str(ei.value) == sentence
+    with pytest.raises(ValueError) as ei:
         Envelope.from_json("[]")
+    assert str(ei.value) == "an envelope record must be a JSON object"
 
 
 # ---- each axis: accept and refuse -------------------------------------------------------------
@@ -222,8 +235,15 @@ def test_empty_parent_list_refuses_any_child_entry() -> None:
         ("data/sub", "data", False),
         (".", "anything", True),
         (".", "../outside", False),
+        (".", "../../etc", False),
+        (".", "../..", False),
+        ("data", "../../etc", False),
         ("..", "../x", True),
         ("..", "../../x", False),
+        ("../..", "../../etc", True),
+        ("../..", "../../../etc", False),
+        ("../..", "../x", False),
+        ("../x", "../../x", False),
         ("/srv/data", "/srv/data/x", True),
         ("/srv/data", "/srv/x/../data/y", True),
         ("/srv/data", "srv/data", False),
@@ -257,6 +277,9 @@ def test_scope_child_unset_under_set_parent() -> None:
 def test_normalise_scope() -> None:
     assert normalise_scope("a/./b//c/") == ("a", "b", "c")
     assert normalise_scope("a/../..") == ("..",)
+    assert normalise_scope("../../etc") == ("..", "..", "etc")
+    assert normalise_scope("../a/../../b") == ("..", "..", "b")
+    assert normalise_scope("a/../../..") == ("..", "..")
     assert normalise_scope("/a/../../b") == ("/", "b")
     assert normalise_scope("") == ()
     assert scope_covers("", "x")

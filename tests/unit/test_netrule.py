@@ -42,6 +42,7 @@ def envelope_covers(parent_entries: list[str], child_entry: str) -> bool:
         ("https://example.com/", R("https", "example.com", 443, False)),
         ("http://example.com", R("http", "example.com", 80, False)),
         ("HTTP://Example.com", R("http", "example.com", 80, False)),
+        ("https://EXAMPLE.com", R("https", "example.com", 443, False)),
         ("https://example.com:443", R("https", "example.com", 443, True)),
         ("https://example.com:8443/", R("https", "example.com", 8443, True)),
         ("http://[::1]:8080", R("http", "[::1]", 8080, True)),
@@ -192,6 +193,9 @@ def test_envelope_coverage_of_invalid_entries() -> None:
         ("https://Peer.Internal/path?q=1#f", Target("https", "peer.internal", 443)),
         ("HTTPS://peer:8443", Target("https", "peer", 8443)),
         ("http://[::1]:9/", Target("http", "[::1]", 9)),
+        ("http://peer/a/b?next=/c#d/e", Target("http", "peer", 80)),
+        ("http://peer/x?u=https://evil.example", Target("http", "peer", 80)),
+        ("http://XPEER:81", Target("http", "xpeer", 81)),
     ],
 )
 def test_target_parse(url: str, expected: Target) -> None:

@@ -6,10 +6,11 @@ import base64
 import hashlib
 import hmac
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from roost import tokens
@@ -138,6 +139,24 @@ def test_exception_tree() -> None:
     assert issubclass(ApprovalExpired, TokenError)
     assert issubclass(HandleExpired, TokenError)
     assert not issubclass(ApprovalExpired, Unauthenticated)
+
+
+@pytest.mark.parametrize(
+    ("make", "text"),
+    [
+        (TokenError, "the token was refused"),
+        (Unauthenticated, "the token is not valid"),
+        (Malformed, "the token is not well-formed"),
+        (
+            lambda: ApprovalExpired(tokens.ApprovalClaims("s", "n", "v", "d", 0, 1, "j")),
+            "the spawn approval has expired",
+        ),
+        (lambda: HandleExpired(tokens.HandleClaims("i", "p", 1, "n")), "the handle has expired"),
+    ],
+)
+def test_refusal_texts_are_fixed(make: Callable[[], TokenError], text: str) -> None:
+    exc = make()  # built here, not at collection, so the text is the one the code under test sets
+    assert str(exc) == text and exc.args == (text,)
 
 
 # ---- shape ---------------------------------------------------------------------------------
@@ -316,6 +335,25 @@ def test_handle_without_audience_differs_from_with() -> None:
     assert not tokens.mac_ok(KEY_A, "murmur-peer-handle-v1", parts.payload_segment, parts.mac, "")
 
 
+def test_mac_ok_over_a_domain_outside_the_three_families() -> None:
+    """The domain prefix is computed for any domain, not only the cached ones."""
+    payload = b'{"v":1}'
+    tok = by_hand(KEY_A, "x1", "some-other-domain-v1", payload, "bound")
+    parts = tokens.split(tok, "x1")
+    assert tokens.mac_ok(KEY_A, "some-other-domain-v1", parts.payload_segment, parts.mac, "bound")
+    assert not tokens.mac_ok(KEY_A, "some-other-domain-v2", parts.payload_segment, parts.mac, "bound")
+
+
+def test_a_bound_value_decoded_from_non_utf8_bytes_macs_as_those_bytes() -> None:
+    """aiohttp hands a non-UTF-8 header over as surrogate escapes; the MAC covers the raw bytes."""
+    audience = "rep\udcffx@h:1"  # the header's bytes were b"rep\xffx@h:1"
+    tok = tokens.mint_handle(KEY_A, iss="ses_m", path="p", exp_ms=NOW + 1, audience=audience)
+    assert tokens.verify_handle(KEY_A, tok, audience=audience, iss="ses_m", now_ms=NOW).p == "p"
+    parts = tokens.split(tok, "mh1")
+    msg = b"murmur-peer-handle-v1\x1f" + parts.payload_segment.encode() + b"\x1frep\xffx@h:1"
+    assert parts.mac == hmac.new(KEY_A, msg, hashlib.sha256).digest()
+
+
 def test_mac_ok_unencodable_bound_is_false() -> None:
     parts = tokens.split(handle_token(), "mh1")
     assert not tokens.mac_ok(KEY_A, "murmur-peer-handle-v1", parts.payload_segment, parts.mac, "\ud800")
@@ -409,6 +447,17 @@ def test_handle_post_mac_parse_failure_is_malformed(over: dict[str, Any]) -> Non
         tokens.verify_handle(KEY_A, tok, audience="reporter@localhost:41234", iss="ses_m", now_ms=NOW)
 
 
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_handle_with_valid_mac_and_an_extra_non_json_constant_is_malformed(constant: str) -> None:
+    """An unknown field is ignored, but it must still be JSON: ``NaN`` is not, so nothing verifies."""
+    payload = f'{{"v":1,"iss":"ses_m","p":"report.md","exp":{NOW + 1000},"n":"{"1" * 32}","x":{constant}}}'.encode()
+    tok = by_hand(KEY_A, "mh1", "murmur-peer-handle-v1", payload, "reporter@localhost:41234")
+    with pytest.raises(Malformed):
+        tokens.verify_handle(KEY_A, tok, audience="reporter@localhost:41234", iss="ses_m", now_ms=NOW)
+    with pytest.raises(Malformed):
+        tokens.parse_handle_payload(payload)
+
+
 def test_parse_handle_payload_direct() -> None:
     good = b'{"v":1,"iss":"i","p":"p","exp":5,"n":"n"}'
     assert tokens.parse_handle_payload(good) == tokens.HandleClaims("i", "p", 5, "n")
@@ -456,8 +505,9 @@ def test_approval_expiry_after_mac() -> None:
 
 def test_handle_expiry_boundary() -> None:
     aud = "reporter@localhost:41234"
-    with pytest.raises(HandleExpired):
+    with pytest.raises(HandleExpired) as ei:
         tokens.verify_handle(KEY_A, handle_token(exp=NOW), audience=aud, iss="ses_m", now_ms=NOW)
+    assert ei.value.claims == tokens.HandleClaims("ses_m", "report.md", NOW, "1" * 32)
     assert tokens.verify_handle(KEY_A, handle_token(exp=NOW + 1), audience=aud, iss="ses_m", now_ms=NOW)
 
 
@@ -466,22 +516,35 @@ def test_handle_expiry_boundary() -> None:
 
 @pytest.mark.parametrize("depth", [-1, 2**32, True])
 def test_mint_approval_rejects_bad_depth(depth: int) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError) as ei:
         tokens.mint_approval(KEY_A, sid="s", name="n", version="1", digest="d", depth=depth, exp_ms=1)
+    assert str(ei.value) == "depth must be an integer in 0..2**32-1"
 
 
 @pytest.mark.parametrize("exp", [-1, 2**64, False])
 def test_mint_rejects_bad_exp(exp: int) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError) as ei:
         tokens.mint_approval(KEY_A, sid="s", name="n", version="1", digest="d", depth=0, exp_ms=exp)
-    with pytest.raises(ValueError):
+    assert str(ei.value) == "exp_ms must be an integer in 0..2**64-1"
+    with pytest.raises(ValueError) as ei:
         tokens.mint_handle(KEY_A, iss="s", path="p", exp_ms=exp, audience="a")
+    assert str(ei.value) == "exp_ms must be an integer in 0..2**64-1"
 
 
 @pytest.mark.parametrize("audience", ["", "a\x1fb"])
 def test_mint_handle_rejects_bad_audience(audience: str) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError) as ei:
         tokens.mint_handle(KEY_A, iss="s", path="p", exp_ms=1, audience=audience)
+    assert str(ei.value) == "audience must be non-empty and contain no 0x1F"
+
+
+@pytest.mark.parametrize(("depth", "exp"), [(0, 0), (2**32 - 1, 2**64 - 1)])
+def test_mint_accepts_the_bounds(depth: int, exp: int) -> None:
+    tok, claims = tokens.mint_approval(KEY_A, sid="s", name="n", version="1", digest="d", depth=depth, exp_ms=exp)
+    assert (claims.depth, claims.exp) == (depth, exp)
+    assert tokens.verify_approval(KEY_A, tok, now_ms=-1) == claims
+    handle = tokens.mint_handle(KEY_A, iss="s", path="p", exp_ms=exp, audience="a")
+    assert tokens.verify_handle(KEY_A, handle, audience="a", iss="s", now_ms=-1).exp == exp
 
 
 # ---- no leaks ------------------------------------------------------------------------------
@@ -553,6 +616,8 @@ def test_strict_b64_matches_reencoding_rule(seg: str) -> None:
 
 @settings(max_examples=300)
 @given(st.binary(max_size=200))
+@example(b"\x00\x00\x17")  # "AAAX": an encoding that ends in a letter the padding strip must keep
+@example(b"\x00\x17")  # "ABc"
 def test_b64_encoding_is_unpadded_urlsafe(data: bytes) -> None:
     assert tokens._b64encode(data) == b64(data)
     assert tokens._b64decode_strict(tokens._b64encode(data)) == (data or None)
@@ -560,7 +625,10 @@ def test_b64_encoding_is_unpadded_urlsafe(data: bytes) -> None:
 
 def test_many_keys_do_not_confuse_the_hmac_cache() -> None:
     keys = [i.to_bytes(32, "big") for i in range(1100)]  # more than the cache bound
-    toks = [tokens.mint_credential(k, f"s{i}") for i, k in enumerate(keys)]
+    toks = []
+    for i, k in enumerate(keys):
+        toks.append(tokens.mint_credential(k, f"s{i}"))
+        assert len(tokens._HMAC_CACHE) <= tokens._HMAC_CACHE_MAX
     for i, (k, tok) in enumerate(zip(keys, toks, strict=True)):
         assert tokens.verify_credential(k, tok).sid == f"s{i}"
         with pytest.raises(Unauthenticated):
@@ -587,3 +655,10 @@ def test_cached_approval_mint_is_byte_identical_to_the_general_path(
         assert fast == general
         if exp > 0:
             assert tokens.verify_approval(key, fast, now_ms=exp - 1) == claims
+
+
+def test_the_approval_head_cache_is_bounded() -> None:
+    for i in range(tokens._APPROVAL_HEADS_MAX + 10):
+        tok, claims = tokens.mint_approval(KEY_A, sid=f"s{i}", name="n", version="1", digest="d", depth=0, exp_ms=NOW)
+        assert len(tokens._APPROVAL_HEADS) <= tokens._APPROVAL_HEADS_MAX
+    assert tokens.verify_approval(KEY_A, tok, now_ms=NOW - 1) == claims
