@@ -97,6 +97,10 @@ class RegisterRequest(_Open):
     workdir: str | None = Field(default=None, description="Absolute path of an existing directory.")
     pid: int | None = Field(default=None, description="The session's process id, for liveness checks.")
     capsule_url: str | None = Field(default=None, description="http://<host>:<port> of the session's A2A door.")
+    containment: Literal["advisory", "scoped", "sealed"] | None = Field(
+        default=None,
+        description="The containment class the session's host achieved; decides the peer plane's symlink rule.",
+    )
 
 
 class RegisterResponse(_Open):

@@ -416,6 +416,7 @@ class Referee:
         capsule_url: str | None = None,
         job_id: str | None = None,
         uid: int | None = None,
+        containment: str | None = None,
     ) -> tuple[str, SessionRecord]:
         """Register a session; ``uid`` is the caller's (a child takes its parent's instead)."""
         require_id("session_id", session_id)
@@ -521,6 +522,7 @@ class Referee:
             capsule_url=capsule_url,
             job_id=job_id,
             uid=uid,
+            containment=containment,
         )
         # Held in the table from here on, so a concurrent register of the same id is refused
         # by the checks above while this one's commit is in flight.

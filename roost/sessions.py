@@ -59,6 +59,8 @@ class SessionRecord:
     ended_ms: int | None = None
     uid: int | None = None
     """The uid that registered the session (children inherit their parent's); None if unknown."""
+    containment: str | None = None
+    """The class the session's host achieved (advisory|scoped|sealed), as told at register."""
 
     @property
     def running(self) -> bool:
@@ -72,7 +74,7 @@ class SessionRecord:
         return (
             "INSERT INTO sessions (session_id, name, version, sha256, status, parent_id, depth_remaining,"
             " envelope, manifest, trust, cred_nonce, handle_salt, workdir, pid, pid_start, capsule_url,"
-            " job_id, created_ms, ended_ms, uid) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " job_id, created_ms, ended_ms, uid, containment) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 self.session_id,
                 self.name,
@@ -94,6 +96,7 @@ class SessionRecord:
                 self.created_ms,
                 self.ended_ms,
                 self.uid,
+                self.containment,
             ),
         )
 
@@ -126,6 +129,7 @@ class SessionRecord:
             created_ms=int(row["created_ms"]),
             ended_ms=row["ended_ms"],
             uid=row["uid"],
+            containment=row["containment"],
         )
 
 

@@ -148,6 +148,10 @@ MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS jobs_ended ON jobs(ended_ms) WHERE ended_ms IS NOT NULL;
     CREATE INDEX IF NOT EXISTS spent_exp ON spent(exp_ms);
     """,
+    # 6: the containment class each session's host achieved (told at register; NULL: not told).
+    """
+    ALTER TABLE sessions ADD COLUMN containment TEXT;
+    """,
 ]
 
 # The WAL is truncated back to this after each checkpoint, whatever its high-water mark was.

@@ -140,6 +140,7 @@ class Launch:
     argv: list[str]
     preexec: Callable[[], None] | None = None
     pass_fds: tuple[int, ...] = ()
+    after_spawn: Callable[[], None] | None = None
 
 
 async def run_entrypoint(
@@ -172,6 +173,9 @@ async def run_entrypoint(
         return EntrypointResult(126, "", [f"could not prepare the entrypoint {argv[0]} before exec: {reason}"])
     except OSError as exc:
         return EntrypointResult(127, "", [f"could not start the entrypoint {argv[0]}: {exc.strerror or exc}"])
+    finally:
+        if launch.after_spawn is not None:
+            launch.after_spawn()  # the parent's copy of a ruleset fd, say
     if on_start is not None:
         on_start(proc.pid)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp import web
@@ -37,14 +38,16 @@ from a2a.door import Door, DoorTask, TaskOutcome
 from a2a.errors import JsonRpcError
 from a2a.models import TaskState
 from a2a.origin import Origin
+from roost.capsule.confine import Confinement, effective_grants, plan_grants
 from roost.capsule.entrypoint import EntrypointError, Launch, resolve_argv, run_entrypoint, task_env
 from roost.capsule.hostsock import HostSocket
 from roost.capsule.lifeline import ENV as LIFELINE_ENV
 from roost.capsule.lifeline import LifelineError, LifelineWatch, lifeline_refusal, take_lifeline
 from roost.capsule.limits import apply_rlimits, rlimit_plan
+from roost.capsule.probe import Decision, HostProbe, decide, probe_host, refusal
 from roost.capsule.reaper import KILL_GRACE_SECS, become_subreaper, descendants, kill_tree, reap_orphans
 from roost.capsule.taskinput import read_initial_task, read_job_id, write_results
-from roost.completion import CompletionRecord, SpawnerHandle, SpawnerHandleError, report
+from roost.completion import CompletionRecord, SpawnerHandle, SpawnerHandleError, report, write_completion
 from roost.http.caller import caller_of
 from roost.ids import session_id as mint_session_id
 from roost.manifest import Manifest
@@ -66,6 +69,14 @@ DEREGISTER_TIMEOUT = aiohttp.ClientTimeout(total=5, sock_connect=2)
 
 class LaunchRefused(Exception):
     """The launch is refused before any session exists; the message is one sentence."""
+
+
+class ContainmentRefused(LaunchRefused):
+    """E-CAP-003: the declared containment floor is above what this host can enforce."""
+
+    def __init__(self, message: str, prepared: Prepared) -> None:
+        super().__init__(message)
+        self.prepared = prepared
 
 
 def spawner_refusal(reason: str) -> str:
@@ -106,6 +117,8 @@ class Prepared:
     approval: str | None
     roost_url: str | None
     started_mono: float
+    probe: HostProbe
+    decision: Decision
 
 
 def _registry_root(opts: RunOptions) -> Path:
@@ -120,6 +133,7 @@ def _registry_root(opts: RunOptions) -> Path:
 def prepare(opts: RunOptions) -> Prepared:
     """Every check that can refuse the launch, in upstream order (blocking, before the loop)."""
     started = time.monotonic()
+    probe = probe_host()  # forks: before any thread or event loop exists
     raw_handle = os.environ.get("MURMUR_SPAWNER", "")
     handle: SpawnerHandle | None = None
     if raw_handle.strip():
@@ -163,7 +177,14 @@ def prepare(opts: RunOptions) -> Prepared:
     except (RegistryError, EntrypointError) as exc:
         raise LaunchRefused(str(exc)) from None
     url = os.environ.get("MURMUR_ROOST_URL", "").strip().rstrip("/") or None
-    return Prepared(opts, manifest, workdir, sid, records, argv, handle, fd, approval, url, started)
+    caps = manifest.capabilities
+    decision = decide(probe, caps.containment, workdir_exec=caps.filesystem.workdir_exec)
+    prepared = Prepared(
+        opts, manifest, workdir, sid, records, argv, handle, fd, approval, url, started, probe, decision
+    )
+    if not decision.floor_met:
+        raise ContainmentRefused(refusal(manifest.coordinates, decision), prepared)
+    return prepared
 
 
 def kill_grace(env: dict[str, str] | os._Environ[str]) -> float:
@@ -232,6 +253,7 @@ class Host:
         self._runner: web.AppRunner | None = None
         self._http: aiohttp.ClientSession | None = None
         self._watch: LifelineWatch | None = None
+        self.confinement = Confinement(p.probe, p.decision, None)
         self.grace = kill_grace(os.environ)
         self.rlimits = rlimit_plan(m.capabilities.resources)
         self.entry_pids: set[int] = set()
@@ -316,14 +338,19 @@ class Host:
         return TaskOutcome.failed(reason)
 
     def _launch(self) -> Launch:
-        """The entrypoint's argv and the hook that binds it before exec (rlimits, parent death)."""
+        """The entrypoint's argv and the hook that binds it before exec (rlimits, parent death,
+        and the session's containment class)."""
         rlimits = self.rlimits
 
-        def preexec() -> None:
+        def bind() -> None:
             libc_prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             apply_rlimits(rlimits)
 
-        return Launch(list(self.p.argv), preexec=preexec)
+        assert self.hostsock is not None
+        argv, preexec, fds, done = self.confinement.launch_parts(
+            list(self.p.argv), workdir=self.p.workdir, socket_path=self.hostsock.path, rlimits=bind
+        )
+        return Launch(argv, preexec=preexec, pass_fds=fds, after_spawn=done)
 
     # -- the entrypoints' subtree -----------------------------------------------------------------
 
@@ -409,6 +436,7 @@ class Host:
                 raise LaunchRefused(register_refusal("<unset>", "MURMUR_ROOST_URL is not set"))
             return
         body = {
+            "containment": p.decision.achieved,
             "session_id": p.session_id,
             "name": p.manifest.name,
             "version": p.manifest.version,
@@ -505,13 +533,31 @@ class Host:
                 "MURMUR_HOST_SOCKET": str(self.hostsock.path),
             },
         )
+        d = p.decision
+        grants = None
+        if d.achieved != "advisory":
+            grants = plan_grants(
+                m,
+                achieved=d.achieved,
+                abi=p.probe.landlock_abi,
+                workdir=p.workdir,
+                artifact=p.records / "artifact",
+                records=p.records,
+                argv0=p.argv[0],
+                path_env=self.env.get("PATH", os.defpath),
+                daemon_port=_port_of(p.roost_url),
+                door_port=_port_of(url),
+            )
+        self.confinement.grants = grants
         start: dict[str, Any] = {
             "capsule_name": m.name,
             "capsule_version": m.version,
             "capabilities": _categories(m),
-            "containment_declared": m.capabilities.containment,
-            "containment_achieved": "advisory",
+            "containment_declared": d.declared,
+            "containment_achieved": d.achieved,
+            "userns_grant": p.probe.userns_grant,
             "workdir_exec": m.capabilities.filesystem.workdir_exec,
+            "effective_grants": effective_grants(m, p.probe, d, grants),
             "resumed_from": None,
             "context_id": None,
         }
@@ -644,10 +690,44 @@ async def _first(*aws: Any) -> None:
             t.cancel()
 
 
+def _port_of(url: str | None) -> int | None:
+    if not url:
+        return None
+    try:
+        return urlsplit(url).port
+    except ValueError:
+        return None
+
+
+async def _refuse_containment(exc: ContainmentRefused) -> None:
+    """E-CAP-003 before anything runs: a completion that says so (delivered to a spawner)."""
+    p = exc.prepared
+    rec = CompletionRecord(
+        delegation_id=p.handle.delegation_id if p.handle is not None else "",
+        capsule_name=p.manifest.name,
+        capsule_version=p.manifest.version,
+        session_id=p.session_id,
+        status="error",
+        workdir=str(p.workdir),
+        duration_ms=int((time.monotonic() - p.started_mono) * 1000),
+        reported_by="child",
+        detail=str(exc),
+    )
+    if p.handle is None:
+        await asyncio.to_thread(write_completion, p.workdir, rec)
+        return
+    async with A2AClient(total_timeout=10.0) as client:
+        await report(client, p.handle, p.workdir, rec)
+
+
 def run(opts: RunOptions) -> int:
     """Prepare (may refuse with one sentence), then run the session; returns the exit status."""
     try:
         prepared = prepare(opts)
+    except ContainmentRefused as exc:
+        _say(str(exc))
+        asyncio.run(_refuse_containment(exc))
+        return 1
     except LaunchRefused as exc:
         _say(str(exc))
         return 1

@@ -14,6 +14,7 @@ from roost.http.caller import caller_of
 from roost.http.context import ROOST
 from roost.http.middleware import json_ok, read_json
 from roost.identifiers import require_id
+from roost.manifest import CONTAINMENT_ORDER
 from roost.referee import require_ident
 from roost.sessionwatch import pid_holds_connection
 from roost.wire import CREDENTIAL_HEADER
@@ -109,6 +110,9 @@ async def register(request: web.Request) -> web.Response:
             log.info("register_pid_unverified", pid=pid)
             pid = None
     capsule_url = _optional_url(body)
+    containment = body.get("containment")
+    if containment is not None and containment not in CONTAINMENT_ORDER:
+        raise BadRequest("containment must be one of advisory, scoped, sealed")
     try:
         credential, _rec = await roost.referee.register(
             request.headers.get(APPROVAL_HEADER),
@@ -120,6 +124,7 @@ async def register(request: web.Request) -> web.Response:
             pid_start=pid_start,
             capsule_url=capsule_url,
             uid=caller_of(request).uid,
+            containment=containment,
         )
     except RoostError as exc:
         log.info("register_refused", outcome=_outcome(exc), status=exc.status, capsule=f"{name}@{version}")

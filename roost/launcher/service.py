@@ -86,6 +86,15 @@ KEEP_FINISHED = 2000
 PARENT_ENDED_REASON = "the session that delegated to this one ended, so its lifeline was closed"
 
 
+def containment_refusal(stderr_tail: list[str]) -> str | None:
+    """The capsule host's E-CAP-003 sentence, when that is why the child never became ready."""
+    for line in reversed(stderr_tail):
+        at = line.find("E-CAP-003: ")
+        if at >= 0:
+            return line[at:]
+    return None
+
+
 class LaunchTimeout(RoostError):
     """The child did not report ready within the launch bound."""
 
@@ -521,8 +530,19 @@ class Launcher:
             status = await asyncio.shield(watch.exited)
             self._release(jti)
             tail = await roost.executor.run(records.stderr_tail, self._place(job))
+            refused = containment_refusal(tail)
             reason = why if not tail else f"{why}; its last stderr lines were:\n" + "\n".join(tail[-5:])
-            await self._fail_start(job, parent, span, t0, reason, exit_status=status)
+            if refused is not None:
+                reason = refused
+            await self._fail_start(
+                job,
+                parent,
+                span,
+                t0,
+                reason,
+                exit_status=status,
+                error_name="LaunchFailed" if refused is None else "ContainmentRefused",
+            )
             if "did not report ready" in why:
                 raise LaunchTimeout(why)
             raise BadGateway(reason)
@@ -610,6 +630,7 @@ class Launcher:
         reason: str,
         *,
         exit_status: str | None,
+        error_name: str = "LaunchFailed",
     ) -> None:
         roost = self.roost
         live = self._live.pop(job.job_id, None)
@@ -638,7 +659,11 @@ class Launcher:
         job.done.set()
         roost.metrics.capsule_exits.labels(reason="failed").inc()
         span.failed(
-            ObservedError(name="LaunchFailed", category="tool", message=reason.split(";")[0]),
+            ObservedError(
+                name=error_name,
+                category="tool" if error_name == "LaunchFailed" else "authorization",
+                message=reason if error_name == "ContainmentRefused" else reason.split(";")[0],
+            ),
             **{"roost.process.exit_code": exit_status},
         )
         log.warning(

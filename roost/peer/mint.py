@@ -35,7 +35,7 @@ from roost.ids import token_id
 from roost.peer import paths, span_attrs
 from roost.peer.audience import AudienceError, audience_from_card
 from roost.peer.errors import BadPeerRequest, NoPeerPlane, OutsideRoot, PeerError
-from roost.peer.resolve import root_components, stat_export
+from roost.peer.resolve import follows_links, mint_target, root_components
 from roost.sessions import SessionRecord
 
 if TYPE_CHECKING:
@@ -132,7 +132,14 @@ async def mint(plane: PeerPlane, rec: SessionRecord, body: dict[str, Any]) -> di
     except paths.PathRefused:
         raise await refuse(OutsideRoot("the path names a location outside the peer export root")) from None
     try:
-        await roost.executor.run(stat_export, rec.workdir, root_components(plane_cfg.root), components, rec.uid)
+        components = await roost.executor.run(
+            mint_target,
+            rec.workdir,
+            root_components(plane_cfg.root),
+            components,
+            rec.uid,
+            follow=follows_links(rec.containment),
+        )
     except PeerError as err:
         raise await refuse(_mint_sentence(err)) from None
 

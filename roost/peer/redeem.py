@@ -72,7 +72,7 @@ from roost.peer.errors import (
     PeerError,
     TooLarge,
 )
-from roost.peer.resolve import OpenedFile, open_export, root_components
+from roost.peer.resolve import OpenedFile, follows_links, open_export, root_components
 from roost.sessions import SessionRecord
 
 if TYPE_CHECKING:
@@ -215,7 +215,12 @@ class SmallBody:
 
 
 def _open_and_read(
-    workdir: str, root: tuple[str, ...], components: tuple[str, ...], max_bytes: int, uid: int | None = None
+    workdir: str,
+    root: tuple[str, ...],
+    components: tuple[str, ...],
+    max_bytes: int,
+    uid: int | None = None,
+    follow: bool = False,
 ) -> SmallBody | OpenedFile:
     """One executor job for the common case: walk, open, and (small file) read + hash + close.
 
@@ -223,7 +228,7 @@ def _open_and_read(
     1``: a file that grew past the ceiling is ``too_large``) and hashed from the very bytes that
     will be sent. A larger one is returned open for the streaming path.
     """
-    opened = open_export(workdir, root, components, max_bytes, uid)
+    opened = open_export(workdir, root, components, max_bytes, uid, follow=follow)
     if opened.size > SMALL_FILE:
         return opened
     try:
@@ -359,6 +364,7 @@ async def redeem(plane: PeerPlane, request: web.Request) -> web.StreamResponse:
             v.components,
             plane_cfg.max_bytes,
             rec.uid,
+            follows_links(rec.containment),
         )
     except PeerError as err:
         return await refuse(rec, path, err)

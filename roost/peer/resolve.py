@@ -9,9 +9,12 @@ AT_SYMLINK_NOFOLLOW)`` and opened ``O_NOFOLLOW | O_NONBLOCK`` (a FIFO cannot blo
 thread), and the type and size are read from the *descriptor*. Nothing outside the root can be
 reached: no ``..`` component exists (pure rules) and no link is ever traversed.
 
-The daemon cannot know a session's achieved containment class, so it applies upstream's
-strictest rule (``scoped``) to everyone: any symlink on the path, the export root's own
-components included, is ``symlink_refused``. The workdir itself is the path the session
+Links follow upstream's rule keyed by the session's achieved containment class (told at
+register): under ``scoped`` — and for a session that did not say — any symlink on the path,
+the export root's own components included, is ``symlink_refused``. Under ``advisory`` and
+``sealed`` a link below the root is resolved: a target inside the root is served (the walk
+is then repeated over the resolved, link-free components, so a link swapped in meanwhile is
+still refused), one outside it is ``outside_root``. The workdir itself is the path the session
 registered and is opened normally.
 
 errno mapping (as upstream): ``ENOENT``/``ENOTDIR``/``ENAMETOOLONG`` → ``not_found`` (a
@@ -27,13 +30,23 @@ import stat
 from dataclasses import dataclass
 from typing import Final
 
-from roost.peer.errors import IoError, NotARegularFile, NotFound, PeerError, SymlinkRefused, TooLarge
+from roost.peer.errors import IoError, NotARegularFile, NotFound, OutsideRoot, PeerError, SymlinkRefused, TooLarge
 from roost.workdirs import R_OK, X_OK, groups_of, may_access
 
 Reader = tuple[int, frozenset[int]]
 """A uid and its groups: the session's own uid, on whose behalf a file is read."""
 
-__all__ = ["OpenedFile", "Reader", "map_oserror", "open_export", "reader_for", "root_components", "stat_export"]
+__all__ = [
+    "OpenedFile",
+    "Reader",
+    "follows_links",
+    "map_oserror",
+    "mint_target",
+    "open_export",
+    "reader_for",
+    "root_components",
+    "stat_export",
+]
 
 _DIR_FLAGS: Final = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -152,6 +165,42 @@ def _lstat_final(parent: int, name: str) -> os.stat_result:
     return st
 
 
+def follows_links(containment: str | None) -> bool:
+    """Whether links below the export root are resolved for a session of this class."""
+    return containment in ("advisory", "sealed")
+
+
+def _resolved(workdir: str, root: tuple[str, ...], components: tuple[str, ...]) -> tuple[str, ...]:
+    """The link-free components a linked path resolves to, if it stays inside the root."""
+    canon_root = os.path.join(os.path.realpath(workdir), *root)
+    if os.path.realpath(canon_root) != canon_root:
+        raise SymlinkRefused()  # the export root itself is reached through a link
+    target = os.path.realpath(os.path.join(canon_root, *components))
+    if not target.startswith(canon_root + os.sep):
+        raise OutsideRoot()
+    return tuple(os.path.relpath(target, canon_root).split(os.sep))
+
+
+def mint_target(
+    workdir: str,
+    root: tuple[str, ...],
+    components: tuple[str, ...],
+    uid: int | None = None,
+    *,
+    follow: bool = False,
+) -> tuple[str, ...]:
+    """Mint-time check; returns the components the handle names (a followed link's target)."""
+    try:
+        stat_export(workdir, root, components, uid)
+        return components
+    except SymlinkRefused:
+        if not follow:
+            raise
+    resolved = _resolved(workdir, root, components)
+    stat_export(workdir, root, resolved, uid)
+    return resolved
+
+
 def stat_export(
     workdir: str, root: tuple[str, ...], components: tuple[str, ...], uid: int | None = None
 ) -> os.stat_result:
@@ -169,15 +218,33 @@ def stat_export(
 
 
 def open_export(
-    workdir: str, root: tuple[str, ...], components: tuple[str, ...], max_bytes: int, uid: int | None = None
+    workdir: str,
+    root: tuple[str, ...],
+    components: tuple[str, ...],
+    max_bytes: int,
+    uid: int | None = None,
+    *,
+    follow: bool = False,
 ) -> OpenedFile:
-    """Redeem-time open: walk, refuse links and non-regular files, check size on the descriptor.
+    """Redeem-time open: walk, refuse links (or, with ``follow``, resolve them inside the root)
+    and non-regular files, check size on the descriptor.
 
     With ``uid`` (the minting session's), every directory must be searchable and the opened
     file readable by that uid, judged from the descriptors: a hard link to another user's file,
     a file planted by root or a bind mount of ``/proc`` gives that uid nothing it could not
     read itself. The caller owns the returned descriptor and must close it.
     """
+    try:
+        return _open_export(workdir, root, components, max_bytes, uid)
+    except SymlinkRefused:
+        if not follow:
+            raise
+    return _open_export(workdir, root, _resolved(workdir, root, components), max_bytes, uid)
+
+
+def _open_export(
+    workdir: str, root: tuple[str, ...], components: tuple[str, ...], max_bytes: int, uid: int | None
+) -> OpenedFile:
     reader = reader_for(uid)
     parent = _walk(workdir, root + components[:-1], reader)
     try:

@@ -3,7 +3,8 @@
 Checks: the daemon answers on its admin socket; the socket is owner-only (0600, owned by this
 user, in a directory others cannot write); the state dir is 0700 and ``master.key`` is a
 0600 regular file of 32 bytes; the registry is readable and lists artifacts; the capsule host
-(``roost-capsule``) and the external runtime (``mur``) are found. Works without a daemon (then
+(``roost-capsule``) and the external runtime (``mur``) are found; the strongest containment class
+capsule hosts on this machine can enforce, and what would raise it. Works without a daemon (then
 it checks the defaults or ``--state-dir``). ``--json`` prints ``{"ok", "findings": [{check,
 status: ok|warn|fail, detail, fix}]}``; exit 1 when any check failed.
 """
@@ -155,6 +156,22 @@ def _check_runtimes(f: _Findings, config: dict[str, Any] | None) -> None:
     )
 
 
+def _check_containment(f: _Findings, config: dict[str, Any] | None) -> None:
+    from roost.capsule.probe import CONTAINMENT_MAX_ENV, probe_host
+
+    cap = (config or {}).get("containment_max") or ""
+    probe = probe_host({CONTAINMENT_MAX_ENV: str(cap)})
+    facts = (
+        f"Landlock ABI {probe.landlock_abi or 'absent'}"
+        + (f" ({probe.landlock_reason})" if probe.landlock_reason else "")
+        + f"; user namespaces: {'yes' if probe.userns else 'no'} (userns_grant {probe.userns_grant})"
+        + f"; bwrap: {probe.bwrap or 'not found'}"
+    )
+    hints = probe.raise_hints()
+    detail = f"capsule hosts here enforce up to '{probe.offered}': {facts}"
+    f.add("containment", "ok" if not hints else "warn", detail, "; ".join(hints))
+
+
 def run(ctx: Context, args: argparse.Namespace) -> int:
     f = _Findings()
     path, source = ctx.socket_path
@@ -172,6 +189,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     reg = args.registry_path or (config or {}).get("registry_path") or os.environ.get("ROOST_REGISTRY_PATH")
     _check_registry(f, Path(reg) if reg else None)
     _check_runtimes(f, config)
+    _check_containment(f, config)
     ok = all(i["status"] != "fail" for i in f.items)
     out = ctx.out
     if out.as_json:

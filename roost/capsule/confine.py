@@ -1,0 +1,374 @@
+"""Holding an entrypoint to its declared containment class: the grants, the ruleset, the sandbox.
+
+Why it looks like this (docs/security.md, "Containment"):
+
+* ``scoped`` is Landlock, enforced on the entrypoint's whole process tree from its first
+  instruction: the ruleset is built in the host (each granted path opened once) and the forked
+  child only calls ``landlock_restrict_self`` before exec. Reads and writes stay inside
+  ``filesystem.scope`` (the whole workdir when unset); what a program needs to run (system
+  libraries, the interpreter, the unpacked artifact, a few ``/etc`` files) is read-only;
+  execution is limited to the files ``shell.allow`` names, the entrypoint's interpreter chain and
+  ``roost-capsule``; TCP connect to the daemon's port, the session's door and the ports
+  ``network.allow`` names (Landlock filters ports, not hosts).
+* ``sealed`` adds namespaces with bubblewrap: user, mount, pid, net, ipc and uts. The root is
+  made of the read-only runtime paths plus the writable scope and the host socket; there is only
+  a loopback, so the daemon, peers and files are reached solely through ``MURMUR_HOST_SOCKET``
+  (where the daemon enforces ``network.allow`` and ``peer_fetch.allow``). Landlock applies
+  inside too: Landlock forbids mounting, so it cannot be set on ``bwrap`` itself; a stdlib-only
+  helper (``sealexec.py``) restricts itself inside the sandbox and execs the entrypoint.
+
+What a class cannot express on this host is written into ``effective_grants.advisory`` as a
+sentence, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import shutil
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from roost.capsule import landlock
+from roost.capsule.probe import Decision, HostProbe
+from roost.manifest import Manifest
+from roost.netrule import NetworkAllowRule
+
+__all__ = ["Confinement", "Grants", "plan_grants", "sandbox_argv"]
+
+SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin")
+ETC_READ = (
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/hosts",
+    "/etc/host.conf",
+    "/etc/resolv.conf",
+    "/etc/nsswitch.conf",
+    "/etc/gai.conf",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/alternatives",
+    "/etc/mime.types",
+)
+DEV_RW = ("/dev/null", "/dev/zero", "/dev/full")
+DEV_READ = ("/dev/urandom", "/dev/random")
+SEALEXEC = Path(__file__).with_name("sealexec.py")
+
+
+@dataclass(slots=True)
+class Grants:
+    """What the entrypoint may touch: paths by right, TCP ports, and what stays advisory."""
+
+    read: list[str] = field(default_factory=list)
+    read_exec: list[str] = field(default_factory=list)
+    read_write: list[str] = field(default_factory=list)
+    write_files: list[str] = field(default_factory=list)
+    exec_files: list[str] = field(default_factory=list)
+    tcp_ports: list[int] | None = field(default_factory=list)  # None: TCP left unrestricted
+    advisory: list[str] = field(default_factory=list)
+    missing_shell: list[str] = field(default_factory=list)
+
+
+def _shebang(path: str) -> list[str]:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return []
+    if not head.startswith(b"#!"):
+        return []
+    line = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+    return line.split()
+
+
+def interpreter_chain(argv0: str, path_env: str) -> list[str]:
+    """The files the kernel executes to run ``argv0``: itself, its ``#!`` interpreter (through
+    ``env``), and the dynamic loader."""
+    chain = [argv0]
+    words = _shebang(argv0)
+    if words:
+        chain.append(words[0])
+        if os.path.basename(words[0]) == "env":
+            rest = [w for w in words[1:] if not w.startswith("-")]
+            if rest:
+                found = shutil.which(rest[0], path=path_env)
+                if found:
+                    chain.append(found)
+    chain.extend(sorted(glob.glob("/lib*/ld-linux*.so*") + glob.glob("/lib*/ld-musl*.so*")))
+    out: list[str] = []
+    for item in chain:
+        real = os.path.realpath(item)
+        if os.path.isfile(real) and real not in out:
+            out.append(real)
+    return out
+
+
+def runtime_roots() -> list[str]:
+    """Directories the interpreter and our own package are read from (read-only)."""
+    import a2a
+    import roost
+
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    roots.add(str(Path(roost.__file__).resolve().parent))
+    roots.add(str(Path(a2a.__file__).resolve().parent))
+    for entry in sys.path:
+        if entry and os.path.isdir(entry) and "site-packages" in entry:
+            roots.add(os.path.realpath(entry))
+    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):  # read by every interpreter
+        if entry and os.path.isdir(entry):
+            roots.add(os.path.realpath(entry))
+    return sorted(r for r in roots if os.path.isdir(r))
+
+
+def _ports(manifest: Manifest, fixed: Sequence[int]) -> tuple[list[int] | None, list[str]]:
+    ports = set(fixed)
+    notes: list[str] = []
+    hosts = set()
+    for entry in manifest.capabilities.network.allow:
+        rule = NetworkAllowRule.parse(entry)
+        if rule is None:
+            continue
+        hosts.add(rule.host)
+        if rule.port is None:
+            notes.append(
+                f"network.allow entry '{entry}' names no port and Landlock filters TCP by port only, "
+                "so TCP connect is not restricted"
+            )
+            return None, notes
+        ports.add(rule.port)
+    if hosts:
+        notes.append(
+            "network.allow hosts (" + ", ".join(sorted(hosts)) + ") are advisory: Landlock filters TCP by "
+            "port, so any host is reachable on an allowed port"
+        )
+    return sorted(ports), notes
+
+
+def plan_grants(
+    manifest: Manifest,
+    *,
+    achieved: str,
+    abi: int,
+    workdir: Path,
+    artifact: Path,
+    records: Path,
+    argv0: str,
+    path_env: str,
+    daemon_port: int | None,
+    door_port: int | None,
+) -> Grants:
+    """The grants for ``scoped`` (and, inside the sandbox, ``sealed``) on this host."""
+    caps = manifest.capabilities
+    g = Grants()
+    g.read = [p for p in (*SYSTEM_READ, *ETC_READ, *DEV_READ) if os.path.exists(p)]
+    g.read += [r for r in runtime_roots() if r not in g.read]
+    g.read_exec = [str(artifact)]
+    g.write_files = [p for p in DEV_RW if os.path.exists(p)]
+    if achieved == "scoped":
+        g.read.append("/proc")
+    scope = caps.filesystem.scope
+    target = (workdir / scope) if scope else workdir
+    g.read_write = [str(target)]
+    if scope is None:
+        g.advisory.append(
+            "filesystem.scope is unset, so the whole workdir is writable, including the runtime's records under .murmur"
+        )
+    for ro in _read_only(manifest):
+        path = workdir / ro
+        if scope is not None and not _inside(ro, scope):
+            if path.exists():
+                g.read.append(str(path))
+        elif achieved == "scoped":
+            g.advisory.append(
+                f"filesystem.read_only '{ro}' lies inside the writable scope and Landlock cannot narrow a grant, "
+                "so it is not write-protected"
+            )
+    exec_files = interpreter_chain(argv0, path_env)
+    own = shutil.which("roost-capsule", path=path_env)
+    if own:
+        exec_files.append(os.path.realpath(own))
+        exec_files.append(os.path.abspath(own))
+    exec_files.append(os.path.realpath(sys.executable))
+    for name in caps.shell.allow:
+        found = shutil.which(name, path=path_env)
+        if found is None:
+            g.missing_shell.append(name)
+            continue
+        exec_files += [os.path.abspath(found), os.path.realpath(found)]
+    g.exec_files = sorted({f for f in exec_files if os.path.isfile(f)})
+    if g.missing_shell:
+        g.advisory.append("shell.allow names not found on PATH (nothing to allow): " + ", ".join(g.missing_shell))
+    if achieved == "sealed":
+        g.tcp_ports = []  # only a loopback exists; everything goes through the host socket
+    else:
+        fixed = [p for p in (daemon_port, door_port) if p]
+        g.tcp_ports, notes = _ports(manifest, fixed)
+        g.advisory += notes
+    if abi < 4 and g.tcp_ports is not None and achieved == "scoped":
+        g.advisory.append(f"Landlock ABI {abi} has no network rules (ABI 4), so TCP connect is not restricted")
+        g.tcp_ports = None
+    if achieved == "scoped":
+        g.advisory.append(
+            "UDP and connecting to pathname unix sockets are not restricted by Landlock; other processes stay "
+            "visible in /proc (sealed hides them)"
+        )
+    if abi < 6:
+        g.advisory.append(f"Landlock ABI {abi} cannot scope signals or abstract unix sockets (ABI 6)")
+    return g
+
+
+def _read_only(manifest: Manifest) -> list[str]:
+    return list(getattr(manifest.capabilities.filesystem, "read_only", []) or [])
+
+
+def _inside(path: str, scope: str) -> bool:
+    a = [p for p in Path(path).parts if p not in ("", ".")]
+    b = [p for p in Path(scope).parts if p not in ("", ".")]
+    return a[: len(b)] == b
+
+
+def build_ruleset(g: Grants, abi: int) -> landlock.Ruleset:
+    rs = landlock.Ruleset(abi, handle_net=g.tcp_ports is not None, scope=True)
+    try:
+        for p in g.read:
+            _allow(rs, p, landlock.FS_READ)
+        for p in g.read_exec:
+            _allow(rs, p, landlock.FS_READ | landlock.FS_EXECUTE)
+        for p in g.read_write:
+            _allow(rs, p, landlock.FS_READ | landlock.FS_WRITE)
+        for p in g.write_files:
+            _allow(rs, p, landlock.FS_READ_FILE | landlock.FS_WRITE_FILE | landlock.FS_TRUNCATE)
+        for p in g.exec_files:
+            _allow(rs, p, landlock.FS_READ_FILE | landlock.FS_EXECUTE)
+        for port in g.tcp_ports or ():
+            rs.allow_port(port)
+    except BaseException:
+        rs.close()
+        raise
+    return rs
+
+
+def _allow(rs: landlock.Ruleset, path: str, access: int) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        rs.allow_path(path, access)
+
+
+def sandbox_argv(g: Grants, argv: list[str], *, workdir: Path, socket_path: Path, ruleset_fd: int) -> list[str]:
+    """``bwrap …`` around the sealexec helper around ``argv``."""
+    bwrap = shutil.which("bwrap") or "bwrap"
+    out = [
+        bwrap,
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+    ]
+    seen: set[str] = set()
+    for p in (*g.read, *g.read_exec, *g.exec_files):
+        if p in seen or p.startswith(("/proc", "/dev")):
+            continue
+        seen.add(p)
+        if os.path.islink(p) and p.count("/") == 1:
+            out += ["--symlink", os.readlink(p), p]
+        else:
+            out += ["--ro-bind-try", p, p]
+    for p in g.read_write:
+        Path(p).mkdir(parents=True, exist_ok=True)
+        out += ["--bind", p, p]
+    out += ["--bind", str(socket_path), str(socket_path), "--chdir", str(workdir)]
+    out += ["--", os.path.realpath(sys.executable), "-I", "-S", str(SEALEXEC), str(ruleset_fd), "--", *argv]
+    return out
+
+
+@dataclass(slots=True)
+class Confinement:
+    """One session's class, decision and grants; :meth:`launch` prepares each entrypoint start."""
+
+    probe: HostProbe
+    decision: Decision
+    grants: Grants | None
+
+    def launch_parts(
+        self, argv: list[str], *, workdir: Path, socket_path: Path, rlimits: Callable[[], None]
+    ) -> tuple[list[str], Callable[[], None], tuple[int, ...], Callable[[], None]]:
+        """``(argv, preexec, pass_fds, after_spawn)`` for one entrypoint start."""
+        achieved = self.decision.achieved
+        if achieved == "advisory" or self.grants is None:
+            return argv, rlimits, (), _noop
+        rs = build_ruleset(self.grants, self.probe.landlock_abi)
+        fd = rs.fd
+        if achieved == "sealed":
+            os.set_inheritable(fd, True)
+            wrapped = sandbox_argv(self.grants, argv, workdir=workdir, socket_path=socket_path, ruleset_fd=fd)
+            return wrapped, rlimits, (fd,), rs.close
+
+        def preexec() -> None:
+            rlimits()
+            landlock.restrict_self(fd)
+
+        return argv, preexec, (), rs.close
+
+
+def _noop() -> None:
+    return None
+
+
+def effective_grants(manifest: Manifest, probe: HostProbe, d: Decision, g: Grants | None) -> dict[str, Any]:
+    """The seeds' ``effective_grants`` (the fields this host can fill truthfully), plus what the
+    rules actually are and what stays advisory."""
+    caps = manifest.capabilities
+    enforced = d.achieved != "advisory" and g is not None
+    out: dict[str, Any] = {
+        "declared_containment": d.declared,
+        "achieved_containment": d.achieved,
+        "floor_met": d.floor_met,
+    }
+    if not d.floor_met:
+        out["shortfall_reason"] = d.shortfall_reason
+    out |= {
+        "enforcement_tier": probe.offered,
+        "userns_grant": probe.userns_grant,
+        "landlock_abi": probe.landlock_abi,
+        "filesystem_scope": caps.filesystem.scope,
+        "workdir_exec": caps.filesystem.workdir_exec,
+        "read_only_paths": _read_only(manifest),
+        "read_only_advisory_for": list(caps.shell.allow) if _read_only(manifest) and enforced else [],
+        "network_allow": list(caps.network.allow),
+        "unix_sockets": caps.network.unix_sockets,
+        "shell_allow": list(caps.shell.allow),
+        "spawn_allow": list(caps.spawn.allow),
+        "env_allow": list(caps.env.allow),
+        "peer_fetch_allow": list(caps.peer_fetch.allow),
+        "filesystem_boundary": {
+            "restriction": "enforced" if enforced else "advisory",
+            "mechanism": {"scoped": "landlock", "sealed": "bubblewrap+landlock"}.get(d.achieved, "none"),
+            "not_protected": [] if not enforced else list(g.advisory if g else []),
+        },
+    }
+    if g is not None and enforced:
+        out["tcp_connect_ports"] = g.tcp_ports
+        out["exec_allowed"] = g.exec_files
+        out["advisory"] = g.advisory
+    else:
+        out["advisory"] = ["containment is advisory: the entrypoint runs with every right of its uid"]
+    return out
+
+
+def _env_path(env: Mapping[str, str]) -> str:
+    return env.get("PATH", os.defpath)
