@@ -126,6 +126,8 @@ class DestinationList(_Model):
 class FilesystemCaps(_Model):
     scope: str | None = None
     workdir_exec: bool = False
+    # Subtrees of the workdir the capsule may read but not change (relative paths).
+    read_only: StrList = Field(default_factory=list)
 
 
 class InstallCaps(_Model):

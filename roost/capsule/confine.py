@@ -75,6 +75,7 @@ class Grants:
     tcp_ports: list[int] | None = field(default_factory=list)  # None: TCP left unrestricted
     advisory: list[str] = field(default_factory=list)
     missing_shell: list[str] = field(default_factory=list)
+    read_only_binds: list[str] = field(default_factory=list)  # sealed: bound read-only over the scope
 
 
 def _shebang(path: str) -> list[str]:
@@ -176,6 +177,7 @@ def plan_grants(
         g.read.append("/proc")
     scope = caps.filesystem.scope
     target = (workdir / scope) if scope else workdir
+    target.mkdir(parents=True, exist_ok=True)  # a rule needs the directory to exist
     g.read_write = [str(target)]
     if scope is None:
         g.advisory.append(
@@ -186,7 +188,10 @@ def plan_grants(
         if scope is not None and not _inside(ro, scope):
             if path.exists():
                 g.read.append(str(path))
-        elif achieved == "scoped":
+        elif achieved == "sealed":
+            if path.exists():
+                g.read_only_binds.append(str(path))
+        else:
             g.advisory.append(
                 f"filesystem.read_only '{ro}' lies inside the writable scope and Landlock cannot narrow a grant, "
                 "so it is not write-protected"
@@ -226,7 +231,31 @@ def plan_grants(
 
 
 def _read_only(manifest: Manifest) -> list[str]:
-    return list(getattr(manifest.capabilities.filesystem, "read_only", []) or [])
+    return list(manifest.capabilities.filesystem.read_only)
+
+
+def outside_workdir(manifest: Manifest) -> str | None:
+    """The first ``filesystem.scope``/``read_only`` entry that is not a relative path inside the
+    workdir (E-CAP-002), or None."""
+    fs = manifest.capabilities.filesystem
+    for entry in ([fs.scope] if fs.scope is not None else []) + list(fs.read_only):
+        if not _relative_inside(entry):
+            return entry
+    return None
+
+
+def _relative_inside(entry: str) -> bool:
+    if not entry or os.path.isabs(entry) or "\x00" in entry:
+        return False
+    depth = 0
+    for part in Path(entry).parts:
+        if part == "..":
+            depth -= 1
+            if depth < 0:
+                return False
+        elif part not in ("", "."):
+            depth += 1
+    return True
 
 
 def _inside(path: str, scope: str) -> bool:
@@ -291,6 +320,8 @@ def sandbox_argv(g: Grants, argv: list[str], *, workdir: Path, socket_path: Path
     for p in g.read_write:
         Path(p).mkdir(parents=True, exist_ok=True)
         out += ["--bind", p, p]
+    for p in g.read_only_binds:
+        out += ["--ro-bind", p, p]
     out += ["--bind", str(socket_path), str(socket_path), "--chdir", str(workdir)]
     out += ["--", os.path.realpath(sys.executable), "-I", "-S", str(SEALEXEC), str(ruleset_fd), "--", *argv]
     return out

@@ -38,7 +38,7 @@ from a2a.door import Door, DoorTask, TaskOutcome
 from a2a.errors import JsonRpcError
 from a2a.models import TaskState
 from a2a.origin import Origin
-from roost.capsule.confine import Confinement, effective_grants, plan_grants
+from roost.capsule.confine import Confinement, effective_grants, outside_workdir, plan_grants
 from roost.capsule.entrypoint import EntrypointError, Launch, resolve_argv, run_entrypoint, task_env
 from roost.capsule.hostsock import HostSocket
 from roost.capsule.lifeline import ENV as LIFELINE_ENV
@@ -184,6 +184,12 @@ def prepare(opts: RunOptions) -> Prepared:
     )
     if not decision.floor_met:
         raise ContainmentRefused(refusal(manifest.coordinates, decision), prepared)
+    bad = outside_workdir(manifest) if decision.achieved != "advisory" else None
+    if bad is not None:
+        raise LaunchRefused(
+            f"E-CAP-002: {manifest.coordinates} declares the filesystem path '{bad}', which is not a relative "
+            "path inside the workdir, so its containment cannot be drawn"
+        )
     return prepared
 
 

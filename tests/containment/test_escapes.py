@@ -193,3 +193,113 @@ async def test_every_escape_is_denied_and_allowed_things_work(
         assert res["see_test_runner"].startswith("denied")
         count = int(res["proc_count"].split()[1])
         assert count < 10, res["proc_count"]
+
+
+READ_ONLY = r"""
+import json, os, sys
+res = {}
+def attempt(name, fn):
+    try:
+        fn()
+        res[name] = "ALLOWED"
+    except OSError as exc:
+        res[name] = f"denied {exc.errno}"
+def read(p):
+    with open(p) as f:
+        f.read()
+def write(p):
+    with open(p, "a") as f:
+        f.write("changed")
+attempt("read_ref", lambda: read("ref/data.txt"))
+attempt("write_ref", lambda: write("ref/data.txt"))
+attempt("read_frozen", lambda: read("out/frozen/data.txt"))
+attempt("write_frozen", lambda: write("out/frozen/data.txt"))
+attempt("write_scope", lambda: write("out/free.txt"))
+sys.stdout.write(json.dumps(res))
+"""
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+async def test_read_only_subtrees(registry: RegistryBuilder, capsules: Capsules, tmp_path: Path, cls: str) -> None:
+    registry.add(
+        f"ro-{cls}",
+        script=READ_ONLY,
+        capabilities={"containment": cls, "filesystem": {"scope": "out", "read_only": ["ref", "out/frozen"]}},
+        extra={"lifecycle": {"after_task": "exit"}},
+    )
+    work = tmp_path / "w"
+    (work / "ref").mkdir(parents=True)
+    (work / "ref" / "data.txt").write_text("reference")
+    (work / "out" / "frozen").mkdir(parents=True)
+    (work / "out" / "frozen" / "data.txt").write_text("frozen")
+    (work / "task.md").write_text("go")
+    cp = await capsules.start(f"ro-{cls}@0.1.0", work, registry=registry.root)
+    assert await cp.wait(within=60) == 0, cp.stderr
+    res = json.loads((work / "out" / "result.txt").read_text())
+    assert res["read_ref"] == "ALLOWED" and res["write_ref"].startswith("denied")
+    assert (work / "ref" / "data.txt").read_text() == "reference"
+    assert res["read_frozen"] == "ALLOWED" and res["write_scope"] == "ALLOWED"
+    grants = trace_events(cp.trace)[0]["effective_grants"]
+    assert grants["read_only_paths"] == ["ref", "out/frozen"]
+    if cls == "sealed":  # a read-only bind over the scope
+        assert res["write_frozen"].startswith("denied")
+        assert (work / "out" / "frozen" / "data.txt").read_text() == "frozen"
+    else:  # Landlock cannot narrow a grant: said so, never silently dropped
+        assert res["write_frozen"] == "ALLOWED"
+        assert any("'out/frozen'" in a and "not write-protected" in a for a in grants["advisory"])
+
+
+@pytest.mark.parametrize("scope", ["../elsewhere", "/etc", "out/../../x"])
+async def test_a_scope_outside_the_workdir_is_refused(
+    registry: RegistryBuilder, capsules: Capsules, tmp_path: Path, scope: str
+) -> None:
+    registry.add(
+        "wide",
+        script="print('ran')\n",
+        capabilities={"containment": "scoped", "filesystem": {"scope": scope}},
+        extra={"lifecycle": {"after_task": "exit"}},
+    )
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "task.md").write_text("go")
+    cp = await capsules.start("wide@0.1.0", work, registry=registry.root, expect_ready=False)
+    assert await cp.wait(within=30) == 1
+    assert any("E-CAP-002" in line and f"'{scope}'" in line for line in cp.stderr), cp.stderr
+    assert not (work / "out" / "result.txt").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "task", "expect_rc", "expect"),
+    [
+        ("worker", "alpha beta", 0, "reversed: beta alpha"),
+        ("crasher", "boom", 1, "crasher:"),
+        ("sleeper", "0.2", 0, ""),
+    ],
+)
+async def test_examples_run_unchanged_under_scoped_hosts(
+    capsules: Capsules, tmp_path: Path, name: str, task: str, expect_rc: int, expect: str
+) -> None:
+    if "scoped" not in CLASSES:
+        pytest.skip("this host cannot enforce scoped")
+    import shutil
+
+    import yaml
+
+    from roost.packing import pack_capsule
+    from tests.conftest import EXAMPLES
+
+    src = tmp_path / "src" / name
+    shutil.copytree(EXAMPLES / "capsules" / name, src)
+    manifest = yaml.safe_load((src / "murmur.yaml").read_text())
+    manifest.setdefault("capabilities", {})["containment"] = "scoped"
+    (src / "murmur.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    reg = tmp_path / "registry"
+    reg.mkdir()
+    pack_capsule(src, reg)
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "task.md").write_text(task)
+    cp = await capsules.start(f"{name}@0.1.0", work, registry=reg)
+    assert await cp.wait(within=60) == expect_rc, cp.stderr
+    assert expect in (work / "out" / "result.txt").read_text()
+    assert trace_events(cp.trace)[0]["containment_achieved"] == "scoped"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from tests.capsule.conftest import Capsules, base_env, trace_events, wait_for
 from tests.conftest import RegistryBuilder
@@ -71,8 +72,12 @@ def _alive(pid: int) -> bool:
         return False
 
 
-async def _start_hostile(registry: RegistryBuilder, capsules: Capsules, work: Path, **env: str) -> Any:
-    registry.add("hostile", script=HOSTILE, extra={"lifecycle": {"after_task": "exit"}})
+async def _start_hostile(
+    registry: RegistryBuilder, capsules: Capsules, work: Path, cls: str = "advisory", **env: str
+) -> Any:
+    registry.add(
+        "hostile", script=HOSTILE, capabilities={"containment": cls}, extra={"lifecycle": {"after_task": "exit"}}
+    )
     work.mkdir()
     (work / "task.md").write_text("go\n")
     cp = await capsules.start("hostile@0.1.0", work, registry=registry.root, env=base_env(**env))
@@ -85,11 +90,12 @@ async def _start_hostile(registry: RegistryBuilder, capsules: Capsules, work: Pa
     return cp, pids
 
 
+@pytest.mark.parametrize("cls", ["advisory", "scoped"])
 async def test_stop_kills_double_forked_setsid_sigterm_ignoring_tree(
-    registry: RegistryBuilder, capsules: Capsules, tmp_path: Path
+    registry: RegistryBuilder, capsules: Capsules, tmp_path: Path, cls: str
 ) -> None:
     work = tmp_path / "w"
-    cp, pids = await _start_hostile(registry, capsules, work, MURMUR_KILL_GRACE_SECS="0.5")
+    cp, pids = await _start_hostile(registry, capsules, work, cls, MURMUR_KILL_GRACE_SECS="0.5")
     t0 = time.monotonic()
     assert await cp.terminate(within=15) == 143
     took = time.monotonic() - t0
@@ -191,3 +197,26 @@ async def test_launcher_leaves_the_host_unlimited_and_the_entrypoint_limited(
     assert view["state"] in ("failed", "crashed"), view
     assert view["exit_status"] == "exit status 1", view
     assert not done.exists() or json.loads(done.read_text())["status"] != "ok"
+
+
+async def test_stop_leaves_nothing_of_a_sealed_tree(
+    registry: RegistryBuilder, capsules: Capsules, tmp_path: Path
+) -> None:
+    from roost.capsule.probe import probe_host
+
+    if probe_host().offered != "sealed":
+        pytest.skip("this host cannot enforce sealed")
+    registry.add(
+        "hostile", script=HOSTILE, capabilities={"containment": "sealed"}, extra={"lifecycle": {"after_task": "exit"}}
+    )
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "task.md").write_text("go\n")
+    cp = await capsules.start("hostile@0.1.0", work, registry=registry.root, env=base_env(MURMUR_KILL_GRACE_SECS="0.5"))
+    await wait_for(lambda: len(_pids(work / "pids.txt")) == 3, within=30)
+    host = psutil.Process(cp.proc.pid)
+    tree = host.children(recursive=True)
+    assert len(tree) >= 4, tree  # bwrap, its init, the entrypoint, its children (pids seen from here)
+    assert await cp.terminate(within=15) == 143
+    left = [p for p in tree if _alive(p.pid)]
+    assert not left, f"survived the host's stop: {left}"
