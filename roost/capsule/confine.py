@@ -141,7 +141,7 @@ def _ports(manifest: Manifest, fixed: Sequence[int]) -> tuple[list[int] | None, 
         if rule.port is None:
             notes.append(
                 f"network.allow entry '{entry}' names no port and Landlock filters TCP by port only, "
-                "so TCP connect is not restricted"
+                "so TCP connect and bind are not restricted"
             )
             return None, notes
         ports.add(rule.port)
@@ -218,7 +218,9 @@ def plan_grants(
         g.tcp_ports, notes = _ports(manifest, fixed)
         g.advisory += notes
     if abi < 4 and g.tcp_ports is not None and achieved == "scoped":
-        g.advisory.append(f"Landlock ABI {abi} has no network rules (ABI 4), so TCP connect is not restricted")
+        g.advisory.append(
+            f"Landlock ABI {abi} has no network rules (ABI 4), so TCP connect and bind are not restricted"
+        )
         g.tcp_ports = None
     if achieved == "scoped":
         g.advisory.append(

@@ -220,3 +220,22 @@ async def test_stop_leaves_nothing_of_a_sealed_tree(
     assert await cp.terminate(within=15) == 143
     left = [p for p in tree if _alive(p.pid)]
     assert not left, f"survived the host's stop: {left}"
+
+
+async def test_launcher_cancel_leaves_no_process_of_a_hostile_payload(
+    daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path
+) -> None:
+    registry.add("hostile", script=HOSTILE, extra={"lifecycle": {"after_task": "exit"}})
+    d = await daemon_factory(registry.root, spawn_allow=("hostile",), stop_grace_secs=2.0, launch_timeout_secs=30.0)
+    status, body, _, _ = await d.call("POST", "/jobs", json={"name": "hostile", "version": "0.1.0", "task": "go"})
+    assert status == 201, body
+    work = Path(body["workdir"])
+    await wait_for(lambda: len(_pids(work / "pids.txt")) == 3, within=30)
+    pids = _pids(work / "pids.txt")
+    assert all(_alive(p) for p in pids.values())
+    t0 = time.monotonic()
+    status, view, _, _ = await d.call("POST", f"/jobs/{body['job_id']}/cancel")
+    assert status == 200 and view["state"] == "terminated", view
+    assert time.monotonic() - t0 < 2.0 + 1.0, "the host finished its tree inside the launcher's grace"
+    left = {k: p for k, p in pids.items() if _alive(p)}
+    assert not left, f"survived the cancel: {left}"
