@@ -73,6 +73,8 @@ class Config(BaseModel):
     registry_recheck_secs: float = Field(default=1.0, ge=0, le=3600)
     runtime_command: tuple[str, ...] = ("mur", "run")
     capsule_command: tuple[str, ...] = ()
+    job_cgroups: Literal["auto", "off"] = "auto"
+    """``auto``: a cgroup v2 per job where one can be made; ``off``: always the fallback sweep."""
     launch_uids: tuple[int, ...] | None = None
     """Loopback uids that may launch a top-level job without a credential (None: the daemon's own)."""
     peer_fetch_max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)

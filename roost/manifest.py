@@ -143,8 +143,12 @@ class ResourceCaps(_Model):
     max_open_files: int | None = Field(default=None, gt=0)
     address_space_bytes: int | None = Field(default=None, gt=0)
     max_processes: int | None = Field(default=None, gt=0)
+    memory_bytes: int | None = Field(default=None, gt=0)
+    """The job's cgroup ``memory.max`` (default: ``address_space_bytes``), where cgroups are used."""
+    cpu_percent: int | None = Field(default=None, gt=0, le=100_000)
+    """The job's cgroup ``cpu.max`` as a percentage of one CPU, where cgroups are used."""
 
-    @field_validator("max_file_size_bytes", "address_space_bytes", mode="before")
+    @field_validator("max_file_size_bytes", "address_space_bytes", "memory_bytes", mode="before")
     @classmethod
     def _bytes(cls, v: object) -> object:
         return None if v is None else parse_byte_count(v)

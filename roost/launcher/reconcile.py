@@ -54,12 +54,16 @@ def _same_process(pid: int | None, start: float | None) -> bool:
 
 
 def find_job_processes(instance: str) -> list[tuple[int, str, int]]:
-    """``(pid, job_id, pgid)`` of this uid's processes launched by this daemon instance (blocking)."""
+    """``(pid, job_id, pgid)`` of processes launched by this daemon instance (blocking): this
+    uid's, or any uid's for a root daemon."""
     me = os.getuid()
     out: list[tuple[int, str, int]] = []
     for proc in psutil.process_iter(["uids"]):
         try:
-            if proc.info["uids"] is None or proc.info["uids"].real != me or proc.pid == os.getpid():
+            if proc.pid == os.getpid() or proc.info["uids"] is None:
+                continue
+            # A root daemon's children run as their sessions' uids (docs/security.md).
+            if me != 0 and proc.info["uids"].real != me:
                 continue
             env = proc.environ()
         except (psutil.Error, OSError):

@@ -54,6 +54,7 @@ from roost.events import ObservedError
 from roost.fsutil import Place
 from roost.identifiers import require_id
 from roost.launcher import records
+from roost.launcher.cgroups import JobCgroups, sweep_marked
 from roost.launcher.jobs import Job, JobState, StopReason, state_for_status
 from roost.launcher.keeper import KeeperClient, KeeperError
 from roost.launcher.lifeline import connect_keeper, make_pipe, stop_keeper
@@ -180,6 +181,7 @@ class Launcher:
         self._starting_top = 0
         self._start_gate = asyncio.Semaphore(roost.config.max_starting or max(2, os.cpu_count() or 2))
         self.keeper: KeeperClient | None = None
+        self.cgroups: JobCgroups | None = None
         self.delivery_window_secs = 30.0
         self.last_reconcile: dict[str, int] | None = None
         self._stopping = False
@@ -195,6 +197,12 @@ class Launcher:
         from roost.launcher.reconcile import reconcile
 
         roost = self.roost
+        self.cgroups = await roost.executor.run(JobCgroups.discover, roost.config.job_cgroups)
+        log.info(
+            "job_containment",
+            cgroups=str(self.cgroups.root) if self.cgroups else None,
+            controllers=",".join(sorted(self.cgroups.controllers)) if self.cgroups else "",
+        )
         try:
             self.keeper = await connect_keeper(roost.config.state_dir, roost.executor)
         except (KeeperError, OSError, TimeoutError) as exc:
@@ -280,6 +288,23 @@ class Launcher:
                 os.close(fd)
         if self.keeper is not None:
             self.keeper.close(job_id)
+
+    async def _finish_off(self, job: Job) -> None:
+        """Kill whatever is left of a job: its cgroup (``cgroup.kill``), else every process
+        carrying its ``MURMUR_JOB_ID`` (roost/launcher/cgroups.py)."""
+        executor = self.roost.executor
+        try:
+            if self.cgroups is not None and await executor.run(self.cgroups.exists, job.job_id):
+                left = await executor.run(self.cgroups.finish, job.job_id)
+                how = "cgroup"
+            else:
+                left = await executor.run(sweep_marked, job.job_id)
+                how = "sweep"
+        except OSError as exc:
+            log.warning("job_finish_off_failed", job_id=job.job_id, error=exc.strerror)
+            return
+        if left:
+            log.info("job_leftovers_killed", job_id=job.job_id, count=left, by=how)
 
     @staticmethod
     def _place(job: Job) -> Place:
@@ -477,8 +502,22 @@ class Launcher:
         spec.env["MURMUR_ROOST_INSTANCE"] = roost.events.run_id
         if artifact.manifest.entrypoint:
             spec.env.update(capsule_host_env(cfg))
+        cgroups = self.cgroups
+        if cgroups is not None:
+            try:
+                unset = await roost.executor.run(cgroups.create, job.job_id, artifact.manifest.capabilities.resources)
+                if unset:
+                    log.warning("cgroup_limits_not_applied", job_id=job.job_id, limits=",".join(unset))
+            except OSError as exc:
+                log.warning("cgroup_create_failed", job_id=job.job_id, error=exc.strerror)
+                cgroups = None
         try:
             popen = start_process(spec)
+            if cgroups is not None:
+                # Inline, before anything else can run on this loop: the child has only just
+                # exec'd its host, which forks nothing before it has registered. A cgroupfs
+                # write touches no disk.
+                cgroups.enter(job.job_id, popen.pid)
         except OSError as exc:
             os.close(write_fd)
             self._release(jti)
@@ -637,6 +676,7 @@ class Launcher:
         if live is not None:
             self._close_live(live)
         self._lifeline_close(job.job_id)
+        await self._finish_off(job)
         if parent is not None:
             self._children.get(parent.session_id, set()).discard(job.job_id)
         if job.state == "starting" and job.job_id in self.jobs:
@@ -725,14 +765,17 @@ class Launcher:
         live = self._live.pop(job.job_id, None)
         if live is not None:
             self._close_live(live)
+        if job.pid is not None:
+            signal_group(job.pid, signal.SIGKILL)  # whatever it left behind in its group
+        # The job's main process is gone: nothing of the job may outlive it.
+        await self._finish_off(job)
+        if live is not None:
             for task in live.tasks:
                 if not task.done():
                     with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                         await asyncio.wait_for(asyncio.shield(task), 1.0)
         job.exit_status = exit_status
         self._lifeline_close(job.job_id)
-        if job.pid is not None:
-            signal_group(job.pid, signal.SIGKILL)  # whatever it left behind in its group
         if job.parent_id is not None:
             self._children.get(job.parent_id, set()).discard(job.job_id)
         rec = self._session_of(job)
