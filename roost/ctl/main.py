@@ -37,7 +37,9 @@ def _global_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
     p.add_argument("--json", action="store_true", default=False if top else argparse.SUPPRESS, help="print JSON only")
     p.add_argument("--socket", default=d, metavar="PATH", help="admin socket (env ROOST_SOCKET)")
     p.add_argument("--state-dir", default=d, metavar="DIR", help="state dir holding admin.sock (ROOST_STATE_DIR)")
-    p.add_argument("--timeout", type=float, default=30.0 if top else argparse.SUPPRESS, help="seconds per request")
+    p.add_argument(
+        "--timeout", type=float, default=30.0 if top else argparse.SUPPRESS, metavar="SECS", help="seconds per request"
+    )
     p.add_argument(
         "--wide",
         action="store_true",

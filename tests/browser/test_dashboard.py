@@ -42,7 +42,9 @@ SLOW_WORKER = '''#!/usr/bin/env python3
 """worker that takes its time, so a dashboard can watch it run."""
 import sys, time
 text = sys.stdin.read().strip()
-time.sleep(5)
+for i in range(1, 6):
+    print(f"worker: step {i} of 5", file=sys.stderr, flush=True)
+    time.sleep(1)
 print(f"words: {len(text.split())}")
 '''
 
@@ -186,6 +188,19 @@ def test_tree_appears_changes_live_timeline_and_cancel(env: Env) -> None:
             assert worker.get_attribute("data-state") == "running"
             assert "depth 1" in worker.inner_text() and "● running" in worker.inner_text()
             page.screenshot(path=str(ARTIFACTS / "dashboard-tree.png"), full_page=True)
+            # The worker's own page, in a second tab: its log follows live and its state flips.
+            worker_page = ctx.new_page()
+            worker_page.goto(f"http://127.0.0.1:{env.port}" + str(worker.locator("a.node").first.get_attribute("href")))
+            worker_page.wait_for_selector('#h-summary .badge[data-state="running"]', timeout=10_000)
+            worker_page.wait_for_function(
+                "() => document.getElementById('log').textContent.includes('stderr | worker: step 2 of 5')",
+                timeout=15_000,
+            )
+            worker_page.wait_for_selector('#h-summary .badge[data-state="complete"]', timeout=30_000)
+            worker_page.wait_for_function(
+                "() => document.getElementById('log').textContent.includes('result | words: 4')", timeout=15_000
+            )
+            worker_page.close()
             # The same page, no reload: the worker's job completes, then the orchestrator's.
             page.wait_for_selector(f'li[data-session="{job["session_id"]}"][data-state="complete"]', timeout=30_000)
             assert "✓ complete" in page.locator(f'li[data-session="{job["session_id"]}"]').inner_text()

@@ -36,8 +36,8 @@ POLL_SECS = 0.5
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("capsule", metavar="NAME@VERSION", help="the capsule, e.g. orchestrator@0.1.0 (or NAME VERSION)")
-    p.add_argument("version", nargs="?", help="the version, when not given as NAME@VERSION")
-    p.add_argument("--task", help="task text ('-' reads it from stdin)")
+    p.add_argument("version", nargs="?", metavar="VERSION", help="the version, when not given as NAME@VERSION")
+    p.add_argument("--task", metavar="TEXT", help="task text ('-' reads it from stdin)")
     p.add_argument("--workdir", metavar="DIR", help="absolute working directory for the session")
     p.add_argument("--deadline", type=float, metavar="SECS", help="end the job after SECS seconds")
     p.add_argument("--wait", action="store_true", help="wait for the job to end, with progress on stderr")
