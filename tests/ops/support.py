@@ -7,11 +7,13 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "deploy" / "examples" / "registry"
@@ -60,3 +62,46 @@ def wait_for(predicate: Any, timeout: float = 15.0, interval: float = 0.05) -> N
             return
         time.sleep(interval)
     raise AssertionError("condition not met in time")
+
+
+class Daemon:
+    def __init__(self, root: Path, *extra: str) -> None:
+        self.root = root
+        self.state = root / "state"
+        cfg = root / "roost.toml"
+        cfg.write_text(
+            f'registry_path = "{EXAMPLES}"\nspawn_allow = ["sleeper", "worker", "echo"]\nstate_dir = "state"\n'
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "roost", "--config", str(cfg), "--port", "0", "--log-format", "json", *extra],
+            env=daemon_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_for(lambda: roostctl("status", state_dir=self.state).code == 0, timeout=30, interval=0.1)
+
+    def ctl(self, *args: str, **kw: object) -> Ctl:
+        return roostctl(*args, state_dir=self.state, **kw)  # type: ignore[arg-type]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def module_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    """One daemon for a test module (wrap with ``pytest.fixture(scope="module", name=...)``)."""
+    d = Daemon(tmp_path_factory.mktemp("ctl"))
+    yield d
+    d.stop()
+
+
+def fresh_daemon(tmp_path: Path) -> Iterator[Daemon]:
+    """A daemon of the test's own, for tests that stop or drain it."""
+    d = Daemon(tmp_path)
+    yield d
+    d.stop()

@@ -13,26 +13,13 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ops.support import EXAMPLES, daemon_env, roostctl, wait_for
-from ops.test_roostctl import Daemon
+from ops.support import EXAMPLES, Daemon, daemon_env, fresh_daemon, module_daemon, roostctl, wait_for
 
-
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
-    d = Daemon(tmp_path_factory.mktemp("sentences"))
-    yield d
-    d.stop()
-
-
-@pytest.fixture
-def fresh(tmp_path: Path) -> Iterator[Daemon]:
-    d = Daemon(tmp_path)
-    yield d
-    d.stop()
+daemon = pytest.fixture(scope="module", name="daemon")(module_daemon)
+fresh = pytest.fixture(name="fresh")(fresh_daemon)
 
 
 def test_mistyped_verb_gets_a_suggestion(tmp_path: Path) -> None:

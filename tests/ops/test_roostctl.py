@@ -13,11 +13,10 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ops.support import EXAMPLES, REPO, Ctl, daemon_env, roostctl, wait_for
+from ops.support import EXAMPLES, REPO, Ctl, Daemon, fresh_daemon, module_daemon, roostctl
 
 DAEMON_VERBS = [
     ["status"],
@@ -37,47 +36,8 @@ DAEMON_VERBS = [
 ]
 
 
-class Daemon:
-    def __init__(self, root: Path, *extra: str) -> None:
-        self.root = root
-        self.state = root / "state"
-        cfg = root / "roost.toml"
-        cfg.write_text(
-            f'registry_path = "{EXAMPLES}"\nspawn_allow = ["sleeper", "worker", "echo"]\nstate_dir = "state"\n'
-        )
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "roost", "--config", str(cfg), "--port", "0", "--log-format", "json", *extra],
-            env=daemon_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        wait_for(lambda: roostctl("status", state_dir=self.state).code == 0, timeout=30, interval=0.1)
-
-    def ctl(self, *args: str, **kw: object) -> Ctl:
-        return roostctl(*args, state_dir=self.state, **kw)  # type: ignore[arg-type]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
-    d = Daemon(tmp_path_factory.mktemp("ctl"))
-    yield d
-    d.stop()
-
-
-@pytest.fixture
-def fresh(tmp_path: Path) -> Iterator[Daemon]:
-    d = Daemon(tmp_path)
-    yield d
-    d.stop()
+daemon = pytest.fixture(scope="module", name="daemon")(module_daemon)
+fresh = pytest.fixture(name="fresh")(fresh_daemon)
 
 
 def _one_json(res: Ctl) -> object:
