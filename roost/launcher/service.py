@@ -856,11 +856,15 @@ class Launcher:
             rec = self._launcher_record(job, "crashed", duration, crash_detail(job.exit_status or "unknown", tail))
             final = await self._deliver(job, handle, rec, attempts=2)
             outcome, reason = "crashed", rec.detail
-        self._set_state(job, state_for_status(final.status))
+        # The parent's `delegation` line lands before the job reads as final, so whoever sees a
+        # final state also finds the delegation recorded in the parent's trace.
         job.completion = final.to_dict()
         job.outcome, job.reason = outcome, reason
-        if parent is not None and not job.end_written:
-            await self._write_end_line(job, parent, duration, outcome, reason)
+        try:
+            if parent is not None and not job.end_written:
+                await self._write_end_line(job, parent, duration, outcome, reason)
+        finally:
+            self._set_state(job, state_for_status(final.status))
 
     def _launcher_record(self, job: Job, status: Any, duration: int, detail: str | None) -> CompletionRecord:
         return CompletionRecord(
