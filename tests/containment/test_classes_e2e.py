@@ -77,6 +77,15 @@ async def test_examples_run_unchanged_under_scoped(daemon_factory: Any, tmp_path
     assert start["containment_achieved"] == "scoped"
     rec = d.roost.table.get(body["session_id"])
     assert rec is not None and rec.containment == "scoped"
+    # echo stays up, answers its task and writes the file it exports on the peer plane.
+    status, body, _, _ = await d.call("POST", "/jobs", json={"name": "echo", "version": "0.1.0", "task": "hello"})
+    assert status == 201, body
+    ewd = Path(body["workdir"])
+    await wait_for(lambda: (ewd / "out" / "result.txt").exists(), within=60)
+    assert "echo: hello" in (ewd / "out" / "result.txt").read_text()
+    assert (ewd / "share" / "last-task.txt").exists()
+    status, view, _, _ = await d.call("POST", f"/jobs/{body['job_id']}/cancel")
+    assert status == 200, view
 
 
 @pytest.mark.skipif(ORDER[OFFERED] < 2, reason="this host cannot enforce sealed")
