@@ -18,6 +18,7 @@ _seq = 0
 def uuid7_hex() -> str:
     """Return a UUIDv7 as 32 lowercase hex chars, monotonic within this process."""
     global _last_ms, _seq
+    entropy = os.urandom(10)  # one read: 8 random bytes, 2 for a fresh sequence start
     with _lock:
         ms = time.time_ns() // 1_000_000
         if ms <= _last_ms:
@@ -27,10 +28,10 @@ def uuid7_hex() -> str:
                 ms += 1
                 _seq = 0
         else:
-            _seq = int.from_bytes(os.urandom(2), "big") & 0x3FF
+            _seq = int.from_bytes(entropy[8:], "big") & 0x3FF
         _last_ms = ms
         seq = _seq
-    rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+    rand = int.from_bytes(entropy[:8], "big") & ((1 << 62) - 1)
     value = (ms & ((1 << 48) - 1)) << 80
     value |= 0x7 << 76
     value |= (seq & 0xFFF) << 64

@@ -10,7 +10,7 @@ accept every shape, and ``dump_*`` emit exactly one dialect. Serialisers build d
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -64,6 +64,23 @@ def normalize_role(value: str) -> str:
 
 class _Model(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, validate_by_name=True, validate_by_alias=True)
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def build(cls: type[_M], values: dict[str, Any]) -> _M:
+    """``cls.model_construct(**values)`` without its per-field bookkeeping, for the door's hot path.
+
+    ``values`` must name every field of ``cls`` (no defaults are filled in) and hold values
+    that are already valid: nothing is checked.
+    """
+    obj = cls.__new__(cls)
+    object.__setattr__(obj, "__dict__", values)
+    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
+    object.__setattr__(obj, "__pydantic_extra__", None)
+    object.__setattr__(obj, "__pydantic_private__", None)
+    return obj
 
 
 class FileContent(_Model):
@@ -151,14 +168,35 @@ class Message(_Model):
         return "\n".join(p.text for p in self.parts if p.text is not None)
 
 
-def agent_message(message_id: str, text: str) -> Message:
-    return Message.model_construct(
-        message_id=message_id,
-        role="agent",
-        parts=[Part.model_construct(kind="text", text=text)],
-        context_id=None,
-        task_id=None,
-        metadata=None,
+def text_part(text: str) -> Part:
+    return build(Part, {"kind": "text", "text": text, "file": None, "data": None, "metadata": None})
+
+
+def agent_message(message_id: str, text: str, *, task_id: str | None = None, context_id: str | None = None) -> Message:
+    return build(
+        Message,
+        {
+            "message_id": message_id,
+            "role": "agent",
+            "parts": [text_part(text)],
+            "context_id": context_id,
+            "task_id": task_id,
+            "metadata": None,
+        },
+    )
+
+
+def response_artifact(text: str) -> Artifact:
+    """A completed task's output as the artifact murmur names ``response``."""
+    return build(
+        Artifact,
+        {
+            "artifact_id": "response",
+            "name": "response",
+            "description": None,
+            "parts": [text_part(text)],
+            "metadata": None,
+        },
     )
 
 
@@ -364,12 +402,15 @@ def parse_message_lean(obj: object, *, require_kind: bool = False) -> Message:
         p = normalize_part(raw, i)
         file = p.get("file")
         parts.append(
-            Part.model_construct(
-                kind=p["kind"],
-                text=p.get("text"),
-                file=FileContent.model_validate(file) if file is not None else None,
-                data=p.get("data"),
-                metadata=p.get("metadata"),
+            build(
+                Part,
+                {
+                    "kind": p["kind"],
+                    "text": p.get("text"),
+                    "file": FileContent.model_validate(file) if file is not None else None,
+                    "data": p.get("data"),
+                    "metadata": p.get("metadata"),
+                },
             )
         )
     context_id = obj.get("contextId")
@@ -381,13 +422,16 @@ def parse_message_lean(obj: object, *, require_kind: bool = False) -> Message:
     metadata = obj.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise ValueError("metadata must be an object")
-    return Message.model_construct(
-        message_id=message_id,
-        role=normalize_role(role),
-        parts=parts,
-        context_id=context_id,
-        task_id=task_id,
-        metadata=metadata,
+    return build(
+        Message,
+        {
+            "message_id": message_id,
+            "role": normalize_role(role),
+            "parts": parts,
+            "context_id": context_id,
+            "task_id": task_id,
+            "metadata": metadata,
+        },
     )
 
 

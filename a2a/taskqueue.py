@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from a2a import errors, traceparent
 from a2a.ids import prefixed
-from a2a.models import Message, Part, TaskState
+from a2a.models import Message, TaskState, build, text_part
 from a2a.origin import LANE_ORDER, Lane, Provenance
 from a2a.taskrecord import TaskRecord
 from a2a.tasktypes import (
@@ -43,7 +43,6 @@ from a2a.tasktypes import (
     Runner,
     TaskAcceptance,
     TaskOutcome,
-    response_artifact,
 )
 
 log = logging.getLogger("a2a.door")
@@ -93,6 +92,9 @@ class TaskQueue:
         self._finished: OrderedDict[str, TaskRecord] = OrderedDict()
         self._wake = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
+        self._invoking: TaskRecord | None = None  # the record whose runner the worker is awaiting
+        self._run_canceled = False  # the worker was cancelled to stop that run, not to stop
+        self._stopping = False
         self.idle = asyncio.Event()
         self.idle.set()
 
@@ -147,14 +149,16 @@ class TaskQueue:
         Same capacity rules as a send except that ``task_acceptance: none`` does not apply (it
         only closes the door to callers). The task belongs to ``local_owner``.
         """
-        part = Part.model_construct(kind="text", text=text, file=None, data=None, metadata=None)
-        message = Message.model_construct(
-            message_id=message_id or prefixed("msg"),
-            role="user",
-            parts=[part],
-            context_id=context_id,
-            task_id=None,
-            metadata=None,
+        message = build(
+            Message,
+            {
+                "message_id": message_id or prefixed("msg"),
+                "role": "user",
+                "parts": [text_part(text)],
+                "context_id": context_id,
+                "task_id": None,
+                "metadata": None,
+            },
         )
         tp = traceparent.parse(caller_traceparent)
         return self.admit(
@@ -198,7 +202,7 @@ class TaskQueue:
         )
         refusal = self._refusal()
         rec = TaskRecord(task, TaskState.REJECTED if refusal else TaskState.SUBMITTED, self.max_history)
-        rec.add_history(message, task.id, task.context_id)
+        rec.add_history(message)
         if refusal is not None:
             rec.set(TaskState.REJECTED, refusal)
             self._remember(rec)
@@ -242,7 +246,7 @@ class TaskQueue:
             dialect=incoming.dialect,
             turn=prev.turn + 1,
         )
-        rec.add_history(message, prev.id, prev.context_id)
+        rec.add_history(message)
         rec.set(TaskState.SUBMITTED)
         self._enqueue(rec)
         return rec
@@ -266,8 +270,9 @@ class TaskQueue:
         if rec is self._running:
             phase = "running"
             rec.set(TaskState.CANCELED, "task canceled")
-            if rec.run is not None:
-                rec.run.cancel()
+            if self._invoking is rec and self._worker is not None and not self._run_canceled:
+                self._run_canceled = True
+                self._worker.cancel()  # the runner runs inside the worker: see _invoke
         else:
             phase = "queued"
             if rec.state is TaskState.SUBMITTED:
@@ -296,6 +301,7 @@ class TaskQueue:
     async def shutdown(self) -> None:
         """Stop the worker; tasks still queued, running or interrupted are recorded canceled."""
         self._closed = True
+        self._stopping = True
         worker, self._worker = self._worker, None
         if worker is not None:
             worker.cancel()
@@ -381,24 +387,27 @@ class TaskQueue:
                 log.exception("on_finish hook failed for %s", task.id)
 
     async def _invoke(self, rec: TaskRecord) -> TaskOutcome:
-        run = asyncio.get_running_loop().create_task(self._runner(rec.task), name=f"a2a-task-{rec.task.id}")
-        rec.run = run
+        """Await the runner inside the worker itself (no task per run: this is the hot path).
+
+        Canceling the running task cancels the worker with ``_run_canceled`` set; that cancel is
+        taken back here (``uncancel``) and the run ends canceled, whatever the runner does with it.
+        """
+        worker = asyncio.current_task()
+        self._invoking = rec
         try:
-            await asyncio.wait((run,))
-        except asyncio.CancelledError:  # the door itself is shutting down
-            run.cancel()
-            with contextlib.suppress(BaseException):
-                await run
-            raise
-        finally:
-            rec.run = None
-        if run.cancelled():
+            outcome: object = await self._runner(rec.task)
+        except asyncio.CancelledError:
+            if not self._run_canceled or self._stopping or worker is None:
+                raise  # the door itself is shutting down
             return TaskOutcome.canceled()
-        exc = run.exception()
-        if exc is not None:
+        except Exception as exc:
             log.error("runner failed for %s", rec.task.id, exc_info=exc)
             return TaskOutcome.failed("task failed: the runner raised an error")
-        outcome: object = run.result()
+        finally:
+            self._invoking = None
+            if self._run_canceled and not self._stopping and worker is not None:
+                self._run_canceled = False
+                worker.uncancel()
         if not isinstance(outcome, TaskOutcome):  # an untyped runner may return anything
             log.error("runner for %s returned %r, not a TaskOutcome", rec.task.id, type(outcome))
             return TaskOutcome.failed("task failed: the runner returned no outcome")
@@ -407,10 +416,8 @@ class TaskQueue:
     def _finish(self, rec: TaskRecord, outcome: TaskOutcome) -> None:
         state = outcome.state
         if state is TaskState.COMPLETED:
-            artifacts = list(outcome.artifacts) if outcome.artifacts is not None else None
-            if artifacts is None and outcome.output:
-                artifacts = [response_artifact(outcome.output)]
-            rec.artifacts = artifacts
+            rec.artifacts = list(outcome.artifacts) if outcome.artifacts is not None else None
+            rec.output = outcome.output
             rec.set(TaskState.COMPLETED, outcome.status_text or outcome.output or None, agent=True)
         elif state is TaskState.FAILED:
             rec.set(TaskState.FAILED, outcome.status_text or outcome.output or "task failed", agent=True)

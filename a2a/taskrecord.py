@@ -10,9 +10,9 @@ import asyncio
 import time
 from collections import deque
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from a2a.models import Artifact, Message, Task, TaskState, TaskStatus, agent_message
+from a2a.models import Artifact, Message, Task, TaskState, TaskStatus, agent_message, build, response_artifact
 
 if TYPE_CHECKING:
     from a2a.tasktypes import DoorTask
@@ -41,17 +41,19 @@ def iso(ts: float) -> str:
 class TaskRecord:
     """A task as the door keeps it. ``task`` is the current run; ``history`` its messages, oldest first."""
 
-    __slots__ = ("artifacts", "history", "run", "state", "status_message", "status_text", "task", "updated", "waiters")
+    __slots__ = ("artifacts", "history", "output", "state", "status_id", "status_text", "task", "updated", "waiters")
 
     def __init__(self, task: DoorTask, state: TaskState, max_history: int) -> None:
         self.task = task
         self.state = state
         self.status_text: str | None = None
-        self.status_message: Message | None = None
+        self.status_id: str | None = None  # the agent message's id when the status text is the agent's
         self.artifacts: list[Artifact] | None = None
+        self.output = ""  # a completed run's output: the ``response`` artifact, built when shown
         self.updated = _clock()
-        self.run: asyncio.Task[Any] | None = None
-        self.history: deque[Message] = deque(maxlen=max_history)
+        # Messages as sent, and the agent's as (message id, text): both are built into wire
+        # Messages only when a caller asks for the history (most never do).
+        self.history: deque[Message | tuple[str, str]] = deque(maxlen=max_history)
         self.waiters: list[asyncio.Future[None]] | None = None
 
     @property
@@ -67,25 +69,29 @@ class TaskRecord:
         """Move to ``state``; an ``agent`` text is also the agent's message in the history."""
         self.state = state
         self.status_text = status_text
-        self.status_message = None
+        self.status_id = None
         self.updated = _clock()
         if agent and status_text:
             t = self.task
-            message = agent_message(f"msg_{t.id}_{t.turn}_{state.value}", status_text)
-            message.task_id = t.id
-            message.context_id = t.context_id
-            self.status_message = message
-            self.history.append(message)
+            self.status_id = f"msg_{t.id}_{t.turn}_{state.value}"
+            self.history.append((self.status_id, status_text))
         if self.waiters is not None and state in _SETTLED:
             waiters, self.waiters = self.waiters, None
             for fut in waiters:
                 if not fut.done():
                     fut.set_result(None)
 
-    def add_history(self, message: Message, task_id: str, context_id: str) -> None:
-        if message.task_id != task_id or message.context_id != context_id:
-            message = message.model_copy(update={"task_id": task_id, "context_id": context_id})
+    def add_history(self, message: Message) -> None:
+        """Keep a message as sent; its ``taskId``/``contextId`` are filled in when it is shown."""
         self.history.append(message)
+
+    def _shown(self, message: Message | tuple[str, str]) -> Message:
+        t = self.task
+        if isinstance(message, tuple):
+            return agent_message(message[0], message[1], task_id=t.id, context_id=t.context_id)
+        if message.task_id == t.id and message.context_id == t.context_id:
+            return message
+        return message.model_copy(update={"task_id": t.id, "context_id": t.context_id})
 
     async def wait_settled(self) -> None:
         """Return when the task is terminal or interrupted (callers bound the wait themselves)."""
@@ -104,22 +110,31 @@ class TaskRecord:
     def to_task(self, *, history_length: int | None = 0, include_artifacts: bool = True) -> Task:
         """The wire Task: ``history_length`` None → the whole kept history, 0 → none."""
         t = self.task
-        message = self.status_message
-        if message is None and self.status_text:
+        message: Message | None = None
+        if self.status_id is not None and self.status_text:
+            message = agent_message(self.status_id, self.status_text, task_id=t.id, context_id=t.context_id)
+        elif self.status_text:
             message = agent_message(f"msg_{t.id}_status", self.status_text)
+        artifacts = self.artifacts
+        if artifacts is None and self.output:
+            artifacts = [response_artifact(self.output)]
         history: list[Message] | None = None
-        if history_length is None:
-            history = list(self.history)
-        elif history_length > 0:
-            kept = self.history
-            history = list(kept)[-history_length:] if len(kept) > history_length else list(kept)
-        return Task.model_construct(
-            id=t.id,
-            context_id=t.context_id,
-            status=TaskStatus.model_construct(state=self.state, message=message, timestamp=iso(self.updated)),
-            artifacts=self.artifacts if include_artifacts else None,
-            history=history,
-            metadata=None,
+        if history_length is None or history_length > 0:
+            kept = list(self.history)
+            if history_length is not None and len(kept) > history_length:
+                kept = kept[-history_length:]
+            history = [self._shown(m) for m in kept]
+        status = build(TaskStatus, {"state": self.state, "message": message, "timestamp": iso(self.updated)})
+        return build(
+            Task,
+            {
+                "id": t.id,
+                "context_id": t.context_id,
+                "status": status,
+                "artifacts": artifacts if include_artifacts else None,
+                "history": history,
+                "metadata": None,
+            },
         )
 
 

@@ -116,10 +116,3 @@ class Incoming:
     delegation_id: str | None
     dialect: Dialect | None
     owner: str | None
-
-
-def response_artifact(text: str) -> Artifact:
-    part = Part.model_construct(kind="text", text=text, file=None, data=None, metadata=None)
-    return Artifact.model_construct(
-        artifact_id="response", name="response", description=None, parts=[part], metadata=None
-    )

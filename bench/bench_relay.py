@@ -56,6 +56,7 @@ def proxy_server(door_url: str) -> str:
 
 DIRECT_HEADERS = {
     "content-type": "application/json",
+    "A2A-Version": "1.0",
     "x-murmur-task-origin": "peer",
     "x-murmur-task-trust": "trusted",
     "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
@@ -64,8 +65,11 @@ DIRECT_BODY = json.dumps(
     {
         "jsonrpc": "2.0",
         "id": "req_1",
-        "method": "message/send",
-        "params": {"message": {"messageId": "msg-1", "role": "user", "parts": [{"text": "hello"}]}},
+        "method": "SendMessage",
+        "params": {
+            "message": {"messageId": "msg-1", "role": "ROLE_USER", "parts": [{"text": "hello"}]},
+            "configuration": {"returnImmediately": True},
+        },
     }
 )
 
