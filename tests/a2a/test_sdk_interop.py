@@ -1,9 +1,11 @@
-"""Interop with the official A2A SDK (a2a-sdk 1.x) as a client of our door, in both dialects.
+"""Interop with the official A2A SDK (a2a-sdk 1.x) in both dialects, as client and as server.
 
 The SDK's import name ``a2a`` clashes with ours, so it lives in its own virtualenv created under
-pytest's tmp dir; a small script drives it in a subprocess against a real Door on an ephemeral
-port. If the package index cannot be reached the fixture raises and the test FAILS (never skips):
-interop is part of the contract.
+pytest's tmp dir and runs in subprocesses: its client against a real Door (blocking and
+immediate sends, ListTasks, continuation after input-required, history), and its Starlette
+server (JSON-RPC at ``/a2a/jsonrpc``, 0.3 compatibility on for the 0.3 run) against our client
+and the daemon's relay. If the package index cannot be reached the fixture raises and the test
+FAILS (never skips): interop is part of the contract.
 """
 
 from __future__ import annotations
@@ -16,13 +18,19 @@ import sys
 import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
 
-from a2a.door import Door, DoorTask, TaskOutcome
+from a2a.client import A2AClient
+from a2a.door import Door
+from a2a.models import Message, Part, Task, TaskState
+from tests.a2a.conformance.harness import Script
+from tests.conftest import RegistryBuilder
 
 SDK_SPEC = "a2a-sdk[http-server]>=1.3,<2"
+SERVER_DEPS = ("uvicorn",)
 
 CLIENT_SCRIPT = textwrap.dedent(
     """
@@ -30,10 +38,25 @@ CLIENT_SCRIPT = textwrap.dedent(
 
     import httpx
     from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
-    from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
+    from a2a.types import (
+        GetTaskRequest, ListTasksRequest, Message, Part, Role, SendMessageConfiguration, SendMessageRequest, TaskState,
+    )
 
 
-    async def main(url: str, dialect: str) -> None:
+    async def send(client, message_id, text, immediate=None, **ids):
+        config = SendMessageConfiguration(return_immediately=True) if immediate else None
+        message = Message(message_id=message_id, role=Role.ROLE_USER, parts=[Part(text=text)], **ids)
+        request = SendMessageRequest(message=message)
+        if config is not None:
+            request = SendMessageRequest(message=message, configuration=config)
+        task = None
+        async for event in client.send_message(request):
+            task = event.task
+        assert task is not None and task.id, "no task in the send answer"
+        return task
+
+
+    async def main(url: str, dialect: str, full: bool) -> None:
         async with httpx.AsyncClient(timeout=10) as http:
             card = await A2ACardResolver(http, url).get_agent_card()
             if dialect == "0.3":
@@ -41,30 +64,133 @@ CLIENT_SCRIPT = textwrap.dedent(
                 del card.supported_interfaces[:]
                 card.supported_interfaces.extend(keep)
             client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
-            request = SendMessageRequest(
-                message=Message(message_id="sdk-msg-1", role=Role.ROLE_USER, parts=[Part(text="hello from sdk")])
-            )
-            sent = None
-            async for event in client.send_message(request):
-                sent = event.task
-            assert sent is not None and sent.id, "no task in the send answer"
+            sent = await send(client, "sdk-msg-1", "hello from sdk")  # the SDK does not ask to return at once
             task = sent
             for _ in range(200):
                 task = await client.get_task(GetTaskRequest(id=sent.id))
                 if task.status.state == TaskState.TASK_STATE_COMPLETED:
                     break
                 await asyncio.sleep(0.05)
-            print(json.dumps({
+            out = {
                 "id": task.id,
                 "context_id": task.context_id,
                 "submitted_state": TaskState.Name(sent.status.state),
                 "state": TaskState.Name(task.status.state),
                 "artifact_text": task.artifacts[0].parts[0].text if task.artifacts else None,
                 "interfaces": [i.protocol_version for i in card.supported_interfaces],
-            }))
+            }
+            if not full:  # the basic run, also used against a real capsule (tests/capsule/test_sdk.py)
+                print(json.dumps(out))
+                return
+            quick = await send(client, "sdk-msg-2", "quick", immediate=True)
+            asked = await send(client, "sdk-msg-3", "ask:your name?")
+            answered = await send(client, "sdk-msg-4", "Ada", task_id=asked.id, context_id=asked.context_id)
+            history = await client.get_task(GetTaskRequest(id=asked.id, history_length=10))
+            out |= {
+                "quick_state": TaskState.Name(quick.status.state),
+                "asked": [TaskState.Name(asked.status.state), asked.status.message.parts[0].text],
+                "answered": [answered.id == asked.id, TaskState.Name(answered.status.state)],
+                "history": [m.parts[0].text for m in history.history],
+            }
+            if dialect == "1.0":
+                page = await client.list_tasks(ListTasksRequest(page_size=2))
+                rest = await client.list_tasks(ListTasksRequest(page_size=2, page_token=page.next_page_token))
+                out["list"] = [len(page.tasks), page.total_size, bool(page.next_page_token), len(rest.tasks)]
+            print(json.dumps(out))
 
 
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3:] == ["full"]))
+    """
+)
+
+SERVER_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, json, socket, sys
+
+    import uvicorn
+    from starlette.applications import Starlette
+
+    from a2a.helpers.proto_helpers import new_task
+    from a2a.server.agent_execution import AgentExecutor
+    from a2a.server.request_handlers import DefaultRequestHandler
+    from a2a.server.routes.agent_card_routes import create_agent_card_routes
+    from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
+    from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+    from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part, TaskState
+
+
+    class Echo(AgentExecutor):
+        async def execute(self, context, event_queue):
+            updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+            if context.current_task is None:
+                submitted = TaskState.TASK_STATE_SUBMITTED
+                task = new_task(context.task_id, context.context_id, submitted, history=[context.message])
+                await event_queue.enqueue_event(task)
+            await updater.start_work()
+            await updater.add_artifact([Part(text="echo: " + context.get_user_input())], name="response")
+            await updater.complete()
+
+        async def cancel(self, context, event_queue):
+            await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+
+    class Record:
+        # Prints {path, version, method, config} for every POST, then hands the body on.
+        def __init__(self, app):
+            self.app = app
+
+        async def __call__(self, scope, receive, send):
+            if scope["type"] != "http" or scope["method"] != "POST":
+                return await self.app(scope, receive, send)
+            chunks, more = [], True
+            while more:
+                message = await receive()
+                chunks.append(message.get("body", b""))
+                more = message.get("more_body", False)
+            raw = b"".join(chunks)
+            body = json.loads(raw)
+            headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+            seen = {"path": scope["path"], "version": headers.get("a2a-version"), "method": body.get("method"),
+                    "config": body.get("params", {}).get("configuration")}
+            print(json.dumps(seen), flush=True)
+            replayed = False
+
+            async def replay():
+                nonlocal replayed
+                if not replayed:
+                    replayed = True
+                    return {"type": "http.request", "body": raw, "more_body": False}
+                return await receive()
+
+            return await self.app(scope, replay, send)
+
+
+    async def main(mode):
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(128)
+        port = sock.getsockname()[1]
+        card = AgentCard(
+            name="sdk-echo", description="a2a-sdk echo", version="1.0.0",
+            supported_interfaces=[
+                AgentInterface(
+                    url=f"http://127.0.0.1:{port}/a2a/jsonrpc", protocol_binding="JSONRPC", protocol_version=mode
+                )
+            ],
+            capabilities=AgentCapabilities(streaming=False, push_notifications=False),
+            default_input_modes=["text/plain"], default_output_modes=["text/plain"],
+            skills=[AgentSkill(id="echo", name="echo", description="echo", tags=["echo"])],
+        )
+        handler = DefaultRequestHandler(agent_executor=Echo(), task_store=InMemoryTaskStore(), agent_card=card)
+        routes = create_agent_card_routes(card) + create_jsonrpc_routes(
+            handler, "/a2a/jsonrpc", enable_v0_3_compat=mode == "0.3"
+        )
+        server = uvicorn.Server(uvicorn.Config(Record(Starlette(routes=routes)), log_level="warning"))
+        print(port, flush=True)
+        await server.serve(sockets=[sock])
+
+
+    asyncio.run(main(sys.argv[1]))
     """
 )
 
@@ -75,7 +201,7 @@ def sdk_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
     proc = subprocess.run(
-        [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", SDK_SPEC],
+        [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", SDK_SPEC, *SERVER_DEPS],
         capture_output=True,
         text=True,
         timeout=280,
@@ -99,28 +225,20 @@ async def serve(door: Door) -> AsyncIterator[str]:
         await runner.cleanup()
 
 
-async def echo(task: DoorTask) -> TaskOutcome:
-    return TaskOutcome.completed(f"echo: {task.text}")
-
-
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize(("dialect", "state"), [("1.0", "TASK_STATE_COMPLETED"), ("0.3", "TASK_STATE_COMPLETED")])
-async def test_official_sdk_client(sdk_python: Path, tmp_path: Path, dialect: str, state: str) -> None:
-    script = tmp_path / "sdk_client.py"
-    script.write_text(CLIENT_SCRIPT)
-    seen: list[DoorTask] = []
-
-    async def runner(task: DoorTask) -> TaskOutcome:
-        seen.append(task)
-        return await echo(task)
-
-    door = Door(name="echo", version="1.0.0", session_id="ses_sdk", runner=runner)
+@pytest.mark.parametrize("dialect", ["1.0", "0.3"])
+async def test_official_sdk_client(sdk_python: Path, tmp_path: Path, dialect: str) -> None:
+    script_path = tmp_path / "sdk_client.py"
+    script_path.write_text(CLIENT_SCRIPT)
+    script = Script()
+    door = Door(name="echo", version="1.0.0", session_id="ses_sdk", runner=script)
     async with serve(door) as url:
         proc = await asyncio.create_subprocess_exec(
             str(sdk_python),
-            str(script),
+            str(script_path),
             url,
             dialect,
+            "full",
             cwd=str(tmp_path),  # keep our own a2a package off the SDK's sys.path
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -131,7 +249,100 @@ async def test_official_sdk_client(sdk_python: Path, tmp_path: Path, dialect: st
     assert result["id"].startswith("tsk_")
     # The SDK does not ask for an immediate answer, so the send blocks until the task is done.
     assert result["submitted_state"] == "TASK_STATE_COMPLETED"
-    assert result["state"] == state
+    assert result["state"] == "TASK_STATE_COMPLETED"
     assert result["artifact_text"] == "echo: hello from sdk"
-    assert seen[0].dialect == dialect
-    assert seen[0].message_id == "sdk-msg-1"
+    assert result["quick_state"] == "TASK_STATE_SUBMITTED"  # answered at once, before it ran
+    assert result["asked"] == ["TASK_STATE_INPUT_REQUIRED", "your name?"]
+    assert result["answered"] == [True, "TASK_STATE_COMPLETED"]
+    assert result["history"] == ["ask:your name?", "your name?", "Ada", "echo: Ada"]
+    if dialect == "1.0":
+        assert result["list"] == [2, 3, True, 1]
+    assert {t.dialect for t in script.seen} == {dialect}
+    assert script.seen[0].message_id == "sdk-msg-1"
+
+
+@contextlib.asynccontextmanager
+async def sdk_server(python: Path, tmp_path: Path, mode: str) -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
+    path = tmp_path / f"sdk_server_{mode}.py"
+    path.write_text(SERVER_SCRIPT)
+    proc = await asyncio.create_subprocess_exec(
+        str(python), str(path), mode, cwd=str(tmp_path), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    seen: list[dict[str, Any]] = []
+    try:
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        assert line.strip().isdigit(), line
+
+        async def pump() -> None:
+            assert proc.stdout is not None
+            async for raw in proc.stdout:
+                seen.append(json.loads(raw))
+
+        pumping = asyncio.create_task(pump())
+        yield f"http://127.0.0.1:{int(line)}", seen
+        await asyncio.sleep(0.2)
+        pumping.cancel()
+    finally:
+        proc.terminate()
+        await proc.wait()
+
+
+IMMEDIATE = {"1.0": {"returnImmediately": True}, "0.3": {"blocking": False}}
+
+
+async def _completed(client: A2AClient, url: str, task_id: str) -> Task:
+    for _ in range(100):
+        task = await client.get_task(url, task_id)
+        if task.status.state.terminal:
+            return task
+        await asyncio.sleep(0.05)
+    raise AssertionError("the SDK server's task did not finish")
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("mode", ["1.0", "0.3"])
+async def test_our_client_against_sdk_server(sdk_python: Path, tmp_path: Path, mode: str) -> None:
+    async with sdk_server(sdk_python, tmp_path, mode) as (url, seen), A2AClient() as client:
+        endpoint = await client.resolve(url)
+        assert (endpoint.url, endpoint.dialect) == (url + "/a2a/jsonrpc", mode)
+        sent = await client.send_message(
+            url, Message(message_id="m1", role="user", parts=[Part(kind="text", text="hi")])
+        )
+        done = await _completed(client, url, sent.id)
+    assert done.status.state == TaskState.COMPLETED
+    assert done.artifacts is not None and done.artifacts[0].parts[0].text == "echo: hi"
+    assert seen[0] == {"path": "/a2a/jsonrpc", "version": mode, "method": _SEND[mode], "config": IMMEDIATE[mode]}
+    assert all(s["path"] == "/a2a/jsonrpc" and s["version"] == mode for s in seen)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("mode", ["1.0", "0.3"])
+async def test_relay_against_sdk_server(
+    sdk_python: Path, tmp_path: Path, mode: str, daemon_factory: Any, registry: RegistryBuilder
+) -> None:
+    registry.add("sender", capabilities={"network": {"allow": ["127.0.0.1"]}})
+    d = await daemon_factory(registry.root, spawn_allow=("sender",))
+    work = tmp_path / "s"
+    await asyncio.to_thread(work.mkdir)
+    status, reg, _, _ = await d.call(
+        "POST", "/register", json={"session_id": "ses_sdk", "name": "sender", "version": "0.1.0", "workdir": str(work)}
+    )
+    assert status == 200, reg
+    cred = {"x-murmur-spawn-credential": reg["credential"]}
+    async with sdk_server(sdk_python, tmp_path, mode) as (url, seen):
+        status, body, _, _ = await d.call("POST", "/a2a/send", json={"peer_url": url, "text": "relayed"}, headers=cred)
+        assert status == 200, body
+        for _ in range(100):
+            status, task, _, _ = await d.call(
+                "POST", "/a2a/tasks/get", json={"peer_url": url, "task_id": body["task_id"]}, headers=cred
+            )
+            assert status == 200, task
+            if task["state"] == "completed":
+                break
+            await asyncio.sleep(0.05)
+    assert task["artifacts"] == [{"name": "response", "text": "echo: relayed"}]
+    assert seen[0] == {"path": "/a2a/jsonrpc", "version": mode, "method": _SEND[mode], "config": IMMEDIATE[mode]}
+
+
+_SEND = {"1.0": "SendMessage", "0.3": "message/send"}
