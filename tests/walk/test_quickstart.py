@@ -22,6 +22,7 @@ from ops.support import BIN, REPO, daemon_env, wait_for
 pytestmark = pytest.mark.slow
 
 MARK = "@@step@@"
+DUPLICATE = "(the register line again, same session id)"
 
 
 def quickstart_blocks(readme: str) -> list[list[str]]:
@@ -75,7 +76,9 @@ def test_readme_quickstart_walk(tmp_path: Path) -> None:
         wait_for(lambda: (deploy / "state" / "admin.sock").exists(), timeout=30)
         commands = [rewrite(ln) for block in steps for ln in block]
         script = []
+        commands_run: list[str] = []
         for i, cmd in enumerate(commands):
+            commands_run.append(cmd)
             if "$JOB_ID" in cmd and "JOB_ID=" not in "\n".join(script):
                 script.append(
                     "JOB_ID=$(roostctl jobs --json | python3 -c 'import json,sys; "
@@ -84,6 +87,12 @@ def test_readme_quickstart_walk(tmp_path: Path) -> None:
             script.append(f"echo {MARK}{i}; echo {MARK}{i} >&2")
             script.append(cmd)
             script.append(f"echo {MARK}rc=$?")
+            if cmd.startswith("CRED=$(curl"):
+                # The same session id again: refused with the daemon's sentence, not a traceback.
+                commands_run.append(DUPLICATE)
+                script.append(f"echo {MARK}dup; echo {MARK}dup >&2")
+                script.append(cmd.replace("CRED=$(", "DUP=$(", 1))
+                script.append(f"echo {MARK}rc=$?")
         env = {**daemon_env(), "NO_COLOR": "1"}
         env.pop("ROOST_STATE_DIR", None)
         env.pop("ROOST_SOCKET", None)
@@ -100,7 +109,7 @@ def test_readme_quickstart_walk(tmp_path: Path) -> None:
         outs = run.stdout.split(MARK)[1:]
         errs = run.stderr.split(MARK)[1:]
         results: dict[str, tuple[int, str, str]] = {}
-        for i, cmd in enumerate(commands):
+        for i, cmd in enumerate(commands_run):
             body = outs[2 * i].split("\n", 1)[1] if len(outs) > 2 * i else ""
             rc_part = outs[2 * i + 1] if len(outs) > 2 * i + 1 else "rc=-1"
             err = errs[i].split("\n", 1)[1] if len(errs) > i else ""
@@ -131,6 +140,8 @@ def test_readme_quickstart_walk(tmp_path: Path) -> None:
         assert rc == 0 and "result | words: 6" in out
         rc, out, _ = step("roostctl events")
         assert rc == 0 and "roost.process" in out
+        rc, out, err = step(DUPLICATE)
+        assert rc == 1 and "register refused: not authorised" in err and "Traceback" not in err, err
         rc, out, _ = step(f"curl -s localhost:{port}/resources/peer/")
         assert out.strip() == "hello from A"
         rc, out, _ = step(f"curl -s localhost:{port}/a2a/send")
