@@ -145,7 +145,7 @@ class Part(_Model):
 
     @model_validator(mode="before")
     @classmethod
-    def _normalize(cls, value: Any) -> Any:
+    def _normalize(cls, value: object) -> dict[str, Any]:
         return normalize_part(value)
 
 
@@ -207,7 +207,7 @@ class TaskStatus(_Model):
 
     @field_validator("state", mode="before")
     @classmethod
-    def _state(cls, value: Any) -> Any:
+    def _state(cls, value: object) -> object:
         return TaskState.parse(value) if isinstance(value, str) else value
 
 

@@ -11,7 +11,7 @@ untrust laundering along an honest chain; it is not authentication.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, NoReturn
+from typing import NoReturn
 
 
 class Origin(StrEnum):
@@ -54,7 +54,7 @@ class Provenance:
     _origin: Origin
     _trust: Trust
 
-    def __init__(self, *_args: Any, **_kwargs: Any) -> None:
+    def __init__(self, *_args: object, **_kwargs: object) -> None:
         raise TypeError("Provenance is derived: use Provenance.from_wire() or Provenance.local_user()")
 
     @classmethod

@@ -38,7 +38,7 @@ import hmac
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple, NoReturn
 
 from roost.ids import nonce_hex
 
@@ -261,12 +261,12 @@ def _mac(key: bytes, domain: str, payload_segment: str, bound: tuple[str, ...]) 
     return h.digest()
 
 
-def _dumps(payload: dict[str, Any]) -> bytes:
+def _dumps(payload: dict[str, object]) -> bytes:
     # serde's compact form with raw UTF-8, so our tokens are byte-identical to upstream's.
     return _ENCODER.encode(payload).encode("utf-8")
 
 
-def _mint(key: bytes, tag: str, domain: str, payload: dict[str, Any], *bound: str) -> str:
+def _mint(key: bytes, tag: str, domain: str, payload: dict[str, object], *bound: str) -> str:
     segment = _b64encode(_dumps(payload))
     return f"{tag}.{segment}.{_b64encode(_mac(key, domain, segment, bound))}"
 
@@ -303,7 +303,7 @@ def mac_ok(key: bytes, domain: str, payload_segment: str, mac: bytes, *bound: st
 # Payload parsing: exact types, as serde would deserialise the Rust structs
 
 
-def _reject_constant(_: str) -> Any:
+def _reject_constant(_: str) -> NoReturn:
     raise ValueError("NaN/Infinity are not JSON")
 
 
@@ -312,7 +312,7 @@ _ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 _DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
 
 
-def _load_object(payload: bytes) -> dict[str, Any] | None:
+def _load_object(payload: bytes) -> dict[str, object] | None:
     """Strict UTF-8 JSON object, or ``None`` (json.loads on bytes would also sniff UTF-16/32)."""
     try:
         obj = _DECODER.decode(payload.decode("utf-8"))
@@ -321,14 +321,14 @@ def _load_object(payload: bytes) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-def _uint(obj: dict[str, Any], key: str, maximum: int) -> int | None:
+def _uint(obj: dict[str, object], key: str, maximum: int) -> int | None:
     value = obj.get(key)
     if type(value) is not int or not 0 <= value <= maximum:  # bool is not int here; floats refused
         return None
     return value
 
 
-def _str(obj: dict[str, Any], key: str) -> str | None:
+def _str(obj: dict[str, object], key: str) -> str | None:
     value = obj.get(key)
     if type(value) is not str:
         return None
@@ -341,7 +341,7 @@ def _str(obj: dict[str, Any], key: str) -> str | None:
     return value
 
 
-def _version_ok(obj: dict[str, Any]) -> bool | None:
+def _version_ok(obj: dict[str, object]) -> bool | None:
     """``None``: ``v`` missing or not a u8 (parse failure); else whether it is 1."""
     v = _uint(obj, "v", _U8_MAX)
     return None if v is None else v == 1
