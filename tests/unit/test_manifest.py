@@ -71,9 +71,15 @@ def test_refusals_are_one_sentence(text: str, start: str) -> None:
 def test_durations_and_byte_counts() -> None:
     assert parse_duration_secs("90") == 90 and parse_duration_secs("2h") == 7200 and parse_duration_secs(5) == 5
     assert parse_byte_count("3Ki") == 3072 and parse_byte_count(7) == 7
-    for bad in ("0", "-1", "1d", True, 1.5):
-        with pytest.raises(ValueError):
-            parse_duration_secs(bad)
-    for bad in ("1K", "0", False):
-        with pytest.raises(ValueError):
-            parse_byte_count(bad)
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "1d", True, 1.5])
+def test_bad_durations(bad: object) -> None:
+    with pytest.raises(ValueError):
+        parse_duration_secs(bad)
+
+
+@pytest.mark.parametrize("bad", ["1K", "0", False])
+def test_bad_byte_counts(bad: object) -> None:
+    with pytest.raises(ValueError):
+        parse_byte_count(bad)

@@ -103,11 +103,11 @@ def test_parse_invalid(entry: str) -> None:
     assert R.parse(entry) is None
 
 
-def test_str_round_trips() -> None:
-    for entry in ("example.com", "example.com:8443", "https://example.com", "http://h:81"):
-        r = rule(entry)
-        assert R.parse(str(r)) is not None
-        assert rule(str(r)).covers(r) and r.covers(rule(str(r)))
+@pytest.mark.parametrize("entry", ["example.com", "example.com:8443", "https://example.com", "http://h:81"])
+def test_str_round_trips(entry: str) -> None:
+    r = rule(entry)
+    assert R.parse(str(r)) is not None
+    assert rule(str(r)).covers(r) and r.covers(rule(str(r)))
 
 
 # ---- coverage tables -------------------------------------------------------------------------
