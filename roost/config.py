@@ -73,6 +73,12 @@ class Config(BaseModel):
     registry_recheck_secs: float = Field(default=1.0, ge=0, le=3600)
     runtime_command: tuple[str, ...] = ("mur", "run")
     capsule_command: tuple[str, ...] = ()
+    header_timeout_secs: float = Field(default=10.0, gt=0, le=3600)
+    """A TCP connection that has not sent a complete first request head by then is closed."""
+    keepalive_timeout_secs: float = Field(default=15.0, gt=0, le=3600)
+    """An idle kept-alive connection (or one trickling its next head) is closed after this."""
+    max_connections_per_uid: int = Field(default=1024, ge=1, le=1_000_000)
+    """Open TCP connections one uid may hold; more are closed on accept."""
     job_cgroups: Literal["auto", "off"] = "auto"
     """``auto``: a cgroup v2 per job where one can be made; ``off``: always the fallback sweep."""
     launch_uids: tuple[int, ...] | None = None

@@ -31,6 +31,7 @@ from roost.blocking import BlockingExecutor
 from roost.config import Config
 from roost.events import EventBus
 from roost.http.app import build_app
+from roost.http.guard import ConnectionGuard, GuardedRunner
 from roost.keys import KEY_FILE_NAME, KeyFileError, KeyRing
 from roost.launcher.service import Launcher
 from roost.logs import configure_logging
@@ -173,7 +174,17 @@ class Roost:
             self.background.add(sweep)
             sweep.add_done_callback(self.background.discard)
         self.app = build_app(self)
-        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=10.0)
+        self.guard = ConnectionGuard(
+            header_timeout_secs=cfg.header_timeout_secs, max_per_uid=cfg.max_connections_per_uid
+        )
+        self._runner = GuardedRunner(
+            self.app,
+            guard=self.guard,
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=10.0,
+            keepalive_timeout=cfg.keepalive_timeout_secs,
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, cfg.bind, cfg.port, reuse_address=True)
         try:

@@ -14,13 +14,13 @@ import ipaddress
 import socket
 import weakref
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from aiohttp import web
 
 from roost.peercred import tcp_peer_uid, unix_peer_uid
 
-__all__ = ["Caller", "caller_of", "forget_callers"]
+__all__ = ["Caller", "caller_of", "forget_callers", "identify", "remember"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +71,15 @@ def caller_of(request: web.Request) -> Caller:
     transport = request.transport
     if transport is None:
         return _UNKNOWN_TCP
+    found = _CACHE.get(transport)
+    if found is None:
+        found = identify(transport.get_extra_info("socket"))
+        _CACHE[transport] = found
+    return found
+
+
+def remember(transport: Any) -> Caller:
+    """Identify the connection behind ``transport`` now (on accept) and cache the answer."""
     found = _CACHE.get(transport)
     if found is None:
         found = identify(transport.get_extra_info("socket"))
