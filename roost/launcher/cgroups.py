@@ -127,6 +127,8 @@ class JobCgroups:
         if mount is None or own is None:
             return None
         here = Path(mount) / own.lstrip("/")
+        if here.name.endswith(".service") and _into_daemon_leaf(here):
+            here = here / "daemon"
         root = here.parent if here.name == "daemon" and here != Path(mount) else here / "roost-jobs"
         try:
             root.mkdir(mode=0o755, exist_ok=True)
@@ -200,8 +202,27 @@ class JobCgroups:
         return left
 
 
+def _into_daemon_leaf(service: Path) -> bool:
+    """Under systemd with ``Delegate=yes`` the daemon starts in its service's cgroup; move it
+    into a ``daemon`` leaf so controllers can be enabled for the job cgroups beside it (the
+    "no internal processes" rule). What systemd >= 254 does itself with ``DelegateSubgroup=``."""
+    leaf = service / "daemon"
+    try:
+        leaf.mkdir(mode=0o755, exist_ok=True)
+        _write(leaf / "cgroup.procs", str(os.getpid()))
+        return True
+    except OSError:
+        return False
+
+
 def _enable_controllers(root: Path) -> frozenset[str]:
     """Enable what the parent offers (memory, pids, cpu) for the jobs under ``root``."""
+    with contextlib.suppress(OSError):
+        # The parent must pass them down first (allowed once it holds no process itself).
+        offered = set((root.parent / "cgroup.controllers").read_text().split()) & {"memory", "pids", "cpu"}
+        for name in sorted(offered):
+            with contextlib.suppress(OSError):
+                _write(root.parent / "cgroup.subtree_control", f"+{name}")
     try:
         available = set((root / "cgroup.controllers").read_text().split())
     except OSError:

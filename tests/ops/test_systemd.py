@@ -5,6 +5,7 @@ and a real ``mur-roost`` driving READY/STATUS/WATCHDOG/RELOADING/STOPPING throug
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -75,14 +76,37 @@ def test_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
         "StateDirectory=",
         "RuntimeDirectory=",
         "ExecReload=/bin/kill -HUP $MAINPID",
-        "KillMode=mixed",
+        # Children survive a crash of the daemon, for re-adoption (docs/operations.md).
+        "KillMode=process",
+        "Delegate=yes",
+        "ProtectControlGroups=no",
+        "CapabilityBoundingSet=CAP_SETUID CAP_SETGID CAP_CHOWN CAP_DAC_OVERRIDE CAP_DAC_READ_SEARCH CAP_KILL",
         "NoNewPrivileges=yes",
-        "ProtectSystem=strict",
-        "PrivateTmp=yes",
-        "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6",
+        "ProtectSystem=full",
+        "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK",
     ):
         assert key in text
-    assert "\nMemoryDenyWriteExecute=" not in text  # Python children (ctypes, cffi) need W+X
+    for absent in ("\nMemoryDenyWriteExecute=", "\nPrivateTmp=", "\nProtectHome=", "\nUser=", "\nKillMode=mixed"):
+        assert absent not in text  # W+X for Python children; callers' workdirs visible; uid switching
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
+def test_unit_exposure_under_systemd_analyze_security(tmp_path: Path) -> None:
+    exe = Path(sys.executable).parent / "mur-roost"
+    unit = tmp_path / "mur-roost.service"
+    unit.write_text(UNIT.read_text().replace("/usr/local/bin/mur-roost", str(exe)))
+    out = subprocess.run(
+        ["systemd-analyze", "security", "--offline=true", "--no-pager", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    found = re.search(r"Overall exposure level for mur-roost\.service: ([0-9.]+)", out.stdout + out.stderr)
+    assert found, out.stdout + out.stderr
+    exposure = float(found.group(1))
+    print(f"systemd-analyze security: overall exposure {exposure}")
+    # Root with six capabilities, a delegated cgroup subtree and callers' workdirs visible.
+    assert exposure <= 5.5, out.stdout
 
 
 def _recv_until(sock: socket.socket, want: str, seen: list[str], timeout: float = 15) -> str:
