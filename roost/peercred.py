@@ -16,7 +16,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
-import ipaddress
 import socket
 import struct
 import threading
@@ -54,14 +53,22 @@ def unix_peer_uid(sock: socket.socket | None) -> int | None:
     return int(uid)
 
 
+_V4_MAPPED = b"\x00" * 10 + b"\xff\xff"
+_V4_PAD = b"\x00" * 12
+
+
 def _family_and_bytes(host: str) -> tuple[int, bytes]:
-    addr = ipaddress.ip_address(host.split("%", 1)[0])
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        # The other end of a v4 connection accepted on a dual-stack socket is an AF_INET socket.
-        addr = addr.ipv4_mapped
-    if isinstance(addr, ipaddress.IPv4Address):
-        return socket.AF_INET, addr.packed.ljust(16, b"\x00")
-    return socket.AF_INET6, addr.packed
+    """The inet_diag family and 16-byte address of ``host`` (``ValueError`` if not an address)."""
+    try:
+        if ":" in host:
+            packed = socket.inet_pton(socket.AF_INET6, host.split("%", 1)[0])
+            if packed[:12] == _V4_MAPPED:
+                # The other end of a v4 connection accepted on a dual-stack socket is AF_INET.
+                return socket.AF_INET, packed[12:] + _V4_PAD
+            return socket.AF_INET6, packed
+        return socket.AF_INET, socket.inet_pton(socket.AF_INET, host) + _V4_PAD
+    except OSError:
+        raise ValueError(host) from None
 
 
 class SockDiag:

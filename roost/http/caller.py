@@ -11,6 +11,7 @@ nothing. docs/security.md says what each endpoint does with it.
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 import weakref
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ _CACHE: weakref.WeakKeyDictionary[object, Caller] = weakref.WeakKeyDictionary()
 
 
 def _is_loopback(host: str) -> bool:
+    if host.startswith("127.") or host == "::1" or host.startswith("::ffff:127."):
+        return True
     try:
         addr = ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
@@ -50,6 +53,11 @@ def _is_loopback(host: str) -> bool:
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
         return addr.ipv4_mapped.is_loopback
     return addr.is_loopback
+
+
+# Benchmarks only (bench/bench_identity.py): the baseline without the kernel lookup, which
+# believes every loopback TCP peer is the daemon's own uid, as roost did before it asked.
+_BENCH_NO_LOOKUP = os.environ.get("ROOST_BENCH_NO_IDENTITY_LOOKUP") == "1"
 
 
 def identify(sock: socket.socket | None) -> Caller:
@@ -63,6 +71,8 @@ def identify(sock: socket.socket | None) -> Caller:
     except OSError:
         return _UNKNOWN_TCP
     loopback = _is_loopback(str(remote[0]))
+    if _BENCH_NO_LOOKUP:
+        return Caller(uid=os.geteuid() if loopback else None, via="tcp", loopback=loopback)
     return Caller(uid=tcp_peer_uid(sock), via="tcp", loopback=loopback)
 
 
