@@ -16,6 +16,9 @@ from roost.packing import pack_capsule
 from roost.trace import read_trace, trace_path
 from tests.capsule.conftest import wait_for
 from tests.conftest import EXAMPLES
+from tests.launcher.conftest import parent_door
+
+__all__ = ["parent_door"]
 
 OFFERED = probe_host().offered
 ORDER = {"advisory": 0, "scoped": 1, "sealed": 2}
@@ -108,3 +111,32 @@ async def test_orchestrator_delegates_to_worker_under_sealed(daemon_factory: Any
     assert children
     start = read_trace(trace_path(wd, body["session_id"]))[0]
     assert start["containment_achieved"] == "sealed"
+
+
+async def test_a_refused_delegated_child_tells_its_spawner(
+    daemon_factory: Any, tmp_path: Path, parent_door: Any
+) -> None:
+    registry = tmp_path / "registry"
+    registry.mkdir()
+    _pack_as(tmp_path, registry, "orchestrator", "advisory")
+    _pack_as(tmp_path, registry, "worker", "sealed")
+    d = await daemon_factory(
+        registry, spawn_allow=("orchestrator",), containment_max="scoped", launch_timeout_secs=30.0
+    )
+    door = await parent_door("x")
+    wd = tmp_path / "orch"
+    wd.mkdir()
+    sid, cred = await d.register_top("orchestrator", workdir=str(wd), capsule_url=door.url)
+    status, body, _, _ = await d.call(
+        "POST",
+        "/jobs",
+        json={"name": "worker", "version": "0.1.0", "task": "a b"},
+        headers={"x-murmur-spawn-credential": cred},
+    )
+    assert status == 502 and "E-CAP-003" in body["error"], body
+    await wait_for(lambda: door.posts >= 1, within=20)
+    text = json.dumps(door.received[0]["body"])
+    assert "E-CAP-003" in text and "error" in text
+    lines = read_trace(trace_path(wd, sid))
+    ended = [ln for ln in lines if ln["event_type"] == "delegation"]
+    assert ended and ended[-1]["outcome"] == "failed" and "E-CAP-003" in json.dumps(ended[-1])
