@@ -110,8 +110,8 @@ def build_request(method: str, params: dict[str, Any], request_id: str | None = 
 def read_result(body: bytes, url: str) -> Any:
     """Return ``result`` from a response body, or raise the matching client-side error."""
     try:
-        obj = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+        obj = loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise errors.InvalidResponse(url, f"body is not JSON ({exc.__class__.__name__})") from None
     if not isinstance(obj, dict):
         raise errors.InvalidResponse(url, "body is not a JSON-RPC response object")

@@ -375,6 +375,22 @@ def dump_send_result(task: Task, dialect: Dialect) -> dict[str, Any]:
 # --- Parsers ------------------------------------------------------------------------------------
 
 
+def parse_part(obj: object, index: int = 0) -> Part:
+    """One part of either dialect, checked as :class:`Part` validation would; ValueError on failure."""
+    p = normalize_part(obj, index)
+    file = p.get("file")
+    return build(
+        Part,
+        {
+            "kind": p["kind"],
+            "text": p.get("text"),
+            "file": FileContent.model_validate(file) if file is not None else None,
+            "data": p.get("data"),
+            "metadata": p.get("metadata"),
+        },
+    )
+
+
 def parse_message_lean(obj: object, *, require_kind: bool = False) -> Message:
     """The door's hot-path parser: murmur's checks, no pydantic validation; ValueError on failure.
 
@@ -399,20 +415,7 @@ def parse_message_lean(obj: object, *, require_kind: bool = False) -> Message:
     for i, raw in enumerate(raw_parts):
         if require_kind and isinstance(raw, dict) and "kind" not in raw:
             raise ValueError(f"part {i} has no kind; an A2A 0.3 part names its kind (text, file or data)")
-        p = normalize_part(raw, i)
-        file = p.get("file")
-        parts.append(
-            build(
-                Part,
-                {
-                    "kind": p["kind"],
-                    "text": p.get("text"),
-                    "file": FileContent.model_validate(file) if file is not None else None,
-                    "data": p.get("data"),
-                    "metadata": p.get("metadata"),
-                },
-            )
-        )
+        parts.append(parse_part(raw, i))
     context_id = obj.get("contextId")
     if context_id is not None and not isinstance(context_id, str):
         raise ValueError("contextId must be a string or null")
@@ -441,8 +444,38 @@ def parse_message(obj: object) -> Message:
 
 
 def parse_task(obj: object) -> Task:
-    """Validate a Task of either dialect (``kind`` ignored, states in either spelling)."""
+    """Validate a Task of either dialect (``kind`` ignored, states in either spelling).
+
+    The bare shape a send usually answers (ids, a state, a timestamp) is read by hand; anything
+    richer goes through pydantic, which also words every error.
+    """
+    if isinstance(obj, dict) and not (obj.keys() - _BARE_TASK_KEYS):
+        task_id, context_id, status = obj.get("id"), obj.get("contextId"), obj.get("status")
+        if (
+            isinstance(task_id, str)
+            and (context_id is None or isinstance(context_id, str))
+            and isinstance(status, dict)
+            and not (status.keys() - _BARE_STATUS_KEYS)
+            and isinstance(status.get("state"), str)
+            and (status.get("timestamp") is None or isinstance(status.get("timestamp"), str))
+        ):
+            bare = {"state": TaskState.parse(status["state"]), "message": None, "timestamp": status.get("timestamp")}
+            return build(
+                Task,
+                {
+                    "id": task_id,
+                    "context_id": context_id,
+                    "status": build(TaskStatus, bare),
+                    "artifacts": None,
+                    "history": None,
+                    "metadata": None,
+                },
+            )
     return Task.model_validate(obj)
+
+
+_BARE_TASK_KEYS = frozenset({"kind", "id", "contextId", "status"})
+_BARE_STATUS_KEYS = frozenset({"state", "timestamp"})
 
 
 def parse_send_result(obj: object) -> Task:

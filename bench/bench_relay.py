@@ -3,13 +3,14 @@
 Same run, same door: a real ``a2a.door.Door`` (instant runner) on core 0 next to the daemon,
 wrk on the other core with one connection (-c1), so p50 is the round-trip latency of one
 request at a time. Every relayed send is the full path: credential verified, network.allow
-checked, traceparent/trust stamped, the peer's Task parsed, ``a2a_send`` appended to the
-sender's trace.jsonl. Target: p50(relay) / p50(direct) <= 1.5.
+checked (given and dialled URL), the card's interface used, traceparent/trust stamped, the
+peer's Task parsed, ``a2a_send`` appended to the sender's trace.jsonl before the answer.
 
 A third server gives the floor: the least any relay built on aiohttp can cost, a handler that
 forwards the JSON-RPC body to the door with an ``aiohttp.ClientSession`` and returns the answer
-unread (no auth, no parsing, no trace). Rounds alternate the three so a noisy neighbour hits
-them alike; the medians are reported.
+unread (no auth, no parsing, no trace). A relayed send is two hops, so the floor — not the
+direct call — is the baseline. Target: p50(relay) / p50(floor) <= 1.25. Rounds alternate the
+three so a noisy neighbour hits them alike; the medians are reported.
 
 Run: python bench/bench_relay.py [--seconds 4] [--rounds 3]
 """
@@ -129,10 +130,10 @@ def main() -> None:
         f"client -> roost -> door        : p50 {r.p50_ms:6.3f} ms  p99 {r.p99_ms:6.3f} ms  {r.rps:7.0f} req/s"
         f"  non-2xx {sum(x.non2xx for x in runs['roost'])}  a2a_send lines {lines}"
     )
-    ratio = r.p50_ms / d.p50_ms
-    print(f"p50 ratio relay/direct         : {ratio:6.2f}  (target <= 1.5: {'met' if ratio <= 1.5 else 'NOT met'})")
+    ratio = r.p50_ms / f.p50_ms
+    print(f"p50 ratio relay/direct         : {r.p50_ms / d.p50_ms:6.2f}")
     print(f"p50 ratio floor/direct         : {f.p50_ms / d.p50_ms:6.2f}  (no relay on aiohttp can do better)")
-    print(f"p50 ratio relay/floor          : {r.p50_ms / f.p50_ms:6.2f}  (what roost's own work adds)")
+    print(f"p50 ratio relay/floor          : {ratio:6.2f}  (target <= 1.25: {'met' if ratio <= 1.25 else 'NOT met'})")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from a2a import seal, traceparent
 from a2a.client import Endpoint
 from a2a.errors import A2AError, JsonRpcError, PeerHTTPError, PeerUnreachable, UnsupportedPeerURL
 from a2a.ids import prefixed
-from a2a.models import Message, Part, Task
+from a2a.models import Message, Part, Task, build, parse_part, text_part
 from a2a.origin import Origin, Trust, outbound_headers
 from roost.errors import BadGateway, BadRequest, Refused
 from roost.events import ObservedError
@@ -86,12 +86,12 @@ def parse_send(body: dict[str, Any]) -> SendRequest:
         if not isinstance(raw_parts, list) or not raw_parts:
             raise BadRequest("invalid JSON: field 'parts' must be a non-empty list of parts")
         try:
-            parts = [Part.model_validate(p) for p in raw_parts]
+            parts = [parse_part(p, i) for i, p in enumerate(raw_parts)]
         except ValueError as exc:
             reason = str(exc).splitlines()[0] if str(exc) else "invalid part"
             raise BadRequest(f"invalid JSON: field 'parts': {reason}") from None
     if text is not None:
-        parts.insert(0, Part(kind="text", text=text))
+        parts.insert(0, text_part(text))
     if not parts:
         raise BadRequest("a send needs 'text' or 'parts'")
     size = sum(len(p.text.encode()) for p in parts if p.text is not None)
@@ -224,7 +224,17 @@ class Relay:
             raise
         trust: Trust = Trust(rec.trust)
         sent_tp, headers = stamp(trust, req.traceparent, req.tracestate)
-        message = Message(message_id=req.message_id, role="user", parts=list(req.parts), context_id=req.context_id)
+        message = build(
+            Message,
+            {
+                "message_id": req.message_id,
+                "role": "user",
+                "parts": list(req.parts),
+                "context_id": req.context_id,
+                "task_id": None,
+                "metadata": None,
+            },
+        )
         span = self.roost.events.start("roost.relay.send", **_attrs(rec.session_id, "send"))
         try:
             endpoint = await self._endpoint(rec, req.peer_url)

@@ -17,7 +17,7 @@ from aiohttp.typedefs import Handler
 from a2a import traceparent
 from a2a.door import Door, DoorTask, TaskOutcome
 from a2a.origin import Trust
-from roost.errors import IDENTITY_REFUSAL
+from roost.errors import IDENTITY_REFUSAL, BadRequest
 from roost.relay import parse_send, stamp
 from tests.conftest import RegistryBuilder, RunningDaemon
 
@@ -341,3 +341,10 @@ async def test_relay_dials_the_cards_interface_and_checks_it(relay_daemon: Runni
     assert (status, body) == (403, {"error": f"network policy: '{elsewhere}' not in capabilities.network.allow"})
     assert seen == []
     assert [r["event_type"] for r in _trace(tmp_path / "s", sid)] == ["a2a_send"]
+
+
+def test_parse_send_names_the_bad_part() -> None:
+    with pytest.raises(BadRequest, match=r"^invalid JSON: field 'parts': part 1 has no text, file or data$"):
+        parse_send({"peer_url": "127.0.0.1:1", "parts": [{"text": "ok"}, {"foo": 1}]})
+    req = parse_send({"peer_url": "127.0.0.1:1", "text": "a", "parts": [{"kind": "data", "data": {"k": 1}}]})
+    assert [(p.kind, p.text, p.data) for p in req.parts] == [("text", "a", None), ("data", None, {"k": 1})]
