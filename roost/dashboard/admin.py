@@ -70,8 +70,9 @@ class AdminSocket:
     async def text(self, path: str) -> str:
         return str(await self._call("GET", path, text=True))
 
-    async def lines(self, path: str) -> AsyncIterator[dict[str, Any]]:
-        """NDJSON objects from a streaming admin route until it ends (keep-alive blanks skipped)."""
+    async def lines(self, path: str) -> AsyncIterator[dict[str, Any] | None]:
+        """NDJSON objects from a streaming admin route until it ends; ``None`` for each keep-alive
+        (so the caller can write one too, which is how it notices that its own reader left)."""
         try:
             async with self._http().get(f"http://admin{path}") as resp:
                 if resp.status >= 400:
@@ -79,6 +80,7 @@ class AdminSocket:
                 async for raw in resp.content:
                     raw = raw.strip()
                     if not raw:
+                        yield None
                         continue
                     try:
                         obj = json.loads(raw)

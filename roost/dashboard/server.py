@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import os
+import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,9 @@ GUARD: web.AppKey[Guard] = web.AppKey("guard", Guard)
 ADMIN: web.AppKey[AdminSocket] = web.AppKey("admin", AdminSocket)
 STATIC = {"style.css": "text/css", "app.js": "text/javascript"}
 _FILE_MAX = 64 * 1024
+# Written whenever the daemon's stream sends its own keep-alive: a reader that left is noticed
+# (the write fails) and its admin stream closed, instead of lingering until the next event.
+KEEP_ALIVE = b": keep-alive\n\n"
 _ENDED_SHOWN = 10
 _ACTIVE = frozenset({"running", "starting"})
 _SECURITY_HEADERS = {
@@ -50,15 +54,25 @@ def _forbidden() -> web.Response:
     return web.Response(status=403, text="forbidden\n", headers=_SECURITY_HEADERS)
 
 
+_warned: list[bool] = []
+
+
 def _peer_uid(request: web.Request) -> int | None:
+    """The uid behind this connection; None (so refused) when the kernel cannot tell."""
     transport = request.transport
     sock = transport.get_extra_info("socket") if transport is not None else None
-    if sock is None:
-        return None
-    try:
-        return tcp_peer_uid(sock)
-    except OSError:
-        return None
+    uid = None
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            uid = tcp_peer_uid(sock)
+    if uid is None and not _warned:
+        _warned.append(True)
+        print(
+            "roostctl dashboard: cannot tell which user is connecting (no sock_diag answer); refusing every request",
+            file=sys.stderr,
+            flush=True,
+        )
+    return uid
 
 
 @web.middleware
@@ -201,6 +215,9 @@ async def events(request: web.Request) -> web.StreamResponse:
     await resp.write(b"event: hello\ndata: {}\n\n")
     try:
         async for ev in request.app[ADMIN].lines("/events?follow=1&replay=0"):
+            if ev is None:
+                await resp.write(KEEP_ALIVE)
+                continue
             await resp.write(f"event: roost\ndata: {json.dumps(ev, separators=(',', ':'))}\n\n".encode())
     except AdminError:
         pass
@@ -215,6 +232,9 @@ async def logs(request: web.Request) -> web.StreamResponse:
     ident = request.match_info["ident"]
     try:
         async for item in request.app[ADMIN].lines(f"/logs/{ident}?follow=1&tail=200"):
+            if item is None:
+                await resp.write(KEEP_ALIVE)
+                continue
             await resp.write(f"event: line\ndata: {json.dumps(item, separators=(',', ':'))}\n\n".encode())
     except AdminError as exc:
         await resp.write(f"event: failed\ndata: {json.dumps({'message': exc.message})}\n\n".encode())
