@@ -41,6 +41,7 @@ __all__ = [
     "PeerFetchResponse",
     "RegisterRequest",
     "RegisterResponse",
+    "RenewResponse",
     "SpawnRequest",
     "SpawnResponse",
     "StatusResponse",
@@ -112,6 +113,14 @@ class RegisterResponse(_Open):
 
 class DeregisterRequest(_Open):
     outcome: Literal["complete", "failed"]
+
+
+class RenewResponse(_Open):
+    lease_expires_at_ms: int | None = Field(
+        description="When the calling session's lease lapses (wall-clock ms); null if it holds none "
+        "(roost watches its process instead)."
+    )
+    lease_secs: float = Field(description="How long a lease lasts from each authenticated call.")
 
 
 class StatusResponse(_Open):
@@ -277,6 +286,15 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         request=DeregisterRequest,
         ok=Empty,
         errors={400: _E, 403: _E},
+        auth=CRED,
+    ),
+    Endpoint(
+        "post",
+        "/renew",
+        "Renew the calling session's lease (any authenticated call does too)",
+        tag="referee",
+        ok=RenewResponse,
+        errors={403: _E},
         auth=CRED,
     ),
     Endpoint(

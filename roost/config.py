@@ -87,6 +87,8 @@ class Config(BaseModel):
     peer_timeout_secs: float = Field(default=30.0, gt=0, le=3600)
     # Start with a new key although roost.db exists and master.key is gone (revokes everything).
     reset_keys: bool = False
+    # A session roost cannot watch ends this long after its last authenticated call.
+    session_lease_secs: float = Field(default=300.0, ge=5, le=30 * 86400)
     # Retention (roost/retention.py, docs/operations.md "Retention").
     retention_secs: float = Field(default=7 * 86400.0, gt=0)
     session_memory_secs: float = Field(default=600.0, gt=0)

@@ -101,6 +101,7 @@ class Roost:
         # Open trace writers, least recently used first; each holds one descriptor.
         self._traces: OrderedDict[str, TraceWriter] = OrderedDict()
         self.referee.on_session_end.append(self._close_trace)
+        self.referee.on_session_end.append(self._observe_session_end)
         self.relay = Relay(self)
         self.peer_plane = PeerPlane(self)
         self.launcher = Launcher(self)
@@ -272,6 +273,18 @@ class Roost:
             _, evicted = self._traces.popitem(last=False)
             self.executor.submit(evicted.close)
         return writer
+
+    async def _observe_session_end(self, rec: SessionRecord) -> None:
+        """``roost.session.end``: every session end, with why (its own deregistration, a lapsed
+        lease, the operator, its process gone)."""
+        attrs: dict[str, Any] = {
+            "roost.session.id": rec.session_id,
+            "roost.session.capsule": rec.coordinates,
+            "roost.session.status": rec.status,
+            "roost.session.reason": rec.end_reason or "deregistered",
+        }
+        span = self.events.start("roost.session.end", subsystem="session", **attrs)
+        span.completed()
 
     async def _close_trace(self, rec: SessionRecord) -> None:
         writer = self._traces.pop(rec.session_id, None)

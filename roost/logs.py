@@ -64,6 +64,52 @@ def _to_bytes(_logger: Any, _name: str, line: Any) -> Any:
     return line.encode("utf-8", "replace")
 
 
+_STDLIB_METHODS = ((logging.ERROR, "error"), (logging.WARNING, "warning"), (logging.INFO, "info"))
+
+
+class _StdlibBridge(logging.Handler):
+    """Every stdlib ``logging`` record (aiohttp's, asyncio's, any library's) as one structlog event.
+
+    The record goes through the same processors as our own events (level, redaction, format),
+    and never carries a traceback or an exception's text: aiohttp's message for a malformed
+    request quotes the request's own bytes, which can be most of a credential. What is kept is
+    the logger, the message (its fixed text plus arguments, redacted) and the exception's class.
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            method = next((m for lvl, m in _STDLIB_METHODS if record.levelno >= lvl), "debug")
+            fields: dict[str, Any] = {"logger": record.name}
+            exc = record.exc_info[1] if record.exc_info else None
+            if exc is not None:
+                fields["error"] = type(exc).__name__
+                code = getattr(exc, "code", None)
+                if isinstance(code, int):
+                    fields["status"] = code
+            try:
+                message = record.getMessage()
+            except Exception:
+                message = str(record.msg)
+            getattr(structlog.get_logger("stdlib"), method)(message[:_MAX_STDLIB_MESSAGE], **fields)
+        except Exception:
+            pass  # a broken log line must never take down the handler's caller
+
+
+_MAX_STDLIB_MESSAGE = 300
+_BRIDGE = _StdlibBridge()
+
+
+def _bridge_stdlib(level: int) -> None:
+    root = logging.getLogger()
+    root.handlers[:] = [_BRIDGE]
+    root.setLevel(level)
+    for name in ("aiohttp.access", "aiohttp.client", "aiohttp.internal", "aiohttp.server", "aiohttp.web", "asyncio"):
+        named = logging.getLogger(name)
+        named.handlers[:] = []
+        named.propagate = True
+    logging.captureWarnings(True)
+
+
 def configure_logging(fmt: str = "auto", level: str = "info") -> None:
     """Configure structlog (again, on reload); ``fmt`` is json, console or auto."""
     global _min_level
@@ -83,6 +129,7 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
         *tail,
     ]
     _min_level = _LEVELS.get(level, logging.INFO)
+    _bridge_stdlib(_min_level)
     structlog.configure(
         processors=_PROCESSORS,
         wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),

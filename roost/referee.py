@@ -37,6 +37,7 @@ log = structlog.get_logger("roost.referee")
 
 APPROVAL_TTL_MS = 60_000
 EXPIRY_SWEEP_SECS = 1.0
+LEASE_CHECK_TICKS = 5  # leases are checked every fifth expiry sweep
 Clock = Callable[[], int]
 SessionEndHook = Callable[[SessionRecord], Awaitable[None]]
 
@@ -172,6 +173,7 @@ class Referee:
         self._verified: dict[str, tuple[KeyRing, tokens.CredentialClaims]] = {}
         self._violations: dict[tuple[str, str], str | None] = {}
         self.draining = False
+        self.leases: dict[str, int] = {}
 
     # -- identity --------------------------------------------------------------------------
     def authenticate(self, credential: str | None) -> SessionRecord:
@@ -195,6 +197,9 @@ class Referee:
         rec = self.table.running_session(claims.sid)
         if rec is None or not secrets.compare_digest(rec.cred_nonce, claims.n):
             raise IdentityRefused()
+        leases = self.leases
+        if claims.sid in leases:
+            leases[claims.sid] = self.clock() + self.lease_ms
         return rec
 
     def _fresh_artifact(self, name: str, version: str) -> Artifact | None:
@@ -357,9 +362,17 @@ class Referee:
         quiet, the first request would otherwise pay for every slot that lapsed meanwhile (a
         minute of a flood is hundreds of thousands) in one stall.
         """
+        ticks = 0
         while True:
             await asyncio.sleep(every_secs)
-            self.table.prune(self.clock())
+            now = self.clock()
+            self.table.prune(now)
+            ticks += 1
+            if ticks % LEASE_CHECK_TICKS == 0 and self.leases:
+                try:
+                    await self.lapse_leases(now)
+                except Exception:
+                    log.exception("lease_check_failed")
 
     def _check_bounds(self, parent: SessionRecord, now_ms: int) -> None:
         """Depth, machine ceiling, concurrency — in upstream order (expired slots pruned first)."""
@@ -563,20 +576,61 @@ class Referee:
         await self.end_session(rec, "complete" if outcome == "complete" else "failed")
         return rec
 
-    async def end_session(self, rec: SessionRecord, status: str) -> None:
-        """Mark a session ended, drop its pending approvals, and run the end hooks (lifelines)."""
+    async def end_session(self, rec: SessionRecord, status: str, reason: str | None = None) -> bool:
+        """Mark a session ended, drop its pending approvals, and run the end hooks (lifelines,
+        the observation event). ``reason`` is recorded with it. False if it had already ended."""
         if not rec.running:
-            return
+            return False
         now = self.clock()
+        rec.end_reason = reason
+        self.leases.pop(rec.session_id, None)
         self.table.end(rec, "complete" if status == "complete" else "failed", now)
         self.release_slots_of(rec.session_id)
         await self.store.commit([rec.status_op()])
-        log.info("session_ended", session_id=rec.session_id, capsule=rec.coordinates, status=rec.status)
+        log.info("session_ended", session_id=rec.session_id, capsule=rec.coordinates, status=rec.status, reason=reason)
         for hook in list(self.on_session_end):
             try:
                 await hook(rec)
             except Exception:
                 log.exception("session_end_hook_failed", session_id=rec.session_id)
+        return True
+
+    # -- leases ------------------------------------------------------------------------------
+    # A session the daemon cannot watch (no verified pid, not launched by the launcher) holds a
+    # lease: any authenticated call renews it (and roost-capsule calls POST /renew while it
+    # runs); when it lapses the session ends with the reason recorded, as if it had failed.
+
+    def lease(self, rec: SessionRecord, now_ms: int | None = None) -> None:
+        """Give ``rec`` a lease (it has no process roost can watch)."""
+        self.leases[rec.session_id] = (self.clock() if now_ms is None else now_ms) + self.lease_ms
+
+    @property
+    def lease_ms(self) -> int:
+        return int(self.config.session_lease_secs * 1000)
+
+    def renew(self, rec: SessionRecord) -> int | None:
+        """Renew ``rec``'s lease, if it holds one; the new expiry (ms), or None."""
+        if rec.session_id not in self.leases:
+            return None
+        until = self.leases[rec.session_id] = self.clock() + self.lease_ms
+        return until
+
+    async def lapse_leases(self, now_ms: int) -> int:
+        """End every session whose lease has lapsed by ``now_ms``; return how many."""
+        lapsed = [sid for sid, until in self.leases.items() if until <= now_ms]
+        ended = 0
+        secs = self.config.session_lease_secs
+        for sid in lapsed:
+            if self.leases.get(sid, now_ms + 1) > now_ms:
+                continue  # renewed while an earlier one was being ended
+            self.leases.pop(sid, None)
+            rec = self.table.running_session(sid)
+            if rec is None:
+                continue
+            reason = f"lease lapsed: no authenticated call from this session for {secs:g} seconds"
+            if await self.end_session(rec, "failed", reason):
+                ended += 1
+        return ended
 
     # -- GET /status -----------------------------------------------------------------------
     async def lookup(self, session_id: str) -> SessionRecord | None:

@@ -243,7 +243,8 @@ def _entry_kind(info: zipfile.ZipInfo) -> str:
     if info.is_dir():
         return "dir"
     mode = info.external_attr >> 16
-    if mode == 0 or stat.S_ISREG(mode):
+    # No file type at all (only permission bits, as zipfile.writestr writes) is a regular file.
+    if stat.S_IFMT(mode) == 0 or stat.S_ISREG(mode):
         return "file"
     if stat.S_ISDIR(mode):
         return "dir"

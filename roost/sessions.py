@@ -57,6 +57,8 @@ class SessionRecord:
     capsule_url: str | None = None
     job_id: str | None = None
     ended_ms: int | None = None
+    end_reason: str | None = None
+    """Why the session ended, when it was not its own deregistration (a lease lapse, an operator)."""
     uid: int | None = None
     """The uid that registered the session (children inherit their parent's); None if unknown."""
     containment: str | None = None
@@ -102,8 +104,8 @@ class SessionRecord:
 
     def status_op(self) -> Op:
         return (
-            "UPDATE sessions SET status = ?, ended_ms = ? WHERE session_id = ?",
-            (self.status, self.ended_ms, self.session_id),
+            "UPDATE sessions SET status = ?, ended_ms = ?, end_reason = ? WHERE session_id = ?",
+            (self.status, self.ended_ms, self.end_reason, self.session_id),
         )
 
     @classmethod
@@ -128,6 +130,7 @@ class SessionRecord:
             job_id=row["job_id"],
             created_ms=int(row["created_ms"]),
             ended_ms=row["ended_ms"],
+            end_reason=row["end_reason"],
             uid=row["uid"],
             containment=row["containment"],
         )

@@ -6,6 +6,9 @@ tables, so a caller cannot name somebody else's process), and then watches it wi
 when it exits, the session ends exactly as if it had deregistered, which closes the lifelines
 of every child it delegated to. Children roost launched are watched by the launcher instead.
 
+A session with neither (no verified pid, no job) holds a lease instead, renewed by its
+authenticated calls; when it lapses the session ends with the reason recorded.
+
 On start, running sessions with a recorded pid are re-watched; one whose process is gone (or
 whose pid now names a different process, told apart by its start time) is ended at once.
 """
@@ -60,6 +63,12 @@ def _same_process(pid: int, start: float | None) -> bool:
         return False
 
 
+def _unwatchable(rec: SessionRecord) -> bool:
+    """No process roost can watch: no verified pid, and no job of the launcher behind it.
+    Such a session holds a lease instead (``Referee.lease``)."""
+    return rec.pid is None and rec.job_id is None
+
+
 class SessionWatch:
     def __init__(self, roost: Roost) -> None:
         self.roost = roost
@@ -69,6 +78,8 @@ class SessionWatch:
     async def start(self) -> None:
         self.roost.referee.on_session_registered.append(self._on_registered)
         for rec in list(self.roost.table.iter_running()):
+            if _unwatchable(rec):
+                self.roost.referee.lease(rec)  # a fresh lease: nobody could renew it while we were away
             if rec.pid is None or self.roost.launcher.launched_pid(rec.pid):
                 continue
             if await self.roost.executor.run(_same_process, rec.pid, rec.pid_start):
@@ -85,7 +96,9 @@ class SessionWatch:
             task.cancel()
 
     def _on_registered(self, rec: SessionRecord) -> None:
-        if rec.pid is not None and not self.roost.launcher.launched_pid(rec.pid):
+        if _unwatchable(rec):
+            self.roost.referee.lease(rec)
+        elif rec.pid is not None and not self.roost.launcher.launched_pid(rec.pid):
             self._watch(rec)
 
     def _watch(self, rec: SessionRecord) -> None:

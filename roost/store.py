@@ -152,6 +152,10 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE sessions ADD COLUMN containment TEXT;
     """,
+    # 7: why a session ended, when something other than its own deregistration ended it.
+    """
+    ALTER TABLE sessions ADD COLUMN end_reason TEXT;
+    """,
 ]
 
 # The WAL is truncated back to this after each checkpoint, whatever its high-water mark was.

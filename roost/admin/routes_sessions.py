@@ -2,23 +2,28 @@
 
 ``GET /sessions?state=running|complete|failed|all`` (default ``running``) → ``{"sessions": [...]}``
 ``GET /sessions/{session_id}``  → one session, with its live children's ids
+``POST /sessions/{session_id}/end`` ``{"reason"?}`` → ends it (200 the record, 404, 409 ended)
 ``GET /tree?state=...``         → ``{"roots": [{session, children: [...]}]}`` (default: every session
                                   that is running or has a running ancestor or descendant)
 """
 
 from __future__ import annotations
 
+import structlog
 from aiohttp import web
 
 from roost.admin import views
-from roost.errors import BadRequest, NotFound
+from roost.errors import BadRequest, Conflict, NotFound
 from roost.http.context import ROOST
+from roost.http.middleware import read_json
 from roost.identifiers import require_id
 from roost.sessions import SessionRecord
 
 __all__ = ["routes"]
 
 routes = web.RouteTableDef()
+log = structlog.get_logger("roost.admin")
+OPERATOR_REASON = "ended by the operator"
 _STATES = ("running", "complete", "failed", "all")
 
 
@@ -37,6 +42,28 @@ async def sessions(request: web.Request) -> web.Response:
     recs = [r for r in table.sessions.values() if state == "all" or r.status == state]
     recs.sort(key=lambda r: (r.created_ms, r.session_id))
     return web.json_response({"sessions": [views.session_view(r, table.live_children(r.session_id)) for r in recs]})
+
+
+@routes.post("/sessions/{session_id}/end")
+async def end_session(request: web.Request) -> web.Response:
+    """End a running session with a recorded reason: its children's lifelines close, and an
+    observation event (``roost.session.end``) says so. 404 unknown, 409 already ended."""
+    roost = request.app[ROOST]
+    body = await read_json(request) if request.can_read_body else {}
+    reason = body.get("reason", OPERATOR_REASON)
+    if not isinstance(reason, str) or not reason.strip() or len(reason) > 500:
+        raise BadRequest("reason must be a non-empty string of at most 500 characters")
+    sid = require_id("session_id", request.match_info["session_id"])
+    rec = roost.table.running_session(sid)
+    if rec is None:
+        known = await roost.referee.lookup(sid)
+        if known is None:
+            raise NotFound("session not found")
+        raise Conflict(f"session {sid} has already ended ({known.status})")
+    # No await between the check above and the end: a concurrent end finds it ended.
+    await roost.referee.end_session(rec, "failed", reason)
+    log.info("session_ended_by_operator", session_id=sid, reason=reason)
+    return web.json_response(views.session_view(rec, roost.table.live_children(sid)))
 
 
 @routes.get("/sessions/{session_id}")

@@ -32,6 +32,7 @@ def session_view(rec: SessionRecord, live_children: int = 0) -> dict[str, Any]:
         "job_id": rec.job_id,
         "created_ms": rec.created_ms,
         "ended_ms": rec.ended_ms,
+        "end_reason": rec.end_reason,
         "live_children": live_children,
     }
 

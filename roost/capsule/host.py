@@ -65,6 +65,7 @@ REAP_EVERY_SECS = 1.0
 PR_SET_PDEATHSIG = 1
 REGISTER_TIMEOUT = aiohttp.ClientTimeout(total=30, sock_connect=5)
 DEREGISTER_TIMEOUT = aiohttp.ClientTimeout(total=5, sock_connect=2)
+RENEW_TIMEOUT = aiohttp.ClientTimeout(total=10, sock_connect=2)
 
 
 class LaunchRefused(Exception):
@@ -260,6 +261,7 @@ class Host:
         self._http: aiohttp.ClientSession | None = None
         self._watch: LifelineWatch | None = None
         self.confinement = Confinement(p.probe, p.decision, None)
+        self._renewer: asyncio.Task[None] | None = None
         self.grace = kill_grace(os.environ)
         self.rlimits = rlimit_plan(m.capabilities.resources)
         self.entry_pids: set[int] = set()
@@ -473,6 +475,26 @@ class Host:
         if isinstance(door_key, str) and len(door_key) == 64:
             with contextlib.suppress(ValueError):
                 self.door.seal_key = bytes.fromhex(door_key)  # relayed stamps are believed only when sealed
+        self._renewer = asyncio.get_running_loop().create_task(self._renew_forever())
+
+    async def _renew_forever(self) -> None:
+        """Renew this session's lease while it runs (harmless when roost watches the pid instead).
+
+        The first call learns the lease's length; later ones come every third of it."""
+        every = 0.0
+        while self.credential is not None and self.p.roost_url is not None and self._http is not None:
+            await asyncio.sleep(every)
+            every = 60.0
+            try:
+                async with self._http.post(
+                    self.p.roost_url + "/renew", headers={CREDENTIAL_HEADER: self.credential}, timeout=RENEW_TIMEOUT
+                ) as resp:
+                    answer = await resp.json(content_type=None) if resp.status == 200 else None
+            except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
+                continue
+            secs = answer.get("lease_secs") if isinstance(answer, dict) else None
+            if isinstance(secs, int | float) and secs > 0:
+                every = max(1.0, secs / 3)
 
     async def _deregister(self, outcome: str) -> None:
         if self.credential is None or self.p.roost_url is None or self._http is None:
@@ -639,6 +661,8 @@ class Host:
             )
 
     async def _cleanup(self) -> None:
+        if self._renewer is not None:
+            self._renewer.cancel()
         if self._reaper is not None:
             self._reaper.cancel()
         if descendants():

@@ -145,6 +145,15 @@ async def deregister(request: web.Request) -> web.Response:
     return json_ok({})
 
 
+@routes.post("/renew")
+async def renew(request: web.Request) -> web.Response:
+    """Renew the calling session's lease (any authenticated call does; this one does nothing else)."""
+    roost = request.app[ROOST]
+    rec = roost.referee.authenticate(request.headers.get(CREDENTIAL_HEADER))
+    until = roost.referee.renew(rec)
+    return json_ok({"lease_expires_at_ms": until, "lease_secs": roost.config.session_lease_secs})
+
+
 @routes.get("/status/{session_id}")
 async def status(request: web.Request) -> web.Response:
     roost = request.app[ROOST]

@@ -398,13 +398,16 @@ class Launcher:
         deadline = req.deadline_secs or float(artifact.manifest.lifecycle.delegation_deadline_secs)
         dlg = ids.delegation_id()
         handle: SpawnerHandle | None = None
-        if parent is not None and parent.capsule_url:
+        if parent is not None:
+            # Without a door (no capsule_url) the handle is unaddressed: the child still writes
+            # its own completion.json when it ends its session; there is just nobody to post it to.
             handle = SpawnerHandle(
                 session_id=parent.session_id,
                 context_id=prefixed("ctx"),
                 delegation_id=dlg,
-                url=parent.capsule_url,
-                trust="untrusted" if trust == "untrusted" else "trusted",
+                url=parent.capsule_url or None,
+                # A completion address is a url and a trust together, or neither.
+                trust=("untrusted" if trust == "untrusted" else "trusted") if parent.capsule_url else None,
             )
         job = Job(
             job_id=job_id,

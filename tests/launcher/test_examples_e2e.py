@@ -128,3 +128,23 @@ async def test_orchestrator_delegates_to_worker(daemon_factory: Any) -> None:
     (end,) = [ln for ln in lines if ln["event_type"] == "delegation"]
     assert end["outcome"] == "ok" and end["capsule"] == "worker"
     assert_trace_guarantees(trace_path(wd, body["session_id"]))
+
+
+async def test_worker_delegated_by_a_parent_without_a_door_writes_its_own_completion(
+    daemon_factory: Any, tmp_path: Path
+) -> None:
+    """Nobody to deliver to, but the child ended its own session: its completion, result_path and all."""
+    d = await start(daemon_factory)
+    wd = tmp_path / "orch"
+    wd.mkdir()
+    _, cred = await d.register_top("orchestrator", workdir=str(wd))  # no capsule_url: no door
+    status, body, _, _ = await d.call(
+        "POST", "/jobs", json={"name": "worker", "version": "0.1.0", "task": "one two"}, headers={CRED: cred}
+    )
+    assert status == 201, body
+    final = await job_final(d, body["job_id"], {CRED: cred}, timeout=30)
+    assert final["state"] == "complete", final
+    comp = json.loads((Path(body["workdir"]) / "completion.json").read_text())
+    assert comp["reported_by"] == "child" and comp["status"] == "ok", comp
+    assert comp["result_path"] == "out/result.txt" and comp["delivered"] is False
+    assert (Path(body["workdir"]) / "out" / "result.txt").is_file()

@@ -1,7 +1,9 @@
 """List sessions (default: running ones), or show one.
 
 Calls ``GET /sessions?state=running|complete|failed|all``; ``--json`` prints ``{"sessions": [...]}``.
-With an id, calls ``GET /sessions/{id}`` and prints that session.
+With an id, calls ``GET /sessions/{id}`` and prints that session. ``sessions end ID [--reason
+TEXT]`` calls ``POST /sessions/{id}/end``: the session ends (failed, with the reason recorded),
+its children's lifelines close; exit 1 if it is unknown or already ended.
 """
 
 from __future__ import annotations
@@ -10,18 +12,21 @@ import argparse
 
 from roost.ctl.client import quote_id
 from roost.ctl.context import Context
+from roost.ctl.errors import Usage
 from roost.ctl.output import fmt_ms, fmt_when, label_of
 
 NAME = "sessions"
 HELP = "list sessions, or show one"
 DESCRIPTION = (
     "List sessions (running ones unless --state or --all says otherwise) with their workdirs,\n"
-    "or show one session in full."
+    "or show one session in full, or end one: roostctl sessions end ID [--reason TEXT]."
 )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("session_id", nargs="?", metavar="SESSION_ID", help="show this session (ses_…)")
+    p.add_argument("session_id", nargs="?", metavar="SESSION_ID", help="show this session (ses_…), or 'end'")
+    p.add_argument("target", nargs="?", metavar="ID", help="with 'end': the session to end")
+    p.add_argument("--reason", help="with 'end': why (recorded with the session; default 'ended by the operator')")
     p.add_argument(
         "--state",
         choices=("running", "complete", "failed", "all"),
@@ -33,6 +38,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
     out = ctx.out
+    if args.session_id == "end":
+        if not args.target:
+            raise Usage("sessions end needs a session id: roostctl sessions end ID [--reason TEXT]")
+        body = {"reason": args.reason} if args.reason else {}
+        ended = ctx.client.call("POST", f"/sessions/{quote_id(args.target)}/end", body)
+        if out.as_json:
+            out.json(ended)
+        else:
+            out.pairs((k, fmt_ms(v) if k.endswith("_ms") else v) for k, v in ended.items())
+        return 0
+    if args.target or args.reason:
+        raise Usage("only 'roostctl sessions end ID' takes a second id or --reason")
     if args.session_id:
         one = ctx.client.call("GET", f"/sessions/{quote_id(args.session_id)}")
         if out.as_json:
