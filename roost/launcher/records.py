@@ -21,6 +21,7 @@ from typing import Any
 from roost.completion import STDERR_LINES
 from roost.errors import BadRequest
 from roost.fsutil import Place, open_append_at, open_beneath, write_atomic_at
+from roost.trace import TRACE_FILE
 
 __all__ = [
     "INPUT_FILE",
@@ -29,6 +30,7 @@ __all__ = [
     "STDOUT_PREFIX",
     "append_log",
     "input_envelope",
+    "own_session_end",
     "parse_task",
     "place_of",
     "prepare_child_dir",
@@ -179,3 +181,34 @@ def stderr_tail(place: Place, n: int = STDERR_LINES, max_bytes: int = 64 * 1024)
     if len(raw) >= max_bytes and lines:
         lines = lines[1:]  # the first line may be cut
     return [ln for ln in lines if not ln.startswith(STDOUT_PREFIX)][-n:]
+
+
+def own_session_end(place: Place, session_id: str, max_bytes: int = 64 * 1024) -> str | None:
+    """The ``exit_status`` of the child's own ``session_end`` trace line (its last), or None.
+
+    What the child itself recorded when it ended its session: the outcome of a re-adopted child,
+    whose exit status this daemon instance cannot read. Reached like every other record here:
+    no link is followed."""
+    try:
+        records_fd = place.open_dir((".murmur", session_id))
+        try:
+            fd = os.open(TRACE_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=records_fd)
+        finally:
+            os.close(records_fd)
+        with open(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - max_bytes))
+            tail = fh.read()
+    except (OSError, ValueError):
+        return None
+    for raw in reversed(tail.splitlines()):
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(line, dict) and line.get("event_type") == "session_end":
+            status = line.get("exit_status")
+            return status if isinstance(status, str) else None
+    return None

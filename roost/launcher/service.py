@@ -825,6 +825,13 @@ class Launcher:
             job.outcome = existing.status if existing else "terminated"
             job.reason = PARENT_ENDED_REASON
             return
+        # A re-adopted child's exit status is not ours to read: its own records say how it ended.
+        unknown = (job.exit_status or "").startswith("exit status unknown")
+        told: str | None = None
+        if unknown and existing is None and job.session_id is not None:
+            told = await roost.executor.run(records.own_session_end, self._place(job), job.session_id)
+            if own_end is None and told is not None:
+                own_end = "complete" if told == "ok" else "failed"
         outcome: str
         reason: str | None
         if job.stop_reason in ("cancel", "operator_cancel", "shutdown", "deadline") and not (
@@ -850,7 +857,8 @@ class Launcher:
         elif own_end is not None and (handle is None or not handle.addressed):
             # Nobody to report to, so the child wrote no completion; it ended its own session,
             # so it did not crash: record how it ended.
-            ok = own_end == "complete" and job.exit_status == "exit status 0"
+            exited_ok = job.exit_status == "exit status 0" or (unknown and told in ("ok", None))
+            ok = own_end == "complete" and exited_ok
             rec = self._launcher_record(job, "ok" if ok else "error", duration, None)
             final = await report(roost.a2a, None, child_dir, rec, run_blocking=roost.executor.run)
             outcome, reason = final.status, None
