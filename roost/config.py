@@ -87,6 +87,10 @@ class Config(BaseModel):
     peer_timeout_secs: float = Field(default=30.0, gt=0, le=3600)
     # Start with a new key although roost.db exists and master.key is gone (revokes everything).
     reset_keys: bool = False
+    # Per-uid quotas (docs/operations.md, Per-user quotas); None: three quarters of max_live_capsules.
+    uid_max_live_sessions: int | None = Field(default=None, ge=1)
+    uid_max_live_jobs: int | None = Field(default=None, ge=1)
+    uid_registrations_per_minute: int = Field(default=6000, ge=0)
     # A session roost cannot watch ends this long after its last authenticated call.
     session_lease_secs: float = Field(default=300.0, ge=5, le=30 * 86400)
     # Retention (roost/retention.py, docs/operations.md "Retention").
@@ -130,6 +134,14 @@ class Config(BaseModel):
     @property
     def admin_socket_path(self) -> Path:
         return self.admin_socket or (self.state_dir / "admin.sock")
+
+    @property
+    def uid_live_sessions_limit(self) -> int:
+        return self.uid_max_live_sessions or max(1, self.max_live_capsules * 3 // 4)
+
+    @property
+    def uid_live_jobs_limit(self) -> int:
+        return self.uid_max_live_jobs or max(1, self.max_live_capsules * 3 // 4)
 
     @property
     def db_path(self) -> Path:

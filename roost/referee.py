@@ -12,6 +12,7 @@ import asyncio
 import logging
 import secrets
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
@@ -72,6 +73,29 @@ class refusals:
             f"every formation (--max-live-capsules {m}), and it is already holding {live} — this is the "
             "host's ceiling rather than this capsule's own --max-concurrent, so narrowing the formation "
             "does not help; the same request may be granted once other capsules finish"
+        )
+
+    @staticmethod
+    def uid_sessions(uid: int | None, limit: int, live: int) -> str:
+        return (
+            f"per-user quota reached: uid {uid} already holds {live} live sessions and this daemon allows "
+            f"one user {limit} (uid_max_live_sessions), so that no one user fills the host's capsule "
+            "ceiling; end some of them, or raise uid_max_live_sessions"
+        )
+
+    @staticmethod
+    def uid_rate(uid: int | None, limit: int) -> str:
+        return (
+            f"per-user quota reached: uid {uid} made {limit} registrations in the last minute, the most this "
+            "daemon allows one user (uid_registrations_per_minute); retry in a minute, or raise "
+            "uid_registrations_per_minute"
+        )
+
+    @staticmethod
+    def uid_jobs(uid: int | None, limit: int, live: int) -> str:
+        return (
+            f"per-user quota reached: uid {uid} already holds {live} live jobs and this daemon allows one "
+            f"user {limit} (uid_max_live_jobs); wait for some to finish, or raise uid_max_live_jobs"
         )
 
     @staticmethod
@@ -174,6 +198,7 @@ class Referee:
         self._violations: dict[tuple[str, str], str | None] = {}
         self.draining = False
         self.leases: dict[str, int] = {}
+        self._registered_at: dict[int | None, deque[int]] = {}
 
     # -- identity --------------------------------------------------------------------------
     def authenticate(self, credential: str | None) -> SessionRecord:
@@ -374,6 +399,30 @@ class Referee:
                 except Exception:
                     log.exception("lease_check_failed")
 
+    def check_uid_sessions(self, uid: int | None) -> None:
+        """The per-uid live-session quota (children count for their parent's uid)."""
+        limit = self.config.uid_live_sessions_limit
+        live = self.table.live_by_uid.get(uid, 0)
+        if live >= limit:
+            raise Refused(refusals.uid_sessions(uid, limit, live), "quota_sessions")
+
+    def _check_uid_rate(self, uid: int | None, now_ms: int) -> None:
+        """The per-uid registrations-per-minute quota; records this registration if allowed."""
+        limit = self.config.uid_registrations_per_minute
+        if limit <= 0:
+            return
+        stamps = self._registered_at.get(uid)
+        if stamps is None:
+            if len(self._registered_at) > 4096:  # forget idle users' empty windows
+                for key in [k for k, v in self._registered_at.items() if not v or v[-1] <= now_ms - 60_000]:
+                    del self._registered_at[key]
+            stamps = self._registered_at[uid] = deque()
+        while stamps and stamps[0] <= now_ms - 60_000:
+            stamps.popleft()
+        if len(stamps) >= limit:
+            raise Refused(refusals.uid_rate(uid, limit), "quota_rate")
+        stamps.append(now_ms)
+
     def _check_bounds(self, parent: SessionRecord, now_ms: int) -> None:
         """Depth, machine ceiling, concurrency — in upstream order (expired slots pruned first)."""
         cfg = self.config
@@ -388,6 +437,7 @@ class Referee:
         kids = table.live_children(parent.session_id)
         if kids >= cfg.max_concurrent:
             raise Refused(refusals.concurrency(cfg.max_concurrent, kids), "concurrency")
+        self.check_uid_sessions(parent.uid)
 
     def release_slot(self, jti: str) -> Reservation | None:
         """Give back one pending slot (its child will never register)."""
@@ -464,6 +514,10 @@ class Referee:
                     "this daemon is draining: it finishes running jobs and registers no new top-level sessions",
                     "draining",
                 )
+            # Per-uid quotas: children are bounded where they are granted (POST /spawn); a
+            # top-level registration is where one user's flood would start.
+            self.check_uid_sessions(uid)
+            self._check_uid_rate(uid, self.clock())
             depth = self.config.max_depth
             parent_id = None
             trust = "trusted"

@@ -176,6 +176,7 @@ class SessionTable:
     reservations_of: dict[str, set[str]] = field(default_factory=dict)
     spent: dict[str, int] = field(default_factory=dict)
     running: int = 0
+    live_by_uid: dict[int | None, int] = field(default_factory=dict)
     _expiry: deque[tuple[int, str]] = field(default_factory=deque)
     _late: list[tuple[int, str]] = field(default_factory=list)
     _ended: deque[tuple[int, str]] = field(default_factory=deque)
@@ -194,6 +195,7 @@ class SessionTable:
         self.sessions[rec.session_id] = rec
         if rec.running:
             self.running += 1
+            self.live_by_uid[rec.uid] = self.live_by_uid.get(rec.uid, 0) + 1
             if rec.parent_id is not None:
                 self.live_children_of.setdefault(rec.parent_id, set()).add(rec.session_id)
         else:
@@ -205,6 +207,11 @@ class SessionTable:
         rec.status = status
         rec.ended_ms = now_ms
         self.running -= 1
+        left = self.live_by_uid.get(rec.uid, 0) - 1
+        if left > 0:
+            self.live_by_uid[rec.uid] = left
+        else:
+            self.live_by_uid.pop(rec.uid, None)
         self._ended.append((now_ms, rec.session_id))
         if rec.parent_id is not None:
             kids = self.live_children_of.get(rec.parent_id)

@@ -179,6 +179,7 @@ class Launcher:
         self._finalizing: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._starting_top = 0
+        self._launching: dict[str, int | None] = {}  # job id → uid, from the quota check to supervision
         self._start_gate = asyncio.Semaphore(roost.config.max_starting or max(2, os.cpu_count() or 2))
         self.keeper: KeeperClient | None = None
         self.cgroups: JobCgroups | None = None
@@ -330,12 +331,38 @@ class Launcher:
         uid: int | None = None,
         operator: bool = False,
     ) -> Job:
-        """Launch a job; ``uid`` is the caller's (used for a top-level job; a delegated one takes its parent's)."""
+        """Launch a job; ``uid`` is the caller's (used for a top-level job; a delegated one takes its parent's).
+
+        What a check reserves (a top-level start slot under the ceiling, a place in the caller's
+        live-jobs quota) is taken with no await after the check, and given back if the launch
+        fails before the child is being supervised.
+        """
+        held: list[str] = []
+        job_id = ids.job_id()
+        try:
+            return await self._launch(
+                body, credential, loopback=loopback, uid=uid, operator=operator, job_id=job_id, held=held
+            )
+        finally:
+            if "top" in held:
+                self._starting_top -= 1
+            self._launching.pop(job_id, None)
+
+    async def _launch(
+        self,
+        body: dict[str, Any],
+        credential: str | None,
+        *,
+        loopback: bool,
+        uid: int | None,
+        operator: bool,
+        job_id: str,
+        held: list[str],
+    ) -> Job:
         roost = self.roost
         cfg = roost.config
         req = parse_request(body)
         t0 = time.monotonic()
-        job_id = ids.job_id()
         parent: SessionRecord | None = None
         approval: str | None = None
         jti: str | None = None
@@ -343,6 +370,7 @@ class Launcher:
         if credential is not None:
             parent = roost.referee.authenticate(credential)
             _check_switch(parent.uid)
+            self._take_job_quota(job_id, parent.uid)
             if parent.workdir is None:
                 raise Conflict(
                     "this session registered without a workdir, so roost has nowhere to put a child "
@@ -383,6 +411,9 @@ class Launcher:
             live = roost.table.live_capsules() + self._starting_top
             if live >= cfg.max_live_capsules:
                 raise Refused(refusals.ceiling(cfg.max_live_capsules, live))
+            self._take_job_quota(job_id, uid)
+            self._starting_top += 1  # held across the registry await below, so the ceiling holds
+            held.append("top")
             if req.workdir is not None:
                 # The workdir must be the launching caller's own (docs/security.md).
                 await roost.executor.run(check_workdir, req.workdir, uid)
@@ -424,13 +455,16 @@ class Launcher:
             handle=handle.to_env() if handle is not None else None,
             uid=parent.uid if parent is not None else uid,
         )
-        if parent is None:
-            self._starting_top += 1
-        try:
-            return await self._start(job, artifact, parent, approval, jti, t0, fresh, req.task)
-        finally:
-            if parent is None:
-                self._starting_top -= 1
+        return await self._start(job, artifact, parent, approval, jti, t0, fresh, req.task)
+
+    def _take_job_quota(self, job_id: str, uid: int | None) -> None:
+        """Refuse past the caller's live-jobs quota, else count this launch against it."""
+        limit = self.roost.config.uid_live_jobs_limit
+        live = sum(1 for j in self._live if (job := self.jobs.get(j)) is not None and job.uid == uid)
+        live += sum(1 for j, u in self._launching.items() if u == uid and j not in self._live)
+        if live >= limit:
+            raise Refused(refusals.uid_jobs(uid, limit, live), "quota_jobs")
+        self._launching[job_id] = uid
 
     async def _start(self, *args: Any, **kwargs: Any) -> Job:
         """Start a child once a start slot is free.
