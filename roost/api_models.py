@@ -303,7 +303,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "A session's status and bounds",
         tag="referee",
         ok=StatusResponse,
-        errors={404: _E},
+        errors={400: _E, 404: _E},
     ),
     Endpoint(
         "post",
@@ -322,7 +322,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "A job the calling session launched",
         tag="launch",
         ok=JobResponse,
-        errors={403: _E, 404: _E},
+        errors={400: _E, 403: _E, 404: _E},
         auth=CRED,
     ),
     Endpoint(
@@ -331,7 +331,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "Cancel a job the calling session launched",
         tag="launch",
         ok=JobResponse,
-        errors={403: _E, 404: _E, 409: _E},
+        errors={400: _E, 403: _E, 404: _E, 409: _E},
         auth=CRED,
     ),
     Endpoint(
