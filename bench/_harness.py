@@ -218,3 +218,43 @@ BARE_JSON_SERVER = app_script(
         return app
     """
 )
+
+
+# A bare asyncio process that starts ``n`` children of ``argv`` (``limit`` at a time), reads each
+# one's first stdout line, then waits for them to exit (or kills them with ``kill``) and prints
+# ``ready_seconds ended_seconds``: the same-run baseline for launch storms.
+_DIRECT_STORM = """
+import asyncio, json, os, signal, sys, time
+argv, n, limit, kill = json.loads(sys.argv[1])
+async def main():
+    sem = asyncio.Semaphore(limit)
+    procs = []
+    async def one():
+        async with sem:
+            p = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, process_group=0)
+            p.stdin.write(b"go\\n"); p.stdin.close()
+            await p.stdout.readline()
+            procs.append(p)
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(n)))
+    ready = time.perf_counter() - t0
+    if kill:
+        for p in procs:
+            try: os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError: pass
+    await asyncio.gather(*(p.wait() for p in procs))
+    print(ready, time.perf_counter() - t0, flush=True)
+asyncio.run(main())
+"""
+
+
+def direct_storm(argv: list[str], n: int, *, limit: int, kill: bool, cpu: str = SERVER_CPU) -> tuple[float, float]:
+    """Start ``n`` children directly (no daemon): seconds until all are ready, and until all ended."""
+    out = subprocess.run(
+        [*taskset(cpu), sys.executable, "-c", _DIRECT_STORM, json.dumps([argv, n, limit, kill])],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return float(out[0]), float(out[1])

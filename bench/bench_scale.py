@@ -20,7 +20,7 @@ import aiohttp
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import start_daemon
+from _harness import direct_storm, start_daemon
 from bench_spawn import write_setup
 
 
@@ -36,6 +36,8 @@ async def main_async(n: int) -> None:
     with tempfile.TemporaryDirectory() as tmpd:
         tmp = Path(tmpd)
         cfg = write_setup(tmp)
+        argv = [sys.executable, "-S", str(tmp / "child.py"), "sleepy@0.1.0", "--workdir", tmpd, "--json"]
+        direct_s, _ = direct_storm(argv, n, limit=40, kill=True)  # same-run baseline: no daemon
         daemon = start_daemon(["--config", str(cfg)])
         proc = psutil.Process(daemon.proc.pid)
         try:
@@ -45,6 +47,11 @@ async def main_async(n: int) -> None:
                     assert resp.status == 201
                 await asyncio.sleep(0.5)
                 before = proc.memory_info().rss / 2**20
+                async with http.get(daemon.url + "/debug/loop-lag?reset=1") as resp:
+                    await resp.read()
+                await asyncio.sleep(3)
+                async with http.get(daemon.url + "/debug/loop-lag") as resp:
+                    idle_lag = await resp.json()
                 t0 = time.perf_counter()
                 sem = asyncio.Semaphore(40)
 
@@ -68,13 +75,19 @@ async def main_async(n: int) -> None:
             t1 = time.perf_counter()
             daemon.stop()
             stop_s = time.perf_counter() - t1
-    print(f"{n} live children launched in {took:.1f}s")
+    print(
+        f"{n} live children launched in {took:.1f}s; baseline, same run: {n} started directly (40 at a time, "
+        f"no daemon) in {direct_s:.1f}s, roost/direct x{took / direct_s:.2f}"
+    )
     print(
         f"  daemon RSS {before:.1f} MiB → {after:.1f} MiB: +{after - before:.1f} MiB, "
         f"{(after - before) * 1024 / n:.1f} KiB per child; {fds} fds, {threads} threads"
     )
     print(f"  keeper RSS {krss:.1f} MiB holding {n} lifelines")
-    print(f"  idle loop lag with {n} children: p99 {lag.get('p99_ms')} ms; orderly stop ended all in {stop_s:.1f}s")
+    print(
+        f"  idle loop lag with {n} children: p99 {lag.get('p99_ms')} ms (with none, same run: p99 "
+        f"{idle_lag.get('p99_ms')} ms); orderly stop ended all in {stop_s:.1f}s"
+    )
 
 
 def main() -> None:
