@@ -1,4 +1,5 @@
-"""Interleaved duplicate registers, spawns, redeems and deregisters at a real daemon, against a model.
+"""Interleaved duplicate registers, spawns, redeems, deregisters and operator ends at a real daemon,
+against a sequential model.
 
 Each example is a list of waves; the operations of a wave are fired at once, the waves one after
 another. The daemon must behave like *some* sequential order of each wave (linearizable): every
@@ -15,6 +16,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
+import aiohttp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,6 +33,7 @@ ops = st.one_of(
     st.tuples(st.just("spawn"), st.integers(0, TOPS + KIDS - 1)),
     st.tuples(st.just("redeem"), st.integers(0, 5), st.integers(0, KIDS - 1)),
     st.tuples(st.just("dereg"), st.integers(0, TOPS + KIDS - 1)),
+    st.tuples(st.just("cancel"), st.integers(0, TOPS + KIDS - 1)),
 )
 waves = st.lists(st.lists(ops, min_size=1, max_size=4), min_size=1, max_size=5)
 
@@ -74,6 +77,10 @@ class Model:
                 return 403, replace(self, spent=spent)
             return 200, replace(self, spent=spent, running=self.running | {kid})
         sid = names[op[1]]
+        if kind == "cancel":  # the operator ends it (admin socket): no credential needed
+            if sid in self.running:
+                return 200, replace(self, running=self.running - {sid}, ended=self.ended | {sid})
+            return (409 if sid in self.ended else 404), self
         if sid not in creds or sid not in self.running:
             return 403, self
         return 200, replace(self, running=self.running - {sid}, ended=self.ended | {sid})
@@ -97,6 +104,14 @@ async def _fire(
         body = {"session_id": names[TOPS + op[2]], "name": "worker", "version": "0.1.0"}
         headers = {APPROVAL: approvals[op[1] % len(approvals)]}
         status, answer, _, _ = await d.call("POST", "/register", json=body, headers=headers)
+    elif kind == "cancel":
+        async with (
+            aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=str(d.roost.config.admin_socket_path))) as admin,
+            admin.post(f"http://admin/sessions/{names[op[1]]}/end", json={"reason": "model"}) as resp,
+        ):
+            status, answer = resp.status, await resp.json()
+        assert status in (200, 404, 409), (op, status, answer)
+        return status, answer
     else:
         cred = creds.get(names[op[1]], "msc1.bogus")
         status, answer, _, _ = await d.call("POST", "/deregister", json={"outcome": "complete"}, headers={CRED: cred})
