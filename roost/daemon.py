@@ -227,7 +227,17 @@ class Roost:
         A new key revokes every credential, approval and handle the database's sessions hold,
         so that is never done silently."""
         cfg = self.config
-        if (cfg.state_dir / KEY_FILE_NAME).exists() or not cfg.db_path.exists():
+        has_key = (cfg.state_dir / KEY_FILE_NAME).exists()
+        if has_key and not cfg.db_path.exists():
+            # Not a refusal (a fresh database is harmless), but never silent: the state is gone.
+            log.warning("state_database_missing", path=str(cfg.db_path), key_file=KEY_FILE_NAME)
+            print(
+                f"mur-roost: {cfg.db_path} is missing although {KEY_FILE_NAME} is there: starting with "
+                "empty state (no sessions, jobs or spent approvals are known)",
+                file=sys.stderr,
+                flush=True,
+            )
+        if has_key or not cfg.db_path.exists():
             return False
         if cfg.db_path.stat().st_size == 0:
             return False

@@ -113,3 +113,14 @@ def test_missing_key_with_a_populated_database(
     assert any("--reset-keys: started with a new key" in ln for ln in d.stderr_lines)
     assert (state / "master.key").exists()
     assert d.stop() == 0
+
+
+def test_a_deleted_database_is_said_not_silent(
+    tmp_path: Path, registry: RegistryBuilder, daemon_processes: list[DaemonProcess]
+) -> None:
+    state = tmp_path / "state"
+    _populated(state, registry, daemon_processes)
+    (state / "roost.db").unlink()
+    d = start_daemon_process(["--state-dir", str(state), "--registry-path", str(registry.root)])
+    daemon_processes.append(d)
+    assert any("is missing although master.key is there" in ln for ln in d.stderr_lines), d.stderr_lines
