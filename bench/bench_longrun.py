@@ -67,6 +67,8 @@ async def run(seconds: float, retention: float, clients: int) -> None:
             f'registry_path = "{registry}"\nspawn_allow = ["orchestrator"]\nstate_dir = "{state}"\n'
             f"retention_secs = {retention}\nsession_memory_secs = {retention / 2}\n"
             f"retention_sweep_secs = {max(0.5, retention / 5)}\nmax_live_capsules = 1000\n"
+            # One uid drives every cycle here, far past a per-user flood guard's default.
+            "uid_registrations_per_minute = 0\n"
         )
         daemon = start_daemon(["--config", str(cfg)])
         proc = psutil.Process(daemon.proc.pid)
