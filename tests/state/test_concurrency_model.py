@@ -59,8 +59,8 @@ class Model:
             return 200, replace(self, running=self.running | {sid})
         if kind == "spawn":
             sid = names[op[1]]
-            if sid not in creds or sid not in self.running:
-                return 403, self
+            if op[1] >= TOPS or sid not in creds or sid not in self.running:
+                return 403, self  # a worker may spawn nothing (its spawn allow list is empty)
             return 200, replace(self, parent_of=(*self.parent_of, (str(new_approval), sid)))
         if kind == "redeem":
             if not approvals:
