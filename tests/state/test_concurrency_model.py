@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import aiohttp
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from roost import tokens
@@ -121,6 +121,8 @@ async def _fire(
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plan=waves)
+@example(plan=[[("reg", 0)], [("spawn", 0), ("spawn", 0)], [("redeem", 0, 0), ("redeem", 0, 1)], [("spawn", 2)]])
+@example(plan=[[("reg", 0), ("reg", 0)], [("spawn", 0), ("cancel", 0)], [("redeem", 0, 0), ("dereg", 0)]])
 async def test_interleavings_match_a_sequential_model(
     plan: list[list[Op]], daemon_factory: Any, registry: RegistryBuilder
 ) -> None:
