@@ -25,6 +25,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -34,7 +35,7 @@ import aiohttp
 from aiohttp import web
 
 from a2a.client import A2AClient
-from a2a.door import Door, DoorTask, TaskOutcome
+from a2a.door import DEFAULT_BLOCKING_CAP_SECS, Door, DoorTask, TaskOutcome
 from a2a.errors import JsonRpcError
 from a2a.models import TaskState
 from a2a.origin import Origin
@@ -216,6 +217,20 @@ def _categories(m: Manifest) -> list[str]:
     return out
 
 
+BLOCKING_CAP_ENV = "MURMUR_A2A_BLOCKING_CAP_SECS"
+
+
+def blocking_cap(env: Mapping[str, str]) -> float:
+    """How long a blocking send may hold the door (docs/a2a.md): the env value if it is a positive
+    number of seconds, else the door's default."""
+    raw = env.get(BLOCKING_CAP_ENV, "").strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        return DEFAULT_BLOCKING_CAP_SECS
+    return value if 0 < value < float("inf") else DEFAULT_BLOCKING_CAP_SECS
+
+
 def _say(text: str) -> None:
     with contextlib.suppress(OSError, ValueError):
         sys.stderr.write(f"roost-capsule: {text}\n")
@@ -254,6 +269,7 @@ class Host:
             on_finish=self._on_finish,
             identify=loopback_owner,
             local_owner=f"uid:{os.getuid()}",
+            blocking_cap_secs=blocking_cap(os.environ),
         )
         self.hostsock: HostSocket | None = None
         self.env: dict[str, str] = {}

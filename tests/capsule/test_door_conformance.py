@@ -135,3 +135,12 @@ async def test_direct_callers_see_only_their_uids_tasks(
         with_root = await client.get_task(cp.url, mine.id)
         assert with_root.id == mine.id
     assert await cp.terminate() == 143
+
+
+def test_blocking_cap_from_the_environment() -> None:
+    from roost.capsule.host import BLOCKING_CAP_ENV, blocking_cap
+
+    assert blocking_cap({BLOCKING_CAP_ENV: "2.5"}) == 2.5
+    for bad in ("", "0", "-3", "soon", "inf", "nan"):
+        assert blocking_cap({BLOCKING_CAP_ENV: bad}) == 120.0, bad
+    assert blocking_cap({}) == 120.0
