@@ -247,6 +247,22 @@ def test_tree_appears_changes_live_timeline_and_cancel(env: Env) -> None:
             assert shown_job["state"] == "terminated"
             assert shown_job["completion"]["detail"] == "an operator cancelled this job"
 
+            # End a session from the page, with its confirmation: its record says an operator did.
+            other = env.ctl("spawn", "sleeper@0.1.0", "--task", "600", "--json").json  # type: ignore[attr-defined]
+            page.goto(f"http://127.0.0.1:{env.port}/job/{other['job_id']}")
+            page.wait_for_selector("#conn[data-state=live]", timeout=15_000)
+            asked.clear()
+            page.once("dialog", lambda d: (asked.append(d.message), d.accept()))
+            page.get_by_role("button", name="End this session…").click()
+            page.wait_for_function(
+                "() => document.getElementById('notice').textContent.includes('ended')", timeout=15_000
+            )
+            assert asked and other["session_id"] in asked[0]
+            assert f"session {other['session_id']} ended" in page.locator("#notice").inner_text()
+            ended = env.ctl("sessions", other["session_id"], "--json").json  # type: ignore[attr-defined]
+            assert ended["status"] != "running" and ended["ended_ms"] is not None
+            env.ctl("cancel", other["job_id"])
+
             # Narrow window: nothing wider than the viewport.
             page.set_viewport_size({"width": 380, "height": 800})
             page.goto(f"http://127.0.0.1:{env.port}/job/{job['job_id']}")
