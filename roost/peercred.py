@@ -20,7 +20,7 @@ import socket
 import struct
 import threading
 
-__all__ = ["SockDiag", "tcp_peer_uid", "unix_peer_uid"]
+__all__ = ["SockDiag", "owner_uid", "tcp_peer_uid", "unix_peer_uid"]
 
 NETLINK_SOCK_DIAG = 4
 SOCK_DIAG_BY_FAMILY = 20
@@ -154,6 +154,11 @@ def _parse(data: bytes, seq: int) -> int | object | None:
 
 _DEFAULT = SockDiag()
 atexit.register(_DEFAULT.close)
+
+
+def owner_uid(local: tuple[str, int], remote: tuple[str, int]) -> int | None:
+    """The uid owning the TCP socket whose own address is ``local`` and peer ``remote`` (or None)."""
+    return _DEFAULT.owner_uid(local, remote)
 
 
 def tcp_peer_uid(sock: socket.socket) -> int | None:

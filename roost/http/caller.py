@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from roost.peercred import tcp_peer_uid, unix_peer_uid
+from roost.peercred import owner_uid, tcp_peer_uid, unix_peer_uid
 
 __all__ = ["Caller", "caller_of", "forget_callers", "identify", "remember"]
 
@@ -81,18 +81,32 @@ def caller_of(request: web.Request) -> Caller:
     transport = request.transport
     if transport is None:
         return _UNKNOWN_TCP
-    found = _CACHE.get(transport)
-    if found is None:
-        found = identify(transport.get_extra_info("socket"))
-        _CACHE[transport] = found
-    return found
+    return remember(transport)
+
+
+def _identify_transport(transport: Any) -> Caller:
+    """Like :func:`identify`, but with the addresses asyncio already read for the transport
+    (no getsockname/getpeername system calls: only the netlink round trip remains)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None or sock.family == socket.AF_UNIX:
+        return identify(sock)
+    remote = transport.get_extra_info("peername")
+    local = transport.get_extra_info("sockname")
+    if not remote or not local:
+        return identify(sock)
+    loopback = _is_loopback(str(remote[0]))
+    if _BENCH_NO_LOOKUP:
+        return Caller(uid=os.geteuid() if loopback else None, via="tcp", loopback=loopback)
+    # The other end's socket has the peer's address as its own and ours as its peer.
+    uid = owner_uid((str(remote[0]), int(remote[1])), (str(local[0]), int(local[1])))
+    return Caller(uid=uid, via="tcp", loopback=loopback)
 
 
 def remember(transport: Any) -> Caller:
     """Identify the connection behind ``transport`` now (on accept) and cache the answer."""
     found = _CACHE.get(transport)
     if found is None:
-        found = identify(transport.get_extra_info("socket"))
+        found = _identify_transport(transport)
         _CACHE[transport] = found
     return found
 
