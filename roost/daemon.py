@@ -187,7 +187,8 @@ class Roost:
             keepalive_timeout=cfg.keepalive_timeout_secs,
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, cfg.bind, cfg.port, reuse_address=True)
+        # A deep accept queue: a flood of connections must not push /health's SYN out of it.
+        site = web.TCPSite(self._runner, cfg.bind, cfg.port, reuse_address=True, backlog=4096)
         try:
             await site.start()
         except OSError as exc:
