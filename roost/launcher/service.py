@@ -70,6 +70,7 @@ from roost.launcher.spawn import (
 )
 from roost.launcher.supervise import ProcessWatch, signal_group, stop_group
 from roost.referee import refusals, wall_ms
+from roost.registry import ArtifactNotFound
 from roost.sessions import SessionRecord
 from roost.trace import read_trace, trace_path
 from roost.workdirs import check_workdir
@@ -343,6 +344,12 @@ class Launcher:
             return await self._launch(
                 body, credential, loopback=loopback, uid=uid, operator=operator, job_id=job_id, held=held
             )
+        except ArtifactNotFound as exc:
+            # Upstream's /spawn and /register keep their 500 sentence; a launch is ours, and a
+            # capsule nobody published is the caller's mistake, not a server error.
+            raise NotFound(
+                f"capsule {exc.name}@{exc.version} is not in the registry: nothing is published at those coordinates"
+            ) from None
         finally:
             if "top" in held:
                 self._starting_top -= 1

@@ -130,6 +130,12 @@ async def test_top_level_workdir_and_refusals(daemon_factory: Any, registry: Reg
     assert status == 403 and body == {"error": "capsule 'kid' is not in --spawn-allow"}
     status, body, _, _ = await d.call("POST", "/jobs", json={"name": "solo", "version": "0.1.0", "workdir": "rel"})
     assert status == 400
+    # An allowed capsule at coordinates nobody published is the caller's mistake: 404 and a
+    # sentence, not upstream's registry 500 (which /spawn and /register keep).
+    status, body, _, _ = await d.call("POST", "/jobs", json={"name": "solo", "version": "9.9.9", "task": "x"})
+    assert status == 404 and body == {
+        "error": "capsule solo@9.9.9 is not in the registry: nothing is published at those coordinates"
+    }, body
     target = tmp_path / "given" / "wd"
     status, body, _, _ = await d.call(
         "POST", "/jobs", json={"name": "solo", "version": "0.1.0", "workdir": str(target), "task": "sleep 0.1"}
