@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import ctypes
 import json
 import os
 import shutil
+import struct
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -161,17 +163,62 @@ async def test_planted_murmur_link_gets_nothing_written(peer_env: PeerEnv, scrat
     assert (wd / ".murmur").is_symlink()
 
 
+class OpenWatch:
+    """Counts the kernel's IN_OPEN events on one file (inotify through libc), so a test can
+    observe whether the daemon opened it at all."""
+
+    IN_OPEN = 0x20
+    IN_NONBLOCK = os.O_NONBLOCK
+
+    def __init__(self, path: Path) -> None:
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self._libc.inotify_init1(self.IN_NONBLOCK | os.O_CLOEXEC)
+        assert self.fd >= 0, os.strerror(ctypes.get_errno())
+        wd = self._libc.inotify_add_watch(self.fd, os.fsencode(path), self.IN_OPEN)
+        assert wd >= 0, os.strerror(ctypes.get_errno())
+
+    def opens(self) -> int:
+        count = 0
+        while True:
+            try:
+                buf = os.read(self.fd, 4096)
+            except BlockingIOError:
+                return count
+            offset = 0
+            while offset < len(buf):
+                _wd, mask, _cookie, length = struct.unpack_from("iIII", buf, offset)
+                count += bool(mask & self.IN_OPEN)
+                offset += 16 + length
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
 async def test_forged_handles_cost_nothing(peer_env: PeerEnv) -> None:
     a = await peer_env.session("alpha")
     b = await peer_env.session("beta")
-    (a.workdir / "share" / "f.txt").write_bytes(b"x")
+    exported = a.workdir / "share" / "f.txt"
+    exported.write_bytes(b"x")
     trace = a.workdir / ".murmur" / a.sid / "trace.jsonl"
     before = trace.read_bytes() if trace.exists() else b""
     payload = {"v": 1, "iss": a.sid, "p": "f.txt", "exp": 2**62, "n": "00" * 16}
     seg = base64.urlsafe_b64encode(json.dumps(payload).encode()).rstrip(b"=").decode()
     forged = f"mh1.{seg}.{'A' * 43}"
-    for audience in (b.audience, "x" * 8000, None):
-        status, out, _, _ = await peer_env.redeem(forged, audience)
-        assert status in (400, 401, 403), out
-    after = trace.read_bytes() if trace.exists() else b""
-    assert after == before
+    watch = OpenWatch(exported)
+    try:
+        for audience in (b.audience, "x" * 8000, None):
+            status, out, _, _ = await peer_env.redeem(forged, audience)
+            assert status in (400, 401, 403), out
+        after = trace.read_bytes() if trace.exists() else b""
+        assert after == before
+        # No file was opened for a token whose MAC did not verify ...
+        assert watch.opens() == 0
+        # ... while a genuine handle for the same file does open it (the watch can see opens).
+        status, minted = await peer_env.mint(a, "f.txt", b)
+        assert status == 200, minted
+        watch.opens()  # minting checks the file; only the redeem's opens count below
+        status, _, _, data = await peer_env.redeem(minted["handle"], b.audience)
+        assert status == 200 and data == b"x"
+        assert watch.opens() >= 1
+    finally:
+        watch.close()
