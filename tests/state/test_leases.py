@@ -1,0 +1,139 @@
+"""Session leases: a session whose process roost cannot watch ends when nobody renews it.
+
+A real in-process daemon on a fake wall clock: the test moves the clock past the lease and the
+daemon's own sweep (every few real seconds) ends what lapsed. Renewals are real HTTP calls, and
+the last case is a real ``roost-capsule`` in a pid namespace of its own (so the pid it reports
+cannot be verified and it holds a lease) renewing while it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from capsule.conftest import CAPSULE_CMD, add_examples, base_env
+from conftest import RegistryBuilder, RunningDaemon
+
+from roost.referee import EXPIRY_SWEEP_SECS, LEASE_CHECK_TICKS
+
+CRED = "x-murmur-spawn-credential"
+LEASE_SECS = 5.0
+SWEEP_WAIT = EXPIRY_SWEEP_SECS * LEASE_CHECK_TICKS * 3
+
+
+async def started(daemon_factory: Any, registry: RegistryBuilder, *allow: str) -> RunningDaemon:
+    registry.add("orchestrator", capabilities={"spawn": {"allow": ["worker"]}})
+    registry.add("worker")
+    d: RunningDaemon = await daemon_factory(
+        registry.root, spawn_allow=allow or ("orchestrator",), session_lease_secs=LEASE_SECS
+    )
+    return d
+
+
+async def status_of(d: RunningDaemon, sid: str) -> str:
+    status, body, _, _ = await d.call("GET", f"/status/{sid}")
+    assert status == 200, body
+    return str(body["status"])
+
+
+async def until_status(d: RunningDaemon, sid: str, want: str, within: float = SWEEP_WAIT) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while (now := await status_of(d, sid)) != want:
+        assert loop.time() < deadline, f"{sid} is still {now}, expected {want}"
+        await asyncio.sleep(0.1)
+
+
+async def test_an_unrenewed_session_lapses_with_its_reason_and_an_event(
+    daemon_factory: Any, registry: RegistryBuilder
+) -> None:
+    d = await started(daemon_factory, registry)
+    sid, _cred = await d.register_top("orchestrator")  # no pid: roost cannot watch it
+    assert sid in d.roost.referee.leases
+    d.clock.advance(int(LEASE_SECS * 1000) + 1)
+    await until_status(d, sid, "failed")
+    rec = d.roost.table.get(sid)
+    assert rec is not None and rec.end_reason is not None
+    assert rec.end_reason.startswith("lease lapsed: no authenticated call from this session for 5 seconds")
+    ends = [
+        e
+        for e in d.roost.events.recent()
+        if e.get("operation") == "roost.session.end" and e.get("attributes", {}).get("roost.session.id") == sid
+    ]
+    assert ends, d.roost.events.recent()[-5:]
+    assert ends[-1]["attributes"]["roost.session.reason"].startswith("lease lapsed")
+
+
+async def test_renew_and_any_authenticated_call_keep_a_session_alive(
+    daemon_factory: Any, registry: RegistryBuilder
+) -> None:
+    d = await started(daemon_factory, registry)
+    sid, cred = await d.register_top("orchestrator")
+    for _ in range(3):
+        d.clock.advance(int(LEASE_SECS * 1000 * 0.6))
+        status, body, _, _ = await d.call("POST", "/renew", headers={CRED: cred})
+        assert status == 200 and body["lease_secs"] == LEASE_SECS, body
+    d.clock.advance(int(LEASE_SECS * 1000 * 0.6))
+    status, body = await d.spawn(cred, "worker")  # an authenticated call renews too
+    assert status == 200, body
+    d.clock.advance(int(LEASE_SECS * 1000 * 0.6))
+    await asyncio.sleep(SWEEP_WAIT / 2)  # sweeps run; 0.6 of a lease since the last call
+    assert await status_of(d, sid) == "running"
+    status, body, _, _ = await d.call("POST", "/renew", headers={"x-murmur-spawn-credential": "msc1.forged.AAAA"})
+    assert status == 403
+    d.clock.advance(int(LEASE_SECS * 1000))
+    await until_status(d, sid, "failed")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
+async def test_roost_capsule_renews_its_lease_while_it_runs(
+    daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path
+) -> None:
+    add_examples(registry, "sleeper")
+    d: RunningDaemon = await daemon_factory(registry.root, spawn_allow=("sleeper",), session_lease_secs=LEASE_SECS)
+    workdir = tmp_path / "wd"
+    workdir.mkdir()
+    (workdir / "task.md").write_text("sleep 600 please\n")
+    # In a pid namespace of its own the host reports a pid roost cannot verify, so its
+    # session holds a lease, which only the host's own renewals keep alive.
+    host = [*CAPSULE_CMD, "run", "sleeper@0.1.0", "--workdir", str(workdir), "--registry-path", str(registry.root)]
+    # `sh` stays pid 1 of the namespace (it waits, it does not exec), so the host is pid 2 there.
+    script = " ".join(shlex.quote(a) for a in [*host, "--json"]) + "; exit $?"
+    proc = await asyncio.create_subprocess_exec(
+        "unshare",
+        "--pid",
+        "--fork",
+        "--kill-child",
+        "sh",
+        "-c",
+        script,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=base_env(MURMUR_ROOST_URL=d.url, PYTHONPATH=":".join(sys.path)),
+    )
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        assert line, (await proc.stderr.read()).decode() if proc.stderr else ""
+        sid = json.loads(line)["session_id"]
+        assert sid in d.roost.referee.leases, "the host's session should hold a lease"
+        first = d.roost.referee.leases[sid]
+        # Move the clock through three leases; the host's renewals (every third of a lease,
+        # at least a second) must keep carrying the expiry forward.
+        for _ in range(6):
+            d.clock.advance(int(LEASE_SECS * 1000 / 2))
+            await asyncio.sleep(EXPIRY_SWEEP_SECS * 2.5)
+        assert await status_of(d, sid) == "running"
+        assert d.roost.referee.leases[sid] > first
+    finally:
+        if proc.returncode is None:
+            proc.kill()  # unshare waits out SIGTERM; its death kills the namespace (--kill-child)
+        await asyncio.wait_for(proc.wait(), 30)
