@@ -4,7 +4,7 @@ Its client drives our door (send blocking and immediate, cancel, input-required 
 the next message, get with history, ListTasks paging in 1.0, not-found); our client and the
 daemon's relay drive its express server, whose JSON-RPC interface is at ``/a2a/jsonrpc`` (not
 the card's origin), in 1.0 and with its 0.3 compatibility layer on. The package is installed
-from the npm registry into ``tests/a2a/js`` (``.ci/run`` does ``npm ci``; this module does it
+from the npm registry into ``tests/a2a/js`` (``tests/system-deps.sh`` does ``npm ci``; this module does it
 too when ``node_modules`` is missing) and the test FAILS, never skips, when it cannot be.
 """
 
@@ -35,7 +35,7 @@ CRED = "x-murmur-spawn-credential"
 def node() -> str:
     path = shutil.which("node")
     if path is None:
-        pytest.fail("Node.js is required for the JS SDK interop tests (.ci/run installs it)")
+        pytest.fail("Node.js is required for the JS SDK interop tests (tests/system-deps.sh installs it)")
     if not (JS_DIR / "node_modules" / "@a2a-js" / "sdk").is_dir():
         proc = subprocess.run(
             ["npm", "ci", "--no-audit", "--no-fund"], cwd=JS_DIR, capture_output=True, text=True, timeout=300

@@ -52,7 +52,7 @@ print(f"words: {len(text.split())}")
 def _playwright() -> object:
     if not CHROMIUM.exists():
         if os.environ.get("CI"):
-            pytest.fail("Debian's chromium is missing: .ci/run installs it")
+            pytest.fail("Debian's chromium is missing: tests/system-deps.sh installs it")
         pytest.skip("no /usr/bin/chromium (apt-get install chromium)")
     return pytest.importorskip("playwright.sync_api")
 

@@ -43,7 +43,7 @@ def test_zsh_completion_from_the_parser() -> None:
     assert "--state[only jobs in this state" in res.out and "(starting running complete" in res.out
     zsh = shutil.which("zsh")
     if zsh is None:
-        pytest.skip("zsh is not installed (.ci/run installs it)")
+        pytest.skip("zsh is not installed (tests/system-deps.sh installs it)")
     assert subprocess.run([zsh, "-n"], input=res.out, text=True, timeout=30).returncode == 0
     # Loaded for real: compinit, then the function is defined and bound to roostctl.
     prog = f"autoload -U compinit && compinit -u\n{res.out}\nprint -r -- ${{_comps[roostctl]}}"

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The test suite's system dependencies, from Debian's packages and the npm registry; the
+# README's test command runs this first, and so does .ci/run.
+#   chromium     the dashboard's browser tests (Playwright drives it; no browser is downloaded)
+#   zsh          the completion tests check the generated zsh script
+#   bubblewrap   the `sealed` containment class (docs/security.md, "Containment")
+#   systemd      systemd-analyze checks the shipped unit (tests/ops/test_systemd.py)
+#   nodejs, npm  the official A2A JS SDK interop tests, pinned by tests/a2a/js/package-lock.json
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+missing=()
+for pair in chromium:chromium zsh:zsh bwrap:bubblewrap systemd-analyze:systemd node:nodejs npm:npm; do
+  command -v "${pair%%:*}" >/dev/null || missing+=("${pair##*:}")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  $SUDO apt-get update -q >/dev/null
+  $SUDO apt-get install -y -q "${missing[@]}" >/dev/null
+fi
+npm ci --prefix tests/a2a/js --no-audit --no-fund --silent
