@@ -40,6 +40,22 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _fill_and_close(fd: int, data: bytes, *, mode: int, durable: bool, owner: tuple[int, int] | None) -> None:
+    """Give a fresh temp file its mode (the umask may have narrowed it) and owner, write all of
+    ``data``, fsync it when ``durable``, and close it whatever happens."""
+    try:
+        os.fchmod(fd, mode)
+        if owner is not None:
+            os.fchown(fd, owner[0], owner[1])
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_atomic(path: Path, data: bytes, *, mode: int = 0o600, durable: bool = True, exclusive: bool = False) -> None:
     """Replace ``path`` with ``data`` atomically (blocking; call through the executor).
 
@@ -49,15 +65,7 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o600, durable: bool = 
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, mode)
     try:
-        try:
-            os.fchmod(fd, mode)  # the umask may have narrowed it
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fill_and_close(fd, data, mode=mode, durable=durable, owner=None)
         if exclusive:
             os.link(tmp, path)
             tmp.unlink()
@@ -154,17 +162,7 @@ def write_atomic_at(
     tmp = f".{name}.{os.getpid()}.{time.monotonic_ns()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, mode, dir_fd=dir_fd)
     try:
-        try:
-            os.fchmod(fd, mode)
-            if owner is not None:
-                os.fchown(fd, owner[0], owner[1])
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fill_and_close(fd, data, mode=mode, durable=durable, owner=owner)
         os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         with contextlib.suppress(OSError):

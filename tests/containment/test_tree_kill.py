@@ -20,35 +20,9 @@ import pytest
 
 from tests.capsule.conftest import Capsules, base_env, trace_events, wait_for
 from tests.conftest import RegistryBuilder
+from tests.hostile import hostile_payload
 
-# Starts: a direct child in the entrypoint's group that ignores SIGTERM, and a double-forked
-# grandchild that calls setsid (leaving the group) and ignores SIGTERM. Every pid lands in
-# pids.txt; then the entrypoint itself ignores SIGTERM and sleeps.
-HOSTILE = """
-import os, signal, sys, time
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
-out = os.path.join(os.getcwd(), "pids.txt")
-
-def note(kind):
-    with open(out, "a") as f:
-        f.write(f"{kind} {os.getpid()}\\n")
-
-note("entrypoint")
-if os.fork() == 0:
-    note("child")
-    while True:
-        time.sleep(1)
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        note("escaped")
-        while True:
-            time.sleep(1)
-    os._exit(0)
-sys.stdin.read()
-while True:
-    time.sleep(1)
-"""
+HOSTILE = hostile_payload(read_stdin=True)
 
 ALLOCATE_FIRST = """
 x = bytearray(128 * 1024 * 1024)

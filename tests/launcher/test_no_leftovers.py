@@ -22,6 +22,7 @@ from typing import Any
 import psutil
 import pytest
 from conftest import RegistryBuilder, RunningDaemon, start_daemon_process
+from hostile import hostile_payload
 
 from roost.admin import control
 from roost.launcher.cgroups import JobCgroups
@@ -30,30 +31,7 @@ from .conftest import job_final, wait_for
 
 pytestmark = pytest.mark.slow
 
-HOSTILE = """
-import os, signal, sys, time
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
-out = os.path.join(os.getcwd(), "pids.txt")
-
-def note(kind):
-    with open(out, "a") as f:
-        f.write(f"{kind} {os.getpid()}\\n")
-
-note("entrypoint")
-if os.fork() == 0:
-    note("child")
-    while True:
-        time.sleep(1)
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        note("escaped")
-        while True:
-            time.sleep(1)
-    os._exit(0)
-while True:
-    time.sleep(1)
-"""
+HOSTILE = hostile_payload(read_stdin=False)
 
 PATHS = ["auto", "off"]
 
