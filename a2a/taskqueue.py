@@ -21,6 +21,7 @@ import logging
 import time
 from collections import OrderedDict, deque
 from dataclasses import replace
+from typing import Any
 
 from a2a import errors, traceparent
 from a2a.ids import prefixed
@@ -187,18 +188,8 @@ class TaskQueue:
         task = DoorTask(
             id=prefixed("tsk"),
             context_id=message.context_id or prefixed("ctx"),
-            message_id=message.message_id,
-            text=message.text,
-            parts=tuple(message.parts),
-            provenance=incoming.provenance,
-            lane=incoming.provenance.lane,
-            traceparent_from_caller=incoming.raw_traceparent,
-            trace=incoming.trace,
-            tracestate=incoming.tracestate,
-            delegation_id=incoming.delegation_id,
-            received_at_ms=time.time_ns() // 1_000_000,
-            dialect=incoming.dialect,
             owner=incoming.owner,
+            **_from_message(incoming),
         )
         refusal = self._refusal()
         rec = TaskRecord(task, TaskState.REJECTED if refusal else TaskState.SUBMITTED, self.max_history)
@@ -231,21 +222,7 @@ class TaskQueue:
             raise errors.unsupported_operation(f"task {rec.task.id} cannot continue: the session is closing")
         message = incoming.message
         prev = rec.task
-        rec.task = replace(
-            prev,
-            message_id=message.message_id,
-            text=message.text,
-            parts=tuple(message.parts),
-            provenance=incoming.provenance,
-            lane=incoming.provenance.lane,
-            traceparent_from_caller=incoming.raw_traceparent,
-            trace=incoming.trace,
-            tracestate=incoming.tracestate,
-            delegation_id=incoming.delegation_id,
-            received_at_ms=time.time_ns() // 1_000_000,
-            dialect=incoming.dialect,
-            turn=prev.turn + 1,
-        )
+        rec.task = replace(prev, turn=prev.turn + 1, **_from_message(incoming))
         rec.add_history(message)
         rec.set(TaskState.SUBMITTED)
         self._enqueue(rec)
@@ -427,3 +404,21 @@ class TaskQueue:
         else:
             rec.set(TaskState.CANCELED, outcome.status_text or "task canceled")
         self._retire(rec)
+
+
+def _from_message(incoming: Incoming) -> dict[str, Any]:
+    """The task fields one message sets, whether it opens the task or continues it."""
+    message = incoming.message
+    return {
+        "message_id": message.message_id,
+        "text": message.text,
+        "parts": tuple(message.parts),
+        "provenance": incoming.provenance,
+        "lane": incoming.provenance.lane,
+        "traceparent_from_caller": incoming.raw_traceparent,
+        "trace": incoming.trace,
+        "tracestate": incoming.tracestate,
+        "delegation_id": incoming.delegation_id,
+        "received_at_ms": time.time_ns() // 1_000_000,
+        "dialect": incoming.dialect,
+    }

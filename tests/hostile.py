@@ -7,6 +7,10 @@ grandchild that calls setsid (leaving the group) and ignores SIGTERM. Every pid 
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import psutil
+
 
 def hostile_payload(*, read_stdin: bool) -> str:
     """The payload's Python source; with ``read_stdin`` it reads its task before it stays."""
@@ -35,3 +39,21 @@ if os.fork() == 0:
 {wait}while True:
     time.sleep(1)
 """
+
+
+def recorded_pids(path: Path) -> dict[str, int]:
+    """The pids the payload wrote to ``pids.txt``, by kind (entrypoint, child, escaped)."""
+    out: dict[str, int] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            kind, pid = line.split()
+            out[kind] = int(pid)
+    return out
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie waiting to be reaped."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

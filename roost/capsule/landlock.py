@@ -158,32 +158,25 @@ class Ruleset:
         try:
             if not os.path.isdir(path):
                 access &= FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
-            rule = _PathBeneath(access & self.handled_fs, pfd)
-            rc = _syscall(
-                ctypes.c_long(SYS_ADD_RULE),
-                ctypes.c_int(self.fd),
-                ctypes.c_int(RULE_PATH_BENEATH),
-                ctypes.byref(rule),
-                ctypes.c_uint32(0),
-            )
-            if rc < 0:
-                raise _fail(f"landlock_add_rule({path})")
+            self._add_rule(RULE_PATH_BENEATH, _PathBeneath(access & self.handled_fs, pfd), path)
         finally:
             os.close(pfd)
 
     def allow_port(self, port: int, access: int = NET_CONNECT_TCP) -> None:
         if not self.handled_net:
             return
-        rule = _NetPort(access & self.handled_net, port)
+        self._add_rule(RULE_NET_PORT, _NetPort(access & self.handled_net, port), f"port {port}")
+
+    def _add_rule(self, kind: int, rule: ctypes.Structure, what: str) -> None:
         rc = _syscall(
             ctypes.c_long(SYS_ADD_RULE),
             ctypes.c_int(self.fd),
-            ctypes.c_int(RULE_NET_PORT),
+            ctypes.c_int(kind),
             ctypes.byref(rule),
             ctypes.c_uint32(0),
         )
         if rc < 0:
-            raise _fail(f"landlock_add_rule(port {port})")
+            raise _fail(f"landlock_add_rule({what})")
 
     def close(self) -> None:
         if self.fd >= 0:

@@ -20,7 +20,9 @@ import pytest
 
 from tests.capsule.conftest import Capsules, base_env, trace_events, wait_for
 from tests.conftest import RegistryBuilder
+from tests.hostile import alive as _alive
 from tests.hostile import hostile_payload
+from tests.hostile import recorded_pids as _pids
 
 HOSTILE = hostile_payload(read_stdin=True)
 
@@ -28,22 +30,6 @@ ALLOCATE_FIRST = """
 x = bytearray(128 * 1024 * 1024)
 print("allocated", len(x))
 """
-
-
-def _pids(path: Path) -> dict[str, int]:
-    out: dict[str, int] = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            kind, pid = line.split()
-            out[kind] = int(pid)
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 async def _start_hostile(

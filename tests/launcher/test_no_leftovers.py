@@ -22,7 +22,9 @@ from typing import Any
 import psutil
 import pytest
 from conftest import RegistryBuilder, RunningDaemon, start_daemon_process
+from hostile import alive as _alive
 from hostile import hostile_payload
+from hostile import recorded_pids as _pids
 
 from roost.admin import control
 from roost.launcher.cgroups import JobCgroups
@@ -38,22 +40,6 @@ PATHS = ["auto", "off"]
 
 def _cgroups_here() -> bool:
     return JobCgroups.discover("auto") is not None
-
-
-def _pids(path: Path) -> dict[str, int]:
-    out: dict[str, int] = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            kind, pid = line.split()
-            out[kind] = int(pid)
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 async def _none_left(pids: list[int], within: float = 15) -> None:
