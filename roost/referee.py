@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import structlog
 
 from roost import logs, tokens
+from roost.admission import admit_top_level
 from roost.blocking import BlockingExecutor
 from roost.config import Config
 from roost.envelope import Envelope, violation
@@ -26,6 +27,7 @@ from roost.errors import BadRequest, IdentityRefused, Refused
 from roost.identifiers import require_id
 from roost.ids import token_id
 from roost.keys import KeyRing
+from roost.refusals import for_register, refusals
 from roost.registry import Artifact, Registry, RegistryError
 from roost.reservelog import ReservationJournal, replay
 from roost.sessions import Reservation, SessionRecord, SessionTable, Slot, Trust
@@ -45,85 +47,6 @@ SessionEndHook = Callable[[SessionRecord], Awaitable[None]]
 
 def wall_ms() -> int:
     return max(0, time.time_ns() // 1_000_000)
-
-
-class refusals:
-    """The exact upstream sentences, in one place."""
-
-    @staticmethod
-    def not_in_parent_allow(name: str) -> str:
-        return f"capsule '{name}' is not in parent's spawn_allow"
-
-    @staticmethod
-    def not_in_spawn_allow(name: str) -> str:
-        return f"capsule '{name}' is not in --spawn-allow"
-
-    @staticmethod
-    def depth(d: int) -> str:
-        return (
-            f"delegation depth bound reached: this daemon allows {d} levels of delegation below a "
-            f"top-level capsule (--max-depth {d}), and this session has none left to spend — a capsule "
-            "whose capabilities.spawn.allow names itself terminates here rather than recursing"
-        )
-
-    @staticmethod
-    def ceiling(m: int, live: int) -> str:
-        return (
-            f"machine capsule ceiling reached: this daemon allows {m} live capsules on this host across "
-            f"every formation (--max-live-capsules {m}), and it is already holding {live} — this is the "
-            "host's ceiling rather than this capsule's own --max-concurrent, so narrowing the formation "
-            "does not help; the same request may be granted once other capsules finish"
-        )
-
-    @staticmethod
-    def uid_sessions(uid: int | None, limit: int, live: int) -> str:
-        return (
-            f"per-user quota reached: uid {uid} already holds {live} live sessions and this daemon allows "
-            f"one user {limit} (uid_max_live_sessions), so that no one user fills the host's capsule "
-            "ceiling; end some of them, or raise uid_max_live_sessions"
-        )
-
-    @staticmethod
-    def uid_rate(uid: int | None, limit: int) -> str:
-        return (
-            f"per-user quota reached: uid {uid} made {limit} registrations in the last minute, the most this "
-            "daemon allows one user (uid_registrations_per_minute); retry in a minute, or raise "
-            "uid_registrations_per_minute"
-        )
-
-    @staticmethod
-    def uid_jobs(uid: int | None, limit: int, live: int) -> str:
-        return (
-            f"per-user quota reached: uid {uid} already holds {live} live jobs and this daemon allows one "
-            f"user {limit} (uid_max_live_jobs); wait for some to finish, or raise uid_max_live_jobs"
-        )
-
-    @staticmethod
-    def concurrency(c: int, live: int) -> str:
-        return (
-            f"delegation concurrency bound reached: this daemon allows a capsule {c} live children at a "
-            f"time (--max-concurrent {c}), and this session already holds {live} — wait for one to "
-            "finish, or raise --max-concurrent"
-        )
-
-    EXPIRED = (
-        "this spawn approval has passed its expiry; an approval is valid for 60 seconds from the "
-        "POST /spawn that granted it"
-    )
-    REPLAYED = (
-        "this spawn approval has already been redeemed; an approval covers one launch, so ask POST /spawn for another"
-    )
-
-    @staticmethod
-    def coordinates(granted: str, asked: str) -> str:
-        return f"this spawn approval was granted for '{granted}', not '{asked}'"
-
-    @staticmethod
-    def digest(coords: str, approved: str, resolved: str) -> str:
-        return (
-            f"'{coords}' now resolves to a different artifact than the one this spawn approval was "
-            f"granted for (approved sha256 {approved}, resolved sha256 {resolved})"
-        )
 
 
 LOAD_LIVE_SESSIONS = """
@@ -316,7 +239,7 @@ class Referee:
         require_id("version", version)
         parent = self.authenticate(credential)
         if self.draining:
-            raise Refused("this daemon is draining: it finishes running jobs and grants no new spawns", "draining")
+            raise Refused(refusals.DRAINING_SPAWN, "draining")
         if name not in parent.envelope.spawn_allow:
             raise Refused(refusals.not_in_parent_allow(name), "spawn_allow")
         now = self.clock()
@@ -466,6 +389,12 @@ class Referee:
         return parent.uid
 
     # -- POST /register --------------------------------------------------------------------
+    def _admit_top_level(self, name: str) -> None:
+        """A top-level registration's admission (no ceiling: upstream bounds spawns, not these)."""
+        refusal = admit_top_level(name, draining=self.draining, spawn_allow=self.config.spawn_allow)
+        if refusal is not None:
+            raise for_register(refusal)
+
     async def register(
         self,
         approval: str | None,
@@ -497,23 +426,13 @@ class Referee:
         parent_id: str | None
         trust: Trust
         if approval is None:
-            if self.draining:
-                raise Refused(
-                    "this daemon is draining: it finishes running jobs and registers no new top-level sessions",
-                    "draining",
-                )
-            if name not in self.config.spawn_allow:
-                raise Refused(refusals.not_in_spawn_allow(name), "spawn_allow")
+            self._admit_top_level(name)
             artifact = await self.resolve(name, version)
             # The registry was read in the executor: the same id may have registered meanwhile,
             # or a drain begun. Checked again with no await between here and the table insert.
             if self.table.get(session_id) is not None:
                 raise IdentityRefused()
-            if self.draining:
-                raise Refused(
-                    "this daemon is draining: it finishes running jobs and registers no new top-level sessions",
-                    "draining",
-                )
+            self._admit_top_level(name)
             # Per-uid quotas: children are bounded where they are granted (POST /spawn); a
             # top-level registration is where one user's flood would start.
             self.check_uid_sessions(uid)
