@@ -33,6 +33,7 @@ from roost.events import EventBus
 from roost.http.app import build_app
 from roost.http.guard import ConnectionGuard, GuardedRunner
 from roost.keys import KEY_FILE_NAME, KeyFileError, KeyRing
+from roost.launcher.local import LocalBackend
 from roost.launcher.service import Launcher
 from roost.logs import configure_logging
 from roost.metrics import Metrics
@@ -104,7 +105,9 @@ class Roost:
         self.referee.on_session_end.append(self._observe_session_end)
         self.relay = Relay(self)
         self.peer_plane = PeerPlane(self)
-        self.launcher = Launcher(self)
+        self.launcher = Launcher(
+            self, LocalBackend(self.executor, state_dir=config.state_dir, job_cgroups=config.job_cgroups)
+        )
         self.session_watch = SessionWatch(self)
         self.retention = Retention(self)
         self.app: web.Application | None = None

@@ -21,61 +21,22 @@ The counts go to the log and to the ``roost.process.reconcile`` span.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import signal
 from typing import TYPE_CHECKING, Any
 
-import psutil
 import structlog
 
-from roost.ids import JOB_ID_RE
+from roost.launcher.backend import ChildRef
 from roost.launcher.jobs import Job
-from roost.launcher.supervise import ProcessWatch
 from roost.referee import wall_ms
 
 if TYPE_CHECKING:
     from roost.launcher.service import Launcher
 
-__all__ = ["find_job_processes", "reconcile"]
+__all__ = ["reconcile"]
 
 log = structlog.get_logger("roost.launcher")
 
 GONE_STATUS = "exit status unknown: the process ended while the daemon was not running"
-
-
-def _same_process(pid: int | None, start: float | None) -> bool:
-    if pid is None or start is None:
-        return False
-    try:
-        return psutil.Process(pid).create_time() == start and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def find_job_processes(instance: str) -> list[tuple[int, str, int]]:
-    """``(pid, job_id, pgid)`` of processes launched by this daemon instance (blocking): this
-    uid's, or any uid's for a root daemon."""
-    me = os.getuid()
-    out: list[tuple[int, str, int]] = []
-    for proc in psutil.process_iter(["uids"]):
-        try:
-            if proc.pid == os.getpid() or proc.info["uids"] is None:
-                continue
-            # A root daemon's children run as their sessions' uids (docs/security.md).
-            if me != 0 and proc.info["uids"].real != me:
-                continue
-            env = proc.environ()
-        except (psutil.Error, OSError):
-            continue
-        job_id = env.get("MURMUR_JOB_ID", "")
-        if JOB_ID_RE.match(job_id) and env.get("MURMUR_ROOST_INSTANCE") == instance:
-            try:
-                pgid = os.getpgid(proc.pid)
-            except OSError:
-                continue
-            out.append((proc.pid, job_id, pgid))
-    return out
 
 
 async def reconcile(launcher: Launcher) -> dict[str, int]:
@@ -85,11 +46,9 @@ async def reconcile(launcher: Launcher) -> dict[str, int]:
         roost.store.rows, "SELECT * FROM jobs WHERE state IN ('starting', 'running') ORDER BY created_ms"
     )
     jobs = [Job.from_row(r) for r in rows]
-    held: dict[str, dict[str, Any]] = {}
-    if launcher.keeper is not None and launcher.keeper.connected:
-        with contextlib.suppress(Exception):
-            held = {str(h.get("key")): h for h in await launcher.keeper.list()}
-    alive = await asyncio.gather(*(roost.executor.run(_same_process, j.pid, j.pid_start) for j in jobs))
+    backend = launcher.backend
+    held = await backend.held_lifelines()
+    alive = await asyncio.gather(*(backend.is_running(ChildRef(j.job_id, j.pid, j.pid_start)) for j in jobs))
     matched: list[Job] = []
     lost: list[Job] = []
     for job, is_alive in zip(jobs, alive, strict=True):
@@ -100,20 +59,15 @@ async def reconcile(launcher: Launcher) -> dict[str, int]:
     live_ids = {j.job_id for j in matched}
     # Orphans: processes from this instance's launches with no live job behind them.
     orphans = 0
-    found = await roost.executor.run(find_job_processes, roost.events.run_id)
-    for pid, job_id, pgid in found:
-        if job_id in live_ids:
+    for found in await backend.list_running(roost.events.run_id):
+        if found.job_id in live_ids:
             continue
         orphans += 1
-        with contextlib.suppress(OSError):
-            if pgid == pid:
-                os.killpg(pgid, signal.SIGKILL)
-            else:
-                os.kill(pid, signal.SIGKILL)
+        await backend.end_orphan(found)
     removed = 0
     for key in held:
-        if key not in live_ids and launcher.keeper is not None:
-            launcher.keeper.close(key)
+        if key not in live_ids:
+            backend.lifeline_close(key)
             removed += 1
     for job in lost:
         launcher._remember(job)
@@ -154,14 +108,12 @@ def _adopt(launcher: Launcher, job: Job) -> None:
         job.state = "running"
         job.ready_ms = job.ready_ms or job.created_ms
     assert job.pid is not None
-    watch = ProcessWatch(job.pid, None)
-    live = _Live(watch=watch)
+    live = _Live(child=launcher.backend.adopt(ChildRef(job.job_id, job.pid, job.pid_start)))
     launcher._live[job.job_id] = live
     launcher._remember(job)
     roost.metrics.jobs.labels(state=job.state).inc()
     if job.parent_id is not None:
         launcher._children.setdefault(job.parent_id, set()).add(job.job_id)
-    watch.start()
     elapsed = max(0.0, (wall_ms() - (job.ready_ms or job.created_ms)) / 1000)
     live.timers.append(loop.call_later(max(0.0, job.deadline_secs - elapsed), launcher._on_deadline, job.job_id))
     launcher._spawn_task(launcher._supervise(job, live))

@@ -30,6 +30,7 @@ __all__ = [
     "STDOUT_PREFIX",
     "append_log",
     "input_envelope",
+    "open_log",
     "own_session_end",
     "parse_task",
     "place_of",
@@ -145,14 +146,19 @@ def prepare_child_dir(
         os.close(child)
 
 
+def open_log(place: Place) -> int:
+    """Open the child's ``.murmur/launcher.log`` for appending (its stderr goes there)."""
+    logs = place.open_dir((".murmur",), create=True)
+    try:
+        return open_append_at(logs, "launcher.log", owner=place.owner())
+    finally:
+        os.close(logs)
+
+
 def append_log(place: Place, lines: list[str]) -> None:
     """Append the child's later stdout lines to its log, marked so they are not read as stderr."""
     data = "".join(f"{STDOUT_PREFIX}{ln}\n" for ln in lines).encode("utf-8", "replace")
-    logs = place.open_dir((".murmur",), create=True)
-    try:
-        fd = open_append_at(logs, "launcher.log", owner=place.owner())
-    finally:
-        os.close(logs)
+    fd = open_log(place)
     try:
         os.write(fd, data)
     finally:

@@ -26,15 +26,12 @@ import asyncio
 import contextlib
 import ipaddress
 import os
-import signal
-import subprocess
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import psutil
 import structlog
 
 from a2a.ids import prefixed
@@ -46,29 +43,23 @@ from roost.completion import (
     SpawnerHandle,
     crash_detail,
     deadline_detail,
-    read_completion,
-    report,
+    deliver,
 )
 from roost.errors import BadGateway, BadRequest, Conflict, IdentityRefused, NotFound, Refused, RoostError
 from roost.events import ObservedError
-from roost.fsutil import Place
 from roost.identifiers import require_id
 from roost.launcher import records
-from roost.launcher.cgroups import JobCgroups, sweep_marked
-from roost.launcher.jobs import Job, JobState, StopReason, state_for_status
-from roost.launcher.keeper import KeeperClient, KeeperError
-from roost.launcher.lifeline import connect_keeper, make_pipe, stop_keeper
-from roost.launcher.spawn import (
-    CannotSwitchUser,
-    ChildSpec,
-    apply_limits,
-    capsule_host_env,
-    child_argv,
-    child_env,
-    run_as,
-    start_process,
+from roost.launcher.backend import (
+    CannotRunAs,
+    ChildDir,
+    ChildDirError,
+    ChildHandle,
+    ProcessBackend,
+    StartFailed,
+    StartSpec,
 )
-from roost.launcher.supervise import ProcessWatch, signal_group, stop_group
+from roost.launcher.jobs import Job, JobState, StopReason, state_for_status
+from roost.launcher.spawn import capsule_host_env, child_argv, child_env
 from roost.referee import refusals, wall_ms
 from roost.registry import ArtifactNotFound
 from roost.sessions import SessionRecord
@@ -83,7 +74,6 @@ __all__ = ["LaunchRequest", "LaunchTimeout", "Launcher", "parse_request"]
 
 log = structlog.get_logger("roost.launcher")
 
-READY_LINE_MAX = 64 * 1024
 KEEP_FINISHED = 2000
 PARENT_ENDED_REASON = "the session that delegated to this one ended, so its lifeline was closed"
 
@@ -161,17 +151,15 @@ def is_loopback(remote: str | None) -> bool:
 class _Live:
     """What the loop holds for a job whose process is running."""
 
-    watch: ProcessWatch
-    popen: subprocess.Popen[bytes] | None = None
-    stdout: asyncio.ReadTransport | None = None
-    reader: asyncio.StreamReader | None = None
+    child: ChildHandle
     timers: list[asyncio.TimerHandle] = field(default_factory=list)
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
 
 
 class Launcher:
-    def __init__(self, roost: Roost) -> None:
+    def __init__(self, roost: Roost, backend: ProcessBackend) -> None:
         self.roost = roost
+        self.backend = backend
         self.jobs: dict[str, Job] = {}
         self._finished: OrderedDict[str, None] = OrderedDict()
         self._live: dict[str, _Live] = {}
@@ -182,35 +170,25 @@ class Launcher:
         self._starting_top = 0
         self._launching: dict[str, int | None] = {}  # job id → uid, from the quota check to supervision
         self._start_gate = asyncio.Semaphore(roost.config.max_starting or max(2, os.cpu_count() or 2))
-        self.keeper: KeeperClient | None = None
-        self.cgroups: JobCgroups | None = None
         self.delivery_window_secs = 30.0
         self.last_reconcile: dict[str, int] | None = None
         self._stopping = False
-        # Write ends held here only when the keeper is unavailable (then a crash ends the children).
-        self._own_lifelines: dict[str, int] = {}
+
+    @property
+    def cgroups(self) -> object | None:
+        """The local backend's job cgroups (None without them, or with another backend)."""
+        return getattr(self.backend, "cgroups", None)
 
     def launched_pid(self, pid: int) -> bool:
         """Whether ``pid`` is a child this launcher started and is already watching."""
-        return any(live.watch.pid == pid for live in self._live.values())
+        return any(live.child.pid == pid for live in self._live.values())
 
     # -- service lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
         from roost.launcher.reconcile import reconcile
 
         roost = self.roost
-        self.cgroups = await roost.executor.run(JobCgroups.discover, roost.config.job_cgroups)
-        log.info(
-            "job_containment",
-            cgroups=str(self.cgroups.root) if self.cgroups else None,
-            controllers=",".join(sorted(self.cgroups.controllers)) if self.cgroups else "",
-        )
-        try:
-            self.keeper = await connect_keeper(roost.config.state_dir, roost.executor)
-        except (KeeperError, OSError, TimeoutError) as exc:
-            # Without a keeper the daemon holds the write ends itself (a crash then ends the children).
-            log.error("keeper_unavailable", error=str(exc))
-            self.keeper = None
+        await self.backend.open()
         roost.referee.on_session_end.append(self._on_session_end)
         self.last_reconcile = await reconcile(self)
 
@@ -223,7 +201,7 @@ class Launcher:
                 job.stop_reason = "shutdown"
         await asyncio.gather(
             *(
-                stop_group(self._live[j.job_id].watch, self.roost.config.stop_grace_secs)
+                self._live[j.job_id].child.stop(self.roost.config.stop_grace_secs)
                 for j in running
                 if j.job_id in self._live
             ),
@@ -235,17 +213,8 @@ class Launcher:
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=10)
         for live in self._live.values():
-            live.watch.close()
-        if self.keeper is not None:
-            await stop_keeper(self.keeper, self.roost.executor)
-            self.keeper = None
-        self._own_lifelines_close()
-
-    def _own_lifelines_close(self) -> None:
-        for fd in self._own_lifelines.values():
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._own_lifelines = {}
+            live.child.close()
+        await self.backend.close()
 
     def _spawn_task(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
@@ -273,45 +242,10 @@ class Launcher:
                 old, _ = self._finished.popitem(last=False)
                 self.jobs.pop(old, None)
 
-    def _lifeline_hold(self, job_id: str, fd: int, pid: int, start: float | None) -> None:
-        if self.keeper is not None and self.keeper.connected:
-            try:
-                self.keeper.hold(job_id, fd, pid, start)
-                os.close(fd)
-                return
-            except KeeperError as exc:
-                log.error("keeper_hold_failed", job_id=job_id, error=str(exc))
-        self._own_lifelines[job_id] = fd
-
-    def _lifeline_close(self, job_id: str) -> None:
-        fd = self._own_lifelines.pop(job_id, None)
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        if self.keeper is not None:
-            self.keeper.close(job_id)
-
-    async def _finish_off(self, job: Job) -> None:
-        """Kill whatever is left of a job: its cgroup (``cgroup.kill``), else every process
-        carrying its ``MURMUR_JOB_ID`` (roost/launcher/cgroups.py)."""
-        executor = self.roost.executor
-        try:
-            if self.cgroups is not None and await executor.run(self.cgroups.exists, job.job_id):
-                left = await executor.run(self.cgroups.finish, job.job_id)
-                how = "cgroup"
-            else:
-                left = await executor.run(sweep_marked, job.job_id)
-                how = "sweep"
-        except OSError as exc:
-            log.warning("job_finish_off_failed", job_id=job.job_id, error=exc.strerror)
-            return
-        if left:
-            log.info("job_leftovers_killed", job_id=job.job_id, count=left, by=how)
-
     @staticmethod
-    def _place(job: Job) -> Place:
-        """The job's directory as the daemon writes into it: beneath its base, following no link."""
-        return records.place_of(job.workdir, job.parent_workdir, job.uid)
+    def _dir(job: Job) -> ChildDir:
+        """The job's directory, as the backend is asked about it."""
+        return ChildDir(job.job_id, job.workdir, job.parent_workdir, job.uid)
 
     def _attrs(self, job: Job, **more: Any) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -376,7 +310,7 @@ class Launcher:
         artifact: Artifact
         if credential is not None:
             parent = roost.referee.authenticate(credential)
-            _check_switch(parent.uid)
+            self._check_switch(parent.uid)
             self._take_job_quota(job_id, parent.uid)
             if parent.workdir is None:
                 raise Conflict(
@@ -409,7 +343,7 @@ class Launcher:
                         "a top-level job without a credential may be launched only from the admin socket "
                         f"or by a local user listed in launch_uids (uid {uid} is not)"
                     )
-            _check_switch(uid)
+            self._check_switch(uid)
             if roost.referee.draining:
                 raise Refused("this daemon is draining: it finishes running jobs and starts no new ones")
             if req.name not in cfg.spawn_allow:
@@ -464,6 +398,13 @@ class Launcher:
         )
         return await self._start(job, artifact, parent, approval, jti, t0, fresh, req.task)
 
+    def _check_switch(self, uid: int | None) -> None:
+        """Refuse at once a job whose uid the backend could never start a child as."""
+        try:
+            self.backend.check_run_as(uid)
+        except CannotRunAs as exc:
+            raise Refused(str(exc)) from None
+
     def _take_job_quota(self, job_id: str, uid: int | None) -> None:
         """Refuse past the caller's live-jobs quota, else count this launch against it."""
         limit = self.roost.config.uid_live_jobs_limit
@@ -497,13 +438,12 @@ class Launcher:
         roost = self.roost
         cfg = roost.config
         span = roost.events.start("roost.process.start", **self._attrs(job))
+        backend = self.backend
         try:
-            log_fd = await roost.executor.run(
-                records.prepare_child_dir, self._place(job), job.job_id, task, fresh=fresh
-            )
-        except OSError as exc:
+            await backend.prepare_dir(self._dir(job), task, fresh=fresh)
+        except ChildDirError as exc:
             self._release(jti)
-            span.failed(ObservedError(name="ChildDirError", category="validation", message=exc.strerror))
+            span.failed(ObservedError(name="ChildDirError", category="validation", message=exc.detail))
             if parent is not None:
                 await self._write_delegation_line(
                     parent,
@@ -513,106 +453,68 @@ class Launcher:
                     None,
                     t0,
                     "failed",
-                    f"the child directory could not be created: {exc.strerror or exc}",
+                    f"the child directory could not be created: {exc.detail}",
                 )
-            raise Conflict(f"the job directory {job.workdir} could not be created: {exc.strerror or exc}") from None
+            raise Conflict(f"the job directory {job.workdir} could not be created: {exc.detail}") from None
         allow = list(artifact.manifest.capabilities.env.allow)
         if parent is not None:
             allowed = set(parent.manifest.capabilities.env.allow)
             allow = [n for n in allow if n in allowed]
+        argv = child_argv(cfg, artifact.manifest, job.workdir, delegated=parent is not None)
+        env = child_env(
+            os.environ,
+            allow=allow,
+            roost_url=roost.url,
+            job_id=job.job_id,
+            registry_path=str(cfg.registry_path),
+            spawner=job.handle,
+        )
+        env["MURMUR_ROOST_INSTANCE"] = roost.events.run_id
+        if artifact.manifest.entrypoint:
+            env.update(capsule_host_env(cfg))
+        spec = StartSpec(
+            dir=self._dir(job),
+            argv=argv,
+            env=env,
+            cwd=job.workdir,
+            stdin=approval.encode() + b"\n" if approval is not None else b"",
+            uid=job.uid,
+            resources=artifact.manifest.capabilities.resources,
+            limits_in_child=bool(artifact.manifest.entrypoint),
+            capsule=f"{job.name}@{job.version}",
+            instance=roost.events.run_id,
+        )
         try:
-            user = await roost.executor.run(run_as, job.uid)
-        except CannotSwitchUser as exc:
+            child = await backend.start(spec)
+        except CannotRunAs as exc:
             self._release(jti)
             await self._fail_start(job, parent, span, t0, str(exc), exit_status=None)
             raise Refused(str(exc)) from None
-        read_fd, write_fd = make_pipe()
-        spec = ChildSpec(
-            argv=child_argv(cfg, artifact.manifest, job.workdir, delegated=parent is not None),
-            env=child_env(
-                os.environ,
-                allow=allow,
-                roost_url=roost.url,
-                job_id=job.job_id,
-                lifeline_fd=read_fd,
-                registry_path=str(cfg.registry_path),
-                spawner=job.handle,
-            ),
-            cwd=job.workdir,
-            lifeline_fd=read_fd,
-            stderr_fd=log_fd,
-            user=user,
-        )
-        spec.env["MURMUR_ROOST_INSTANCE"] = roost.events.run_id
-        if artifact.manifest.entrypoint:
-            spec.env.update(capsule_host_env(cfg))
-        cgroups = self.cgroups
-        if cgroups is not None:
-            try:
-                unset = await roost.executor.run(cgroups.create, job.job_id, artifact.manifest.capabilities.resources)
-                if unset:
-                    log.warning("cgroup_limits_not_applied", job_id=job.job_id, limits=",".join(unset))
-            except OSError as exc:
-                log.warning("cgroup_create_failed", job_id=job.job_id, error=exc.strerror)
-                cgroups = None
-        try:
-            popen = start_process(spec)
-            if cgroups is not None:
-                # Inline, before anything else can run on this loop: the child has only just
-                # exec'd its host, which forks nothing before it has registered. A cgroupfs
-                # write touches no disk.
-                cgroups.enter(job.job_id, popen.pid)
-        except OSError as exc:
-            os.close(write_fd)
+        except StartFailed as exc:
             self._release(jti)
-            reason = f"the child could not be started ({spec.argv[0]}: {exc.strerror or exc})"
+            reason = f"the child could not be started ({exc.detail})"
             await self._fail_start(job, parent, span, t0, reason, exit_status=None)
             raise BadGateway(reason) from None
-        finally:
-            os.close(read_fd)
-            os.close(log_fd)
-        job.pid = popen.pid
-        try:
-            job.pid_start = psutil.Process(popen.pid).create_time()
-        except psutil.Error:
-            job.pid_start = None
-        # A script capsule's host sets its entrypoint's rlimits itself, just before exec; limiting
-        # the host would starve it (it needs more address space than a small limit allows).
-        failed_limits = (
-            [] if artifact.manifest.entrypoint else apply_limits(popen.pid, artifact.manifest.capabilities.resources)
-        )
-        if failed_limits:
-            log.warning("resource_limits_not_applied", job_id=job.job_id, limits=",".join(failed_limits))
-        self._lifeline_hold(job.job_id, write_fd, popen.pid, job.pid_start)
-        watch = ProcessWatch(popen.pid, popen)
-        watch.start()
-        live = _Live(watch=watch, popen=popen)
+        job.pid = child.pid
+        job.pid_start = child.pid_start
+        live = _Live(child=child)
         self._live[job.job_id] = live
         self._remember(job)
         self.roost.metrics.jobs.labels(state="starting").inc()
         if parent is not None:
             self._children.setdefault(parent.session_id, set()).add(job.job_id)
-        # The approval: one line on stdin, then EOF. Never argv, never the environment.
-        assert popen.stdin is not None
-        try:
-            if approval is not None:
-                popen.stdin.write(approval.encode() + b"\n")
-            popen.stdin.close()
-        except OSError:
-            pass
         first_commit = asyncio.get_running_loop().create_task(roost.store.commit([job.upsert_op()]))
-        line, why = await self._await_ready(job, live, popen)
+        line, why = await self._await_ready(live)
         with contextlib.suppress(Exception):
             await first_commit
         ready = _parse_ready(line) if line else None
         if ready is None or why is not None:
             if why is None:
                 why = "the child's first stdout line was not a ready line carrying a session_id"
-            if watch.alive:
-                signal_group(popen.pid, signal.SIGKILL)
-            status = await asyncio.shield(watch.exited)
+            child.kill()
+            status = await asyncio.shield(child.exited)
             self._release(jti)
-            tail = await roost.executor.run(records.stderr_tail, self._place(job))
+            tail = await backend.stderr_tail(self._dir(job))
             refused = containment_refusal(tail)
             reason = why if not tail else f"{why}; its last stderr lines were:\n" + "\n".join(tail[-5:])
             if refused is not None:
@@ -663,19 +565,13 @@ class Launcher:
         )
         return job
 
-    async def _await_ready(
-        self, job: Job, live: _Live, popen: subprocess.Popen[bytes]
-    ) -> tuple[bytes | None, str | None]:
+    async def _await_ready(self, live: _Live) -> tuple[bytes | None, str | None]:
         """The first stdout line, or why there is none (exit, EOF, timeout)."""
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=READY_LINE_MAX)
-        assert popen.stdout is not None
-        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), popen.stdout)
-        live.stdout = transport
-        live.reader = reader
+        child = live.child
         timeout = self.roost.config.launch_timeout_secs
-        read = loop.create_task(reader.readline())
-        waitables: set[asyncio.Future[Any]] = {read, live.watch.exited}
+        read = loop.create_task(child.readline())
+        waitables: set[asyncio.Future[Any]] = {read, child.exited}
         done, _ = await asyncio.wait(waitables, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         if read in done:
             try:
@@ -684,9 +580,9 @@ class Launcher:
                 return None, "the child's first stdout line was longer than 64 KiB"
             if line:
                 return line, None
-            status = await asyncio.shield(live.watch.exited)
+            status = await asyncio.shield(child.exited)
             return None, f"the child ended before it reported ready ({status})"
-        if live.watch.exited in done:
+        if child.exited in done:
             # Exited; a ready line may still be buffered.
             try:
                 line = await asyncio.wait_for(read, 1.0)
@@ -694,7 +590,7 @@ class Launcher:
                 line = b""
             if line:
                 return line, None
-            return None, f"the child ended before it reported ready ({live.watch.exited.result()})"
+            return None, f"the child ended before it reported ready ({child.exited.result()})"
         read.cancel()
         return None, f"the child did not report ready within {timeout:g}s (launch bound), so it was killed"
 
@@ -719,8 +615,8 @@ class Launcher:
         live = self._live.pop(job.job_id, None)
         if live is not None:
             self._close_live(live)
-        self._lifeline_close(job.job_id)
-        await self._finish_off(job)
+        self.backend.lifeline_close(job.job_id)
+        await self.backend.finish_off(job.job_id, None)
         if parent is not None:
             self._children.get(parent.session_id, set()).discard(job.job_id)
         if job.state == "starting" and job.job_id in self.jobs:
@@ -756,31 +652,27 @@ class Launcher:
 
     async def _drain_stdout(self, job: Job, live: _Live) -> None:
         """Later stdout lines go to the child's log (the pipe must never fill up)."""
-        reader = live.reader
-        if reader is None:
-            return
+        child = live.child
         while True:
             try:
-                line = await reader.readline()
+                line = await child.readline()
             except (ValueError, asyncio.LimitOverrunError):
                 continue
             if not line:
                 return
             batch = [line.decode("utf-8", "replace").rstrip("\n")]
             with contextlib.suppress(OSError):
-                await self.roost.executor.run(records.append_log, self._place(job), batch)
+                await self.backend.append_log(self._dir(job), batch)
 
     # -- exit, completion ------------------------------------------------------------------------
     async def _supervise(self, job: Job, live: _Live) -> None:
-        status = await asyncio.shield(live.watch.exited)
+        status = await asyncio.shield(live.child.exited)
         await self._finalize(job, status)
 
     def _close_live(self, live: _Live) -> None:
         for timer in live.timers:
             timer.cancel()
-        if live.stdout is not None:
-            live.stdout.close()
-        live.watch.close()
+        live.child.close()
 
     def _session_of(self, job: Job) -> SessionRecord | None:
         table = self.roost.table
@@ -809,17 +701,15 @@ class Launcher:
         live = self._live.pop(job.job_id, None)
         if live is not None:
             self._close_live(live)
-        if job.pid is not None:
-            signal_group(job.pid, signal.SIGKILL)  # whatever it left behind in its group
-        # The job's main process is gone: nothing of the job may outlive it.
-        await self._finish_off(job)
+        # The job's main process is gone: nothing of the job may outlive it, in its group or out.
+        await self.backend.finish_off(job.job_id, job.pid)
         if live is not None:
             for task in live.tasks:
                 if not task.done():
                     with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                         await asyncio.wait_for(asyncio.shield(task), 1.0)
         job.exit_status = exit_status
-        self._lifeline_close(job.job_id)
+        self.backend.lifeline_close(job.job_id)
         if job.parent_id is not None:
             self._children.get(job.parent_id, set()).discard(job.job_id)
         rec = self._session_of(job)
@@ -854,8 +744,7 @@ class Launcher:
 
     async def _complete(self, job: Job, own_end: str | None) -> None:
         roost = self.roost
-        child_dir = self._place(job)
-        existing = await roost.executor.run(read_completion, child_dir)
+        existing = await self.backend.read_completion(self._dir(job))
         handle = SpawnerHandle.parse(job.handle) if job.handle else None
         parent = roost.table.get(job.parent_id) if job.parent_id else None
         duration = max(0, wall_ms() - job.created_ms)
@@ -870,7 +759,7 @@ class Launcher:
         unknown = (job.exit_status or "").startswith("exit status unknown")
         told: str | None = None
         if unknown and existing is None and job.session_id is not None:
-            told = await roost.executor.run(records.own_session_end, self._place(job), job.session_id)
+            told = await self.backend.own_session_end(self._dir(job), job.session_id)
             if own_end is None and told is not None:
                 own_end = "complete" if told == "ok" else "failed"
         outcome: str
@@ -886,7 +775,7 @@ class Launcher:
                 final = await self._deliver(job, handle, rec, attempts=2)
                 outcome = "timed_out"
             else:
-                final = await report(roost.a2a, None, child_dir, rec, run_blocking=roost.executor.run)
+                final = await self._report(job, None, rec)
                 outcome = "terminated"
             reason = detail
         elif existing is not None:
@@ -901,10 +790,10 @@ class Launcher:
             exited_ok = job.exit_status == "exit status 0" or (unknown and told in ("ok", None))
             ok = own_end == "complete" and exited_ok
             rec = self._launcher_record(job, "ok" if ok else "error", duration, None)
-            final = await report(roost.a2a, None, child_dir, rec, run_blocking=roost.executor.run)
+            final = await self._report(job, None, rec)
             outcome, reason = final.status, None
         else:
-            tail = await roost.executor.run(records.stderr_tail, self._place(job))
+            tail = await self.backend.stderr_tail(self._dir(job))
             rec = self._launcher_record(job, "crashed", duration, crash_detail(job.exit_status or "unknown", tail))
             final = await self._deliver(job, handle, rec, attempts=2)
             outcome, reason = "crashed", rec.detail
@@ -937,7 +826,7 @@ class Launcher:
         """Record, post (at most ``attempts`` times), record again. At most once across a crash."""
         roost = self.roost
         if handle is None or not handle.addressed:
-            return await report(roost.a2a, None, self._place(job), rec, run_blocking=roost.executor.run)
+            return await self._report(job, None, rec)
         span = roost.events.start(
             "roost.completion.deliver", subsystem="completion", **self._attrs(job, attempts=attempts)
         )
@@ -948,14 +837,7 @@ class Launcher:
         tries = 0
         for _ in range(attempts):
             tries += 1
-            final = await report(
-                roost.a2a,
-                handle,
-                self._place(job),
-                final,
-                run_blocking=roost.executor.run,
-                window_secs=self.delivery_window_secs,
-            )
+            final = await self._report(job, handle, final)
             if final.delivered:
                 break
         job.delivery = "delivered" if final.delivered else "failed"
@@ -974,6 +856,17 @@ class Launcher:
                 tries=tries,
                 error=final.delivery_error,
             )
+        return final
+
+    async def _report(self, job: Job, handle: SpawnerHandle | None, rec: CompletionRecord) -> CompletionRecord:
+        """Write ``delivered: false``, post (when addressed), rewrite with the result."""
+        first = replace(rec, delivered=False, delivery_error=None)
+        await self.backend.write_completion(self._dir(job), first)
+        if handle is None or not handle.addressed:
+            return first
+        error = await deliver(self.roost.a2a, handle, first, window_secs=self.delivery_window_secs)
+        final = replace(first, delivered=error is None, delivery_error=error)
+        await self.backend.write_completion(self._dir(job), final)
         return final
 
     # -- parent trace lines ------------------------------------------------------------------------
@@ -1065,7 +958,7 @@ class Launcher:
         if job.stop_reason is None:
             job.stop_reason = "deadline"
         log.info("job_deadline", job_id=job_id, deadline_secs=job.deadline_secs)
-        self._spawn_task(stop_group(live.watch, self.roost.config.stop_grace_secs))
+        self._spawn_task(live.child.stop(self.roost.config.stop_grace_secs))
 
     async def _on_session_end(self, rec: SessionRecord) -> None:
         """A session ended: close its children's lifelines; force them out after the grace."""
@@ -1079,13 +972,13 @@ class Launcher:
             return
         if job.stop_reason is None:
             job.stop_reason = "parent_ended"
-        self._lifeline_close(job_id)
-        pid = live.watch.pid
+        self.backend.lifeline_close(job_id)
+        child = live.child
 
         def force() -> None:
-            if live.watch.alive:
-                log.warning("lifeline_grace_expired", job_id=job_id, pid=pid)
-                signal_group(pid, signal.SIGKILL)
+            if child.alive:
+                log.warning("lifeline_grace_expired", job_id=job_id, pid=child.pid)
+                child.kill()
 
         live.timers.append(asyncio.get_running_loop().call_later(self.roost.config.lifeline_grace_secs, force))
 
@@ -1112,7 +1005,7 @@ class Launcher:
         live = self._live.get(job_id)
         killed = False
         if live is not None:
-            killed = await stop_group(live.watch, roost.config.stop_grace_secs)
+            killed = await live.child.stop(roost.config.stop_grace_secs)
         try:
             await asyncio.wait_for(job.done.wait(), roost.config.stop_grace_secs + 60)
         except TimeoutError:
@@ -1146,19 +1039,9 @@ class Launcher:
             return None
         job = Job.from_row(rows[0])
         if job.final:
-            rec = await self.roost.executor.run(read_completion, self._place(job))
+            rec = await self.backend.read_completion(self._dir(job))
             job.completion = rec.to_dict() if rec is not None else None
         return job
-
-
-def _check_switch(uid: int | None) -> None:
-    """Refuse at once a job whose uid this daemon could never switch to (not root, another uid)."""
-    me = os.geteuid()
-    if uid is not None and uid != me and me != 0:
-        raise Refused(
-            f"this daemon runs as uid {me}, so it cannot start a child as uid {uid} (the session's "
-            "own); run the daemon as root (with CAP_SETUID/CAP_SETGID) or as that user"
-        )
 
 
 def _a(attrs: dict[str, Any]) -> dict[str, Any]:

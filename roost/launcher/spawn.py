@@ -65,10 +65,10 @@ def child_env(
     allow: Sequence[str],
     roost_url: str,
     job_id: str,
-    lifeline_fd: int,
     registry_path: str,
     spawner: str | None,
 ) -> dict[str, str]:
+    """The child's whole environment but ``MURMUR_SPAWNER_LIFELINE``, which its backend adds."""
     env: dict[str, str] = {}
     for name in allow:
         if name.startswith(_RESERVED_PREFIXES) or name in _FIXED:
@@ -84,7 +84,6 @@ def child_env(
     env["MURMUR_ROOST_URL"] = roost_url
     env["MURMUR_JOB_ID"] = job_id
     env["MURMUR_REGISTRY_PATH"] = registry_path
-    env["MURMUR_SPAWNER_LIFELINE"] = str(lifeline_fd)
     if spawner is not None:
         env["MURMUR_SPAWNER"] = spawner
     return env
