@@ -30,7 +30,7 @@ from pathlib import Path
 
 from roost.fsutil import write_atomic
 from roost.manifest import Manifest, ManifestError, parse_manifest
-from roost.registry import (
+from roost.registry.layout import (
     DEFAULT_MAX_EXTRACT_BYTES,
     DEFAULT_MAX_EXTRACT_ENTRIES,
     DEFAULT_MAX_MANIFEST_BYTES,

@@ -52,7 +52,8 @@ from roost.completion import CompletionRecord, SpawnerHandle, SpawnerHandleError
 from roost.http.caller import caller_of
 from roost.ids import session_id as mint_session_id
 from roost.manifest import Manifest
-from roost.registry import Registry, RegistryError
+from roost.registry import Registry
+from roost.registry.errors import RegistryError
 from roost.trace import TRACE_FILE, TraceWriter, records_dir
 from roost.wire import CREDENTIAL_HEADER
 

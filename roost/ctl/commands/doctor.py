@@ -121,9 +121,9 @@ def _check_registry(f: _Findings, root: Path | None) -> None:
             "set registry_path in roost.toml to a directory of <name>/<version>/<name>-<version>.mur.zip",
         )
         return
-    from roost.registry import Registry
+    from roost.registry.catalog import Catalog
 
-    n = len(Registry(root).list())
+    n = len(Catalog(root).list())
     if n == 0:
         f.add("registry", "warn", f"{root} holds no artifacts", "roostctl registry add DIR")
     else:

@@ -64,12 +64,12 @@ def _exists(root: Path) -> None:
 
 
 def _ls(ctx: Context, root: Path) -> int:
-    from roost.registry import Registry
+    from roost.registry.catalog import Catalog
 
     _exists(root)
     items = [
         {"name": a.name, "version": a.version, "size": a.size, "sha256": a.sidecar_sha256, "path": str(a.path)}
-        for a in Registry(root).list()
+        for a in Catalog(root).list()
     ]
     out = ctx.out
     if out.as_json:
@@ -128,10 +128,10 @@ def _add(ctx: Context, args: argparse.Namespace, root: Path) -> int:
 
 
 def _verify(ctx: Context, root: Path) -> int:
-    from roost.registry import Registry
+    from roost.registry.catalog import Catalog
 
     _exists(root)
-    reg = Registry(root)
+    reg = Catalog(root)
     problems = [{"name": p.name, "version": p.version, "path": str(p.path), "message": p.message} for p in reg.verify()]
     out = ctx.out
     if out.as_json:

@@ -108,9 +108,9 @@ def explain_refusal(ctx: Context, name: str, version: str, exc: ApiError) -> Ctl
     allowed = sorted(str(a) for a in config.get("spawn_allow") or [])
     root = Path(str(config.get("registry_path", "")))
     try:
-        from roost.registry import Registry
+        from roost.registry.catalog import Catalog
 
-        listed = Registry(root).list() if root.is_dir() else []
+        listed = Catalog(root).list() if root.is_dir() else []
     except (ImportError, OSError):
         return exc
     versions: dict[str, list[str]] = {}
