@@ -138,7 +138,7 @@ async def test_direct_callers_see_only_their_uids_tasks(
 
 
 def test_blocking_cap_from_the_environment() -> None:
-    from roost.capsule.host import BLOCKING_CAP_ENV, blocking_cap
+    from roost.capsule.serving import BLOCKING_CAP_ENV, blocking_cap
 
     assert blocking_cap({BLOCKING_CAP_ENV: "2.5"}) == 2.5
     for bad in ("", "0", "-3", "soon", "inf", "nan"):

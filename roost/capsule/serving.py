@@ -1,0 +1,265 @@
+"""The session's tasks: what the door runs for each message, and the trace records around it.
+
+The door (``a2a.door``) queues and schedules tasks; :class:`TaskServer` is its runner and its
+activate/finish hooks. Each message runs the entrypoint once, under the session's containment,
+with the task's id, context and turn in its environment; its stdout is the answer, and a
+question it leaves in ``MURMUR_INPUT_REQUEST`` turns the task ``input-required``
+(docs/a2a.md, "A script capsule that asks for input").
+
+Trace appends are done inline on the loop: each is one small ``O_APPEND`` write, cheaper than a
+thread hop, and inline keeps the record order identical to the order of events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from aiohttp import web
+
+from a2a.door import DEFAULT_BLOCKING_CAP_SECS, Door, DoorTask, TaskOutcome
+from a2a.models import TaskState
+from a2a.origin import Origin
+from roost.capsule.confine import Confinement
+from roost.capsule.entrypoint import Launch, run_entrypoint
+from roost.capsule.limits import apply_rlimits
+from roost.capsule.prepare import Prepared
+from roost.capsule.taskinput import write_results
+from roost.http.caller import caller_of
+from roost.trace import TraceWriter
+
+__all__ = [
+    "BLOCKING_CAP_ENV",
+    "EXIT_STATUS",
+    "INPUT_REQUEST_FILE",
+    "TaskServer",
+    "blocking_cap",
+    "build_door",
+    "libc_prctl",
+    "loopback_owner",
+]
+
+EXIT_STATUS = {TaskState.COMPLETED: "ok", TaskState.FAILED: "failed", TaskState.CANCELED: "canceled"}
+PR_SET_PDEATHSIG = 1
+INPUT_REQUEST_FILE = "input-request.txt"
+BLOCKING_CAP_ENV = "MURMUR_A2A_BLOCKING_CAP_SECS"
+
+
+class TaskServer:
+    """Runs each task's entrypoint and writes its ``task_start``/``task_end``; keeps the totals."""
+
+    def __init__(
+        self,
+        p: Prepared,
+        trace: TraceWriter,
+        *,
+        job_id: str | None,
+        confinement: Confinement,
+        grace: float,
+        rlimits: list[tuple[int, int]],
+        is_stopping: Callable[[], bool],
+    ) -> None:
+        self.p = p
+        self.trace = trace
+        self.job_id = job_id
+        self.confinement = confinement
+        self.grace = grace
+        self.rlimits = rlimits
+        self._is_stopping = is_stopping
+        self.env: dict[str, str] = {}  # the entrypoints' base environment, set once registered
+        self.socket_path: Path | None = None  # the host socket, set once it listens
+        self.current: DoorTask | None = None
+        self.initial_id: str | None = None
+        self.initial_done = asyncio.Event()
+        self.last_state: TaskState | None = None
+        self.task_nodes: dict[str, tuple[str, float]] = {}
+        self.totals = dict.fromkeys(("turns", "input_tokens", "output_tokens", "tool_calls", "shell_calls"), 0)
+        self.entry_pids: set[int] = set()
+        self.spawning = 0  # entrypoints started whose pid is not known yet
+
+    async def on_activate(self, task: DoorTask) -> None:
+        self.current = task
+        if task.turn > 1:
+            return  # a continued task: its a2a_task_received and task_start came with its first message
+        from_door = task.dialect is not None
+        if from_door:
+            self.trace.write(
+                "a2a_task_received",
+                {
+                    "task_id": task.id,
+                    "context_id": task.context_id,
+                    "message_id": task.message_id,
+                    "traceparent_from_caller": task.traceparent_from_caller,
+                },
+            )
+        payload: dict[str, object] = {
+            "task_id": task.id,
+            "context_id": task.context_id,
+            "source": "a2a" if from_door else "task_md",
+            "origin": task.origin.value,
+            "trust": task.trust.value,
+            "lane": task.lane.value,
+        }
+        if task.origin is Origin.COMPLETION and task.delegation_id:
+            payload["delegation_id"] = task.delegation_id
+        payload["message_parts_bytes"] = task.message_parts_bytes
+        eid = self.trace.write("task_start", payload)
+        self.task_nodes[task.id] = (eid, time.monotonic())
+
+    async def run_task(self, task: DoorTask) -> TaskOutcome:
+        if self._is_stopping():
+            return TaskOutcome.canceled("task canceled: the session is ending")
+        if task.origin is Origin.COMPLETION:
+            # A delegation's outcome is news for the session, not work for the entrypoint:
+            # running the entrypoint on it would make a delegating script delegate again. It is
+            # recorded (task_start with its delegation_id) and answered; `roost-capsule delegate
+            # --wait` is how a script reads its child's result.
+            return TaskOutcome.completed("completion recorded")
+        request_file = self.p.records / INPUT_REQUEST_FILE
+        await asyncio.to_thread(_fresh_request_file, request_file)
+        env = {
+            **self.env,
+            "MURMUR_TASK_ID": task.id,
+            "MURMUR_CONTEXT_ID": task.context_id,
+            "MURMUR_TASK_TURN": str(task.turn),
+            "MURMUR_INPUT_REQUEST": str(request_file),
+        }
+        launch = self._launch()
+        pids: list[int] = []
+
+        def started(pid: int) -> None:
+            pids.append(pid)
+            self.entry_pids.add(pid)
+            self.spawning -= 1
+
+        self.spawning += 1  # until its pid is known, no orphan reaping (it could be ours)
+        try:
+            result = await run_entrypoint(
+                launch, text=task.text, cwd=self.p.workdir, env=env, grace=self.grace, on_start=started
+            )
+        finally:
+            if not pids:
+                self.spawning -= 1
+            self.entry_pids.difference_update(pids)
+        if result.ok:
+            question = await asyncio.to_thread(_read_request, request_file)
+            if question:  # the entrypoint asks for input: docs/a2a.md, "A script capsule that asks for input"
+                return TaskOutcome.input_required(question)
+            write_results(self.p.workdir, result.stdout, ok=True, job_id=self.job_id)
+            return TaskOutcome.completed(result.stdout)
+        reason = result.failure()
+        sep = "" if not result.stdout or result.stdout.endswith("\n") else "\n"
+        write_results(self.p.workdir, result.stdout + sep + reason + "\n", ok=False, job_id=self.job_id)
+        return TaskOutcome.failed(reason)
+
+    def _launch(self) -> Launch:
+        """The entrypoint's argv and the hook that binds it before exec (rlimits, parent death,
+        and the session's containment class)."""
+        rlimits = self.rlimits
+
+        def bind() -> None:
+            libc_prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            apply_rlimits(rlimits)
+
+        assert self.socket_path is not None
+        argv, preexec, fds, done = self.confinement.launch_parts(
+            list(self.p.argv), workdir=self.p.workdir, socket_path=self.socket_path, rlimits=bind
+        )
+        return Launch(argv, preexec=preexec, pass_fds=fds, after_spawn=done)
+
+    async def on_finish(self, task: DoorTask, outcome: TaskOutcome) -> None:
+        if outcome.state in (TaskState.INPUT_REQUIRED, TaskState.AUTH_REQUIRED):
+            self.current = None  # the task waits for its next message; it has not ended
+            return
+        self.task_end(task.id, outcome.state)
+        self.last_state = outcome.state
+        self.current = None
+        if task.id == self.initial_id:
+            self.initial_done.set()
+
+    def task_end(self, task_id: str, state: TaskState) -> None:
+        node, started = self.task_nodes.pop(task_id, (None, time.monotonic()))
+        counts = dict.fromkeys(self.totals, 0)
+        self.trace.write(
+            "task_end",
+            {
+                "task_id": task_id,
+                "exit_status": EXIT_STATUS.get(state, "failed"),
+                "duration_ms": int((time.monotonic() - started) * 1000),
+                **counts,
+                "reopen_count": 0,
+            },
+            parent_id=node,
+        )
+        for key, value in counts.items():
+            self.totals[key] += value
+
+    def traceparent(self) -> str | None:
+        return self.current.trace.format() if self.current is not None else None
+
+
+def build_door(p: Prepared, tasks: TaskServer) -> Door:
+    """The session's A2A door as the manifest declares it, running tasks through ``tasks``."""
+    m = p.manifest
+    return Door(
+        name=m.name,
+        version=m.version,
+        session_id=p.session_id,
+        runner=tasks.run_task,
+        task_acceptance=m.lifecycle.task_acceptance,
+        queue_depth=m.lifecycle.queue_depth,
+        peer_tasks_accept=m.exports.peer_tasks.accept,
+        description=m.description,
+        on_activate=tasks.on_activate,
+        on_finish=tasks.on_finish,
+        identify=loopback_owner,
+        local_owner=f"uid:{os.getuid()}",
+        blocking_cap_secs=blocking_cap(os.environ),
+    )
+
+
+def blocking_cap(env: Mapping[str, str]) -> float:
+    """How long a blocking send may hold the door (docs/a2a.md): the env value if it is a positive
+    number of seconds, else the door's default."""
+    raw = env.get(BLOCKING_CAP_ENV, "").strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        return DEFAULT_BLOCKING_CAP_SECS
+    return value if 0 < value < float("inf") else DEFAULT_BLOCKING_CAP_SECS
+
+
+async def loopback_owner(request: web.Request) -> str | None:
+    """The door's ``identify``: a direct caller owns its tasks by the uid behind its connection."""
+    uid = caller_of(request).uid
+    return f"uid:{uid}" if uid is not None else None
+
+
+def libc_prctl(option: int, arg: int) -> None:
+    """``prctl(option, arg)`` in the forked child; raises OSError so the spawn fails loudly."""
+    if _LIBC.prctl(option, arg, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def _fresh_request_file(path: Path) -> None:
+    """Blocking: remove a question an earlier run left behind."""
+    path.unlink(missing_ok=True)
+
+
+def _read_request(path: Path) -> str | None:
+    """Blocking: the entrypoint's question, if it wrote one (then the file is consumed)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+    path.unlink(missing_ok=True)
+    return text or None
