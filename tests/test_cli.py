@@ -12,9 +12,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import DaemonProcess, RegistryBuilder, start_daemon_process
 
 from roost import __version__
+from tests.support.daemon import DaemonProcess, start_daemon_process
+from tests.support.registry import RegistryBuilder
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

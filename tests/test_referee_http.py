@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conftest import FakeClock, RegistryBuilder, RunningDaemon
-
 from roost.errors import IDENTITY_REFUSAL
 from roost.referee import refusals
+from tests.support.daemon import FakeClock, RunningDaemon
+from tests.support.registry import RegistryBuilder
 
 CRED = "x-murmur-spawn-credential"
 APPR = "x-murmur-spawn-approval"
@@ -436,7 +436,7 @@ async def test_restart_replays_the_reservation_journal(
 async def test_a_grant_survives_kill_9_once_written_behind(
     registry: RegistryBuilder, tmp_path: Path, daemon_processes: list[Any]
 ) -> None:
-    from conftest import start_daemon_process
+    from tests.support.daemon import start_daemon_process
 
     registry.add("orchestrator", capabilities={"spawn": {"allow": ["worker"]}})
     registry.add("worker")

@@ -19,7 +19,8 @@ from a2a.door import Door, DoorTask, TaskOutcome
 from a2a.origin import Trust
 from roost.errors import IDENTITY_REFUSAL, BadRequest
 from roost.relay import parse_send, stamp
-from tests.conftest import RegistryBuilder, RunningDaemon
+from tests.support.daemon import RunningDaemon
+from tests.support.registry import RegistryBuilder
 
 CRED = "x-murmur-spawn-credential"
 CALLER_TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

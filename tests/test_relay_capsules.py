@@ -12,8 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.capsule.conftest import Capsules, add_examples, base_env, capsules, trace_events, wait_for
-from tests.conftest import RegistryBuilder
+from tests.capsule.conftest import capsules
+from tests.support.capsules import Capsules, add_examples, base_env, trace_events, wait_for
+from tests.support.registry import RegistryBuilder
 from tests.trace_checks import assert_trace_guarantees
 
 __all__ = ["capsules"]  # the fixture, re-exported for this module

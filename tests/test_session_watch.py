@@ -8,7 +8,7 @@ import sys
 import textwrap
 from typing import Any
 
-from conftest import RegistryBuilder
+from tests.support.registry import RegistryBuilder
 
 REGISTER = textwrap.dedent(
     """

@@ -25,7 +25,7 @@ from a2a.client import A2AClient
 from a2a.door import Door
 from a2a.models import Message, Part, TaskState
 from tests.a2a.conformance.harness import SESSION, Script, serve
-from tests.conftest import RegistryBuilder
+from tests.support.registry import RegistryBuilder
 
 JS_DIR = Path(__file__).parent / "js"
 CRED = "x-murmur-spawn-credential"

@@ -27,7 +27,7 @@ from a2a.client import A2AClient
 from a2a.door import Door
 from a2a.models import Message, Part, Task, TaskState
 from tests.a2a.conformance.harness import Script
-from tests.conftest import RegistryBuilder
+from tests.support.registry import RegistryBuilder
 
 SDK_SPEC = "a2a-sdk[http-server]>=1.3,<2"
 SERVER_DEPS = ("uvicorn",)

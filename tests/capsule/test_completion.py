@@ -14,8 +14,8 @@ from aiohttp.typedefs import Handler
 from a2a.door import Door, DoorTask, TaskOutcome
 from roost.completion import SpawnerHandle
 from roost.ids import delegation_id
-from tests.capsule.conftest import Capsules, add_examples, base_env, trace_events, wait_for
-from tests.conftest import RegistryBuilder
+from tests.support.capsules import Capsules, add_examples, base_env, trace_events, wait_for
+from tests.support.registry import RegistryBuilder
 from tests.trace_checks import assert_trace_guarantees
 
 COMPLETION_HEADERS = (

@@ -11,8 +11,8 @@ import pytest
 
 from a2a.client import A2AClient
 from a2a.models import Message, Part, TaskState
-from tests.capsule.conftest import Capsules, add_examples, base_env
-from tests.conftest import RegistryBuilder
+from tests.support.capsules import Capsules, add_examples, base_env
+from tests.support.registry import RegistryBuilder
 from tests.trace_checks import assert_trace_guarantees
 
 ENV_DUMP = """

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from roost.capsule.lifeline import LifelineError, take_lifeline
-from tests.capsule.conftest import Capsules, add_examples, base_env, trace_events, wait_for
-from tests.conftest import RegistryBuilder
+from tests.support.capsules import Capsules, add_examples, base_env, trace_events, wait_for
+from tests.support.registry import RegistryBuilder
 from tests.trace_checks import assert_trace_guarantees
 
 

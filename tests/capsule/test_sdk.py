@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.a2a.test_sdk_interop import CLIENT_SCRIPT, sdk_python
-from tests.capsule.conftest import Capsules, add_examples
-from tests.conftest import RegistryBuilder
+from tests.support.capsules import Capsules, add_examples
+from tests.support.registry import RegistryBuilder
 from tests.trace_checks import assert_trace_guarantees
 
 __all__ = ["sdk_python"]

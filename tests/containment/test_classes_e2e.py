@@ -14,9 +14,9 @@ import yaml
 from roost.capsule.probe import probe_host
 from roost.packing import pack_capsule
 from roost.trace import read_trace, trace_path
-from tests.capsule.conftest import wait_for
-from tests.conftest import EXAMPLES
 from tests.launcher.conftest import parent_door
+from tests.support.capsules import wait_for
+from tests.support.registry import EXAMPLES
 
 __all__ = ["parent_door"]
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from roost.capsule.probe import probe_host
-from tests.capsule.conftest import Capsules, base_env, trace_events
-from tests.conftest import RegistryBuilder
+from tests.support.capsules import Capsules, base_env, trace_events
+from tests.support.registry import RegistryBuilder
 
 OFFERED = probe_host().offered
 ORDER = {"advisory": 0, "scoped": 1, "sealed": 2}
@@ -286,7 +286,7 @@ async def test_examples_run_unchanged_under_scoped_hosts(
     import yaml
 
     from roost.packing import pack_capsule
-    from tests.conftest import EXAMPLES
+    from tests.support.registry import EXAMPLES
 
     src = tmp_path / "src" / name
     shutil.copytree(EXAMPLES / "capsules" / name, src)

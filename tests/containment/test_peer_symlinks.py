@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.peer.conftest import SECRET, PeerEnv, Session, peer_env, peer_registry
+from tests.peer.conftest import peer_env, peer_registry
+from tests.support.peer import SECRET, PeerEnv, Session
 
 __all__ = ["peer_env", "peer_registry"]
 

@@ -18,11 +18,11 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.capsule.conftest import Capsules, base_env, trace_events, wait_for
-from tests.conftest import RegistryBuilder
 from tests.hostile import alive as _alive
 from tests.hostile import hostile_payload
 from tests.hostile import recorded_pids as _pids
+from tests.support.capsules import Capsules, base_env, trace_events, wait_for
+from tests.support.registry import RegistryBuilder
 
 HOSTILE = hostile_payload(read_stdin=True)
 

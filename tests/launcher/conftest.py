@@ -1,54 +1,26 @@
-# ruff: noqa: ASYNC109
 """Launcher fixtures: a registry of runtime-double capsules, a parent door, and the orphan guard.
 
-Capsules without ``entrypoint`` run under ``runtime_double.py`` through ``Config.runtime_command``
-(an external runtime as far as the daemon can tell). ``parent_door`` serves a real A2A door
-(a2a.door.Door) that records every completion delivered to it, or refuses them all.
+``parent_door`` serves a real A2A endpoint that records every completion delivered to it, or
+refuses them all. The helpers (runtime doubles, waiting for a job) are in
+:mod:`tests.support.launcher`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import os
 import signal
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 from aiohttp import web
-from conftest import RegistryBuilder, RunningDaemon
 
-DOUBLE = Path(__file__).resolve().parent / "runtime_double.py"
-RUNTIME = (sys.executable, str(DOUBLE))
+from tests.support.launcher import DOUBLE, RUNTIME, ParentDoor, add_doubles, job_final, stray_processes, wait_for
 
-
-def _stray(base: str) -> list[psutil.Process]:
-    """This uid's keepers and launched children that belong to this test session (``base`` is its
-    temp root, which every keeper command line and every child's MURMUR_REGISTRY_PATH contains) —
-    never anyone else's processes."""
-    me = os.getuid()
-    out = []
-    for proc in psutil.process_iter(["uids", "cmdline"]):
-        try:
-            if proc.info["uids"].real != me or proc.pid == os.getpid():
-                continue
-            cmd = " ".join(proc.info["cmdline"] or [])
-            if "roost.launcher.keeper" in cmd and base in cmd:
-                out.append(proc)
-                continue
-            env = proc.environ()
-            if "MURMUR_JOB_ID" in env and base in env.get("MURMUR_REGISTRY_PATH", ""):
-                out.append(proc)
-        except (psutil.Error, OSError):
-            continue
-    return out
+__all__ = ["DOUBLE", "RUNTIME", "ParentDoor", "add_doubles", "job_final", "no_orphans", "parent_door", "wait_for"]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -57,48 +29,14 @@ def no_orphans(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     base = str(tmp_path_factory.getbasetemp())
     yield
     deadline = time.monotonic() + 10
-    left = _stray(base)
+    left = stray_processes(base)
     while left and time.monotonic() < deadline:
         time.sleep(0.2)
-        left = _stray(base)
+        left = stray_processes(base)
     for proc in left:
         with contextlib.suppress(psutil.Error):
             proc.send_signal(signal.SIGKILL)
     assert not left, f"processes left behind: {[(p.pid, p.info.get('cmdline')) for p in left]}"
-
-
-def add_doubles(registry: RegistryBuilder) -> None:
-    registry.add(
-        "boss",
-        capabilities={
-            "spawn": {"allow": ["kid", "mid", "greedy", "boss"]},
-            "env": {"allow": ["LANG", "ROOST_T_SHARED", "ROOST_T_BOSSONLY"]},
-            "network": {"allow": ["localhost"]},
-        },
-    )
-    registry.add(
-        "mid",
-        capabilities={"spawn": {"allow": ["kid"]}, "env": {"allow": ["ROOST_T_SHARED"]}},
-    )
-    registry.add(
-        "kid",
-        capabilities={
-            "env": {"allow": ["ROOST_T_SHARED"]},
-            "resources": {"max_open_files": 256, "cpu_seconds": 600},
-        },
-        extra={"lifecycle": {"delegation_deadline_secs": 600}},
-    )
-    registry.add("greedy", capabilities={"network": {"allow": ["example.com"]}})
-    registry.add("solo")
-
-
-@dataclass
-class ParentDoor:
-    url: str
-    session_id: str
-    received: list[dict[str, Any]] = field(default_factory=list)
-    refuse: bool = False
-    posts: int = 0
 
 
 @pytest.fixture
@@ -134,24 +72,3 @@ async def parent_door() -> AsyncIterator[Any]:
     yield make
     for r in runners:
         await r.cleanup()
-
-
-async def wait_for(pred: Any, timeout: float = 15.0, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        await asyncio.sleep(interval)
-    raise AssertionError("condition not met in time")
-
-
-async def job_final(d: RunningDaemon, job_id: str, headers: dict[str, str] | None = None, timeout: float = 20) -> Any:
-    async def check() -> Any:
-        status, body, _, _ = await d.call("GET", f"/jobs/{job_id}", headers=headers)
-        assert status == 200, body
-        return body if body["state"] not in ("starting", "running") else None
-
-    return await wait_for(check, timeout)

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RegistryBuilder, RunningDaemon
 from ops.support import admin_http
 
 from roost.admin.server import peer_uid
 from roost.errors import IDENTITY_REFUSAL
+from tests.support.daemon import RunningDaemon
+from tests.support.registry import RegistryBuilder
 
 CRED = "x-murmur-spawn-credential"
 ADMIN_PATHS = ["/status", "/sessions", "/tree", "/jobs", "/config", "/events", "/reconcile"]

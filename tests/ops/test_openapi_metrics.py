@@ -10,11 +10,12 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import RegistryBuilder, RunningDaemon
 from openapi_spec_validator import validate as validate_spec
 
 from roost.api_models import ENDPOINTS
 from roost.openapi import build_openapi
+from tests.support.daemon import RunningDaemon
+from tests.support.registry import RegistryBuilder
 
 CRED = "x-murmur-spawn-credential"
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from trust.attacker import NOBODY, owned_dir, request_as
 
-from .conftest import PeerEnv, Session
+from tests.support.peer import PeerEnv, Session
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="acting as another uid needs root")
 SECRET = b"root's secret\n"

@@ -13,9 +13,9 @@ from typing import Any
 
 from a2a.client import A2AClient
 from a2a.models import Message, Part, TaskState
-from tests.capsule.conftest import Capsules, base_env
 from tests.capsule.conftest import capsules as capsules  # the fixture, re-exported for this module
-from tests.conftest import RegistryBuilder
+from tests.support.capsules import Capsules, base_env
+from tests.support.registry import RegistryBuilder
 
 SCRIPT = """
 import json, subprocess, sys

@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.peer.conftest import SECRET, PeerEnv
+from tests.support.peer import SECRET, PeerEnv
 
 
 def fetch_traces(workdir: Path, sid: str) -> list[dict[str, Any]]:

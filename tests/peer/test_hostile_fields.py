@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import PeerEnv
+from tests.support.peer import PeerEnv
 
 
 @pytest.mark.parametrize("bad", ["a\x00b", "\x00", "a\nb"])

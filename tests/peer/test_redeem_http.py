@@ -13,7 +13,7 @@ import pytest
 
 from roost import tokens
 from roost.trace import read_trace
-from tests.peer.conftest import SECRET, PeerEnv
+from tests.support.peer import SECRET, PeerEnv
 
 NOT_VALID = {"error": "handle_not_valid", "message": "the handle is not valid for this capsule"}
 

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from roost import tokens
-from tests.peer.conftest import SECRET, PeerEnv
+from tests.support.peer import SECRET, PeerEnv
 
 INSIDE = {"ok.txt": b"inside-ok", "sub/inner.txt": b"inside-inner", "100%41.txt": b"inside-pct"}
 

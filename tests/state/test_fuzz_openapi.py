@@ -22,7 +22,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.conftest import DaemonProcess, RegistryBuilder, start_daemon_process
+from tests.support.daemon import DaemonProcess, start_daemon_process
+from tests.support.registry import RegistryBuilder
 
 pytestmark = pytest.mark.slow
 UPSTREAM_500 = ("registry error for ", "manifest extraction failed: ", "manifest parse error: ")

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from capsule.conftest import CAPSULE_CMD, add_examples, base_env
-from conftest import RegistryBuilder, RunningDaemon
 
 from roost.referee import EXPIRY_SWEEP_SECS, LEASE_CHECK_TICKS
+from tests.support.capsules import CAPSULE_CMD, add_examples, base_env
+from tests.support.daemon import RunningDaemon
+from tests.support.registry import RegistryBuilder
 
 CRED = "x-murmur-spawn-credential"
 LEASE_SECS = 5.0

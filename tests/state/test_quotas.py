@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tests.conftest import EXAMPLES, FakeClock, RegistryBuilder, RunningDaemon
+from tests.support.daemon import FakeClock, RunningDaemon
+from tests.support.registry import EXAMPLES, RegistryBuilder
 from tests.trust.attacker import NOBODY, request_as
 
 CRED = "x-murmur-spawn-credential"

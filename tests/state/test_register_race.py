@@ -7,7 +7,8 @@ import os
 from typing import Any
 
 from roost.errors import IDENTITY_REFUSAL
-from tests.conftest import RegistryBuilder, RunningDaemon
+from tests.support.daemon import RunningDaemon
+from tests.support.registry import RegistryBuilder
 
 
 async def _register(d: RunningDaemon, sid: str, name: str, approval: str | None = None) -> tuple[int, Any]:

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from roost.sessions import SessionRecord, SessionTable
-from tests.conftest import FakeClock, RegistryBuilder, RunningDaemon
+from tests.support.daemon import FakeClock, RunningDaemon
+from tests.support.registry import RegistryBuilder
 
 CRED = "x-murmur-spawn-credential"
 

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from roost.startup import EXIT_DAMAGED, EXIT_HELD, EXIT_NO_KEY, EXIT_STATE_DIR
-from tests.conftest import DaemonProcess, RegistryBuilder, start_daemon_process
+from tests.support.daemon import DaemonProcess, start_daemon_process
+from tests.support.registry import RegistryBuilder
 
 
 def _run(state: Path, registry: Path, *extra: str) -> subprocess.CompletedProcess[str]:

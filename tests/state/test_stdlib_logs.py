@@ -7,7 +7,8 @@ import socket
 import time
 from pathlib import Path
 
-from tests.conftest import DaemonProcess, RegistryBuilder, start_daemon_process
+from tests.support.daemon import DaemonProcess, start_daemon_process
+from tests.support.registry import RegistryBuilder
 
 
 def test_a_header_over_8k_prints_no_traceback_and_no_bytes(

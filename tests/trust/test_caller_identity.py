@@ -7,11 +7,11 @@ import socket
 import time
 
 import pytest
-from conftest import RunningDaemon
 from trust.attacker import NOBODY, request_as
 
 from roost.http.caller import identify
 from roost.peercred import SockDiag, tcp_peer_uid, unix_peer_uid
+from tests.support.daemon import RunningDaemon
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="acting as another uid needs root")
 

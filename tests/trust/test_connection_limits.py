@@ -14,8 +14,10 @@ from typing import Any
 
 import aiohttp
 import pytest
-from conftest import RegistryBuilder, RunningDaemon
 from trust.attacker import NOBODY, system_python
+
+from tests.support.daemon import RunningDaemon
+from tests.support.registry import RegistryBuilder
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="acting as another uid needs root")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import RunningDaemon
+from tests.support.daemon import RunningDaemon
 
 
 async def test_planted_murmur_link_refuses_a_delegation(daemon: RunningDaemon, tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from conftest import RunningDaemon
+
+from tests.support.daemon import RunningDaemon
 
 HOSTILE = ["/abs/path-roost-t", "../../x-roost-t", "a/b", "..", "a\x00b", "a\nb", "\x1b[0m", "x" * 200, "  "]
 

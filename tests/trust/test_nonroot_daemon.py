@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, RegistryBuilder
 from trust.attacker import NOBODY, system_python
+
+from tests.support.registry import REPO, RegistryBuilder
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="running a daemon as another uid needs root")
 

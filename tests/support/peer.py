@@ -1,0 +1,94 @@
+"""Peer-plane helpers: sessions registered over HTTP, each with a real A2A door.
+
+:class:`PeerEnv` registers sessions with a workdir and a ``capsule_url`` pointing at a real
+:class:`a2a.door.Door` (which serves the agent card the audience is read from), and mints,
+redeems and fetches handles through the daemon's HTTP API.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from a2a.door import Door, DoorTask, TaskOutcome
+from tests.support.daemon import RunningDaemon
+
+__all__ = ["CAPS", "PLANE", "SECRET", "TOKEN_RE", "PeerEnv", "Session"]
+
+TOKEN_RE = re.compile(r"(mh1|msc1|msa1)\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
+SECRET = b"TOP-SECRET-outside-the-root-4f1c9a"
+
+PLANE = {"peer_files": {"root": "share", "max_ttl": 900}}
+CAPS = {"network": {"allow": ["127.0.0.1"]}, "peer_fetch": {"allow": ["127.0.0.1"]}}
+
+
+@dataclass
+class Session:
+    sid: str
+    credential: str
+    workdir: Path
+    door_url: str
+    name: str
+
+    @property
+    def audience(self) -> str:
+        return f"{self.name}@{self.door_url.removeprefix('http://')}".lower()
+
+    @property
+    def cred(self) -> dict[str, str]:
+        return {"x-murmur-spawn-credential": self.credential}
+
+
+@dataclass
+class PeerEnv:
+    daemon: RunningDaemon
+    root: Path
+    runners: list[web.AppRunner] = field(default_factory=list)
+
+    async def door(self, name: str, sid: str) -> str:
+        async def runner(_task: DoorTask) -> TaskOutcome:
+            return TaskOutcome.completed("ok")
+
+        door = Door(name=name, version="0.1.0", session_id=sid, runner=runner)
+        app_runner = web.AppRunner(door.app, access_log=None)
+        await app_runner.setup()
+        site = web.TCPSite(app_runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        url = door.url = f"http://127.0.0.1:{port}"
+        self.runners.append(app_runner)
+        return url
+
+    async def session(self, name: str = "alpha", *, capsule_url: bool = True, workdir: bool = True) -> Session:
+        sid = f"ses_{os.urandom(8).hex()}"
+        wd = self.root / sid
+        (wd / "share").mkdir(parents=True)
+        url = await self.door(name, sid)
+        extra: dict[str, Any] = {}
+        if workdir:
+            extra["workdir"] = str(wd)
+        if capsule_url:
+            extra["capsule_url"] = url
+        _, cred = await self.daemon.register_top(name, session_id=sid, **extra)
+        return Session(sid, cred, wd, url, name)
+
+    async def mint(self, s: Session, path: str, peer: Session | str, **extra: Any) -> tuple[int, Any]:
+        peer_url = peer if isinstance(peer, str) else peer.door_url
+        status, body, _, _ = await self.daemon.call(
+            "POST", "/handles", json={"path": path, "peer": peer_url, **extra}, headers=s.cred
+        )
+        return status, body
+
+    async def redeem(self, handle: str, audience: str | None, method: str = "GET") -> tuple[int, Any, Any, bytes]:
+        headers = {} if audience is None else {"x-murmur-audience": audience}
+        return await self.daemon.call(method, f"/resources/peer/{handle}", headers=headers)
+
+    async def fetch(self, s: Session, handle: str, peer: str | None = None, **extra: Any) -> tuple[int, Any]:
+        body = {"peer": peer or self.daemon.url, "handle": handle, **extra}
+        status, out, _, _ = await self.daemon.call("POST", "/peer-fetch", json=body, headers=s.cred)
+        return status, out
