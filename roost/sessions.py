@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 import json
 import math
+import sys
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -182,6 +183,9 @@ class SessionTable:
     _ended: deque[tuple[int, str]] = field(default_factory=deque)
     _spent_by_second: dict[int, list[str]] = field(default_factory=dict)
     _spent_seconds: list[int] = field(default_factory=list)
+    _forget_at_ms: int = sys.maxsize  # when the earliest bucket lapses (its second * 1000)
+    _last_second: int = -1  # the bucket the last new id went to, and that bucket
+    _last_bucket: list[str] = field(default_factory=list)
 
     # -- sessions --------------------------------------------------------------------------
     def get(self, session_id: str) -> SessionRecord | None:
@@ -332,18 +336,23 @@ class SessionTable:
 
     def spend(self, jti: str, exp_ms: int, now_ms: int) -> bool:
         """Record ``jti`` as redeemed; False if it already was (a replay)."""
-        if self._spent_seconds and self._spent_seconds[0] * 1000 <= now_ms:
+        if self._forget_at_ms <= now_ms:
             self.forget_spent(now_ms)
         spent = self.spent
         if jti in spent:
             return False
         spent[jti] = exp_ms
         second = exp_ms // 1000 + 1  # every id in it has expired once now reaches second * 1000
+        if second == self._last_second:  # redemptions come in bursts: most share the last bucket
+            self._last_bucket.append(jti)
+            return True
         bucket = self._spent_by_second.get(second)
         if bucket is None:
             bucket = self._spent_by_second[second] = []
             heapq.heappush(self._spent_seconds, second)
+            self._forget_at_ms = self._spent_seconds[0] * 1000
         bucket.append(jti)
+        self._last_second, self._last_bucket = second, bucket
         return True
 
     def forget_spent(self, now_ms: int) -> int:
@@ -351,8 +360,12 @@ class SessionTable:
         dropped = 0
         heap, buckets, spent = self._spent_seconds, self._spent_by_second, self.spent
         while heap and heap[0] * 1000 <= now_ms:
-            for jti in buckets.pop(heapq.heappop(heap)):
+            second = heapq.heappop(heap)
+            if second == self._last_second:
+                self._last_second, self._last_bucket = -1, []
+            for jti in buckets.pop(second):
                 if jti in spent:
                     del spent[jti]
                     dropped += 1
+        self._forget_at_ms = heap[0] * 1000 if heap else sys.maxsize
         return dropped
