@@ -1,11 +1,13 @@
-"""Interleaved duplicate registers, spawns, redeems, deregisters and operator ends at a real daemon,
-against a sequential model.
+"""Interleaved duplicate registers, spawns, redeems, deregisters, operator ends, job launches and
+job cancels at a real daemon, against a sequential model.
 
 Each example is a list of waves; the operations of a wave are fired at once, the waves one after
 another. The daemon must behave like *some* sequential order of each wave (linearizable): every
 wave's answers must be those of a sequential model run in one of the wave's orders, and the
 daemon's state afterwards (which sessions run, which approvals are spent or still hold a slot)
-must equal that model's.
+must equal that model's (and so must each job's: live, or ended by a cancel; a job whose parent
+ended first may end either way). Job cancels come in duplicates — by the parent's credential and
+by the operator's admin socket — and race the parent's deregistration.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import tempfile
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -21,11 +25,15 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from roost import tokens
-from tests.conftest import RegistryBuilder, RunningDaemon
+from roost.launcher.service import PARENT_ENDED_REASON
+from roost.packing import pack_capsule
+from tests.conftest import EXAMPLES, RegistryBuilder, RunningDaemon
 
 CRED = "x-murmur-spawn-credential"
 APPROVAL = "x-murmur-spawn-approval"
 TOPS, KIDS = 2, 3
+WORKROOT = Path(tempfile.mkdtemp(prefix="roost-model-"))
+MAX_JOBS = 2  # real child processes: a few per example keep the test in seconds
 
 Op = tuple[Any, ...]
 ops = st.one_of(
@@ -34,6 +42,8 @@ ops = st.one_of(
     st.tuples(st.just("redeem"), st.integers(0, 5), st.integers(0, KIDS - 1)),
     st.tuples(st.just("dereg"), st.integers(0, TOPS + KIDS - 1)),
     st.tuples(st.just("cancel"), st.integers(0, TOPS + KIDS - 1)),
+    st.tuples(st.just("launch"), st.integers(0, TOPS - 1)),
+    st.tuples(st.just("jcancel"), st.integers(0, MAX_JOBS - 1), st.booleans()),
 )
 waves = st.lists(st.lists(ops, min_size=1, max_size=4), min_size=1, max_size=5)
 
@@ -44,14 +54,40 @@ class Model:
     ended: frozenset[str] = frozenset()
     parent_of: tuple[tuple[str, str], ...] = ()  # approval index → parent session
     spent: frozenset[int] = frozenset()
+    jobs: tuple[tuple[str, str], ...] = ()  # job index → (parent session, live|canceled|orphaned)
 
     def known(self, sid: str) -> bool:
         return sid in self.running or sid in self.ended
+
+    def end(self, sid: str) -> Model:
+        """``sid`` ends: its live jobs lose their parent (their lifelines close; they may still be
+        stopping, and how they end is the launcher's business, so the model leaves it open)."""
+        jobs = tuple((p, "orphaned" if p == sid and st == "live" else st) for p, st in self.jobs)
+        return replace(self, running=self.running - {sid}, ended=self.ended | {sid}, jobs=jobs)
 
     def step(
         self, op: Op, names: list[str], creds: dict[str, str], approvals: list[str], new_approval: int
     ) -> tuple[int, Model]:
         kind = op[0]
+        if kind == "skip":
+            return -1, self
+        if kind == "launch":
+            sid = names[op[1]]
+            if sid not in creds or sid not in self.running:
+                return 403, self
+            return 201, replace(self, jobs=(*self.jobs, (sid, "live")))
+        if kind == "jcancel":
+            if not self.jobs:
+                return -1, self
+            idx = op[1] % len(self.jobs)
+            parent, state = self.jobs[idx]
+            if not op[2] and parent not in self.running:  # the parent's credential no longer works
+                return 403, self
+            if state != "live":
+                return 200, self  # already ended (or ending): the answer is the job as it stands
+            jobs = list(self.jobs)
+            jobs[idx] = (parent, "canceled")
+            return 200, replace(self, jobs=tuple(jobs))
         if kind == "reg":
             sid = names[op[1]]
             if self.known(sid):
@@ -79,19 +115,41 @@ class Model:
         sid = names[op[1]]
         if kind == "cancel":  # the operator ends it (admin socket): no credential needed
             if sid in self.running:
-                return 200, replace(self, running=self.running - {sid}, ended=self.ended | {sid})
+                return 200, self.end(sid)
             return (409 if sid in self.ended else 404), self
         if sid not in creds or sid not in self.running:
             return 403, self
-        return 200, replace(self, running=self.running - {sid}, ended=self.ended | {sid})
+        return 200, self.end(sid)
 
 
 async def _fire(
-    d: RunningDaemon, op: Op, names: list[str], creds: dict[str, str], approvals: list[str]
+    d: RunningDaemon, op: Op, names: list[str], creds: dict[str, str], approvals: list[str], jobs: list[Any]
 ) -> tuple[int, Any]:
     kind = op[0]
-    if kind == "reg":
-        body = {"session_id": names[op[1]], "name": "orchestrator", "version": "0.1.0"}
+    if kind == "skip":
+        return -1, None
+    if kind == "launch":
+        cred = creds.get(names[op[1]], "msc1.bogus")
+        body = {"name": "sleeper", "version": "0.1.0", "task": "600"}
+        status, answer, _, _ = await d.call("POST", "/jobs", json=body, headers={CRED: cred})
+        assert status in (201, 403), (op, status, answer)
+        return status, answer
+    if kind == "jcancel":
+        if not jobs:
+            return -1, None
+        job = jobs[op[1] % len(jobs)]
+        if op[2]:
+            status, answer = await _operator_cancel(d, job["job_id"])
+        else:
+            headers = {CRED: creds[job["parent"]]}
+            status, answer, _, _ = await d.call("POST", f"/jobs/{job['job_id']}/cancel", headers=headers)
+        assert status in (200, 403), (op, status, answer)
+        assert status != 200 or answer["job_id"] == job["job_id"], answer
+        return status, answer
+    if kind == "reg":  # a workdir, so that the top may delegate through POST /jobs
+        workdir = WORKROOT / names[op[1]]
+        workdir.mkdir(parents=True, exist_ok=True)
+        body = {"session_id": names[op[1]], "name": "orchestrator", "version": "0.1.0", "workdir": str(workdir)}
         status, answer, _, _ = await d.call("POST", "/register", json=body)
     elif kind == "spawn":
         cred = creds.get(names[op[1]], "msc1.bogus")
@@ -119,46 +177,108 @@ async def _fire(
     return status, answer
 
 
+async def _operator_cancel(d: RunningDaemon, job_id: str) -> tuple[int, Any]:
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=str(d.roost.config.admin_socket_path))) as admin,
+        admin.post(f"http://admin/jobs/{job_id}/cancel") as resp,
+    ):
+        return resp.status, await resp.json()
+
+
+def _capped(plan: list[list[Op]]) -> list[list[Op]]:
+    """The plan with launches past the first ``MAX_JOBS`` turned into no-ops."""
+    launches = 0
+    out: list[list[Op]] = []
+    for wave in plan:
+        kept: list[Op] = []
+        for op in wave:
+            if op[0] == "launch":
+                launches += 1
+                if launches > MAX_JOBS:
+                    op = ("skip",)
+            kept.append(op)
+        out.append(kept)
+    return out
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plan=waves)
 @example(plan=[[("reg", 0)], [("spawn", 0), ("spawn", 0)], [("redeem", 0, 0), ("redeem", 0, 1)], [("spawn", 2)]])
 @example(plan=[[("reg", 0), ("reg", 0)], [("spawn", 0), ("cancel", 0)], [("redeem", 0, 0), ("dereg", 0)]])
+@example(  # parallel duplicate job cancels, by the parent and by the operator
+    plan=[[("reg", 0)], [("launch", 0)], [("jcancel", 0, False), ("jcancel", 0, True), ("jcancel", 0, False)]]
+)
+@example(  # job cancels racing the parent's deregistration
+    plan=[[("reg", 0)], [("launch", 0), ("launch", 0)], [("jcancel", 0, False), ("dereg", 0), ("jcancel", 1, True)]]
+)
 async def test_interleavings_match_a_sequential_model(
     plan: list[list[Op]], daemon_factory: Any, registry: RegistryBuilder
 ) -> None:
     d = await _daemon(daemon_factory, registry)
+    plan = _capped(plan)
     tag = os.urandom(4).hex()
     names = [f"ses_{tag}t{i:07x}" for i in range(TOPS)] + [f"ses_{tag}k{i:07x}" for i in range(KIDS)]
     creds: dict[str, str] = {}
     approvals: list[str] = []
+    jobs: list[Any] = []  # each launched job's view, with "parent" added
     candidates = {Model()}
-    for wave in plan:
-        answers = await asyncio.gather(*(_fire(d, op, names, creds, approvals) for op in wave))
-        statuses = [s for s, _ in answers]
-        fresh = [i for i, op in enumerate(wave) if op[0] == "spawn" and statuses[i] == 200]
-        nxt: set[Model] = set()
-        for model in candidates:
-            for order in itertools.permutations(range(len(wave))):
-                m, ok = model, True
-                for i in order:
-                    new_idx = len(approvals) + fresh.index(i) if i in fresh else -1
-                    status, m = m.step(wave[i], names, creds, approvals, new_idx)
-                    if status != statuses[i]:
-                        ok = False
-                        break
-                if ok:
-                    nxt.add(m)
-        assert nxt, f"no sequential order explains {list(zip(wave, statuses, strict=True))}"
-        candidates = nxt
-        for i, op in enumerate(wave):
-            if statuses[i] != 200:
-                continue
-            if op[0] == "reg":
-                creds[names[op[1]]] = answers[i][1]["credential"]
-            elif op[0] == "redeem":
-                creds[names[TOPS + op[2]]] = answers[i][1]["credential"]
-        approvals += [answers[i][1]["approval"] for i in fresh]
-    assert any(_matches(d, m, names, approvals) for m in candidates), "the daemon's state matches no model"
+    try:
+        for wave in plan:
+            candidates = await _wave(d, wave, candidates, names, creds, approvals, jobs)
+            assert any(_matches(d, m, names, approvals, jobs) for m in candidates), "the state matches no model"
+    finally:
+        for job in jobs:  # leave no sleeper behind for the next example
+            status, answer = await _operator_cancel(d, job["job_id"])
+            assert status == 200, answer
+    for view in jobs:  # however many cancels raced, each job ended once
+        job = d.roost.launcher.jobs[view["job_id"]]
+        assert job.final and job.state == "terminated", job
+        completions = [p.name for p in Path(job.workdir).iterdir() if p.name.startswith("completion")]  # noqa: ASYNC240
+        if d.roost.table.running_session(view["parent"]) is not None:
+            assert completions == ["completion.json"], (job, completions)
+        else:  # a child that ends after its parent did has nobody to report to (docs/architecture.md)
+            assert completions == ([] if job.reason == PARENT_ENDED_REASON else ["completion.json"]), (job, completions)
+
+
+async def _wave(
+    d: RunningDaemon,
+    wave: list[Op],
+    candidates: set[Model],
+    names: list[str],
+    creds: dict[str, str],
+    approvals: list[str],
+    jobs: list[Any],
+) -> set[Model]:
+    """Fire one wave at once; return the models of every sequential order that explains it."""
+    answers = await asyncio.gather(*(_fire(d, op, names, creds, approvals, jobs) for op in wave))
+    statuses = [s for s, _ in answers]
+    fresh = [i for i, op in enumerate(wave) if op[0] == "spawn" and statuses[i] == 200]
+    launched = [i for i, op in enumerate(wave) if op[0] == "launch" and statuses[i] == 201]
+    nxt: set[Model] = set()
+    for model in candidates:
+        for order in itertools.permutations(range(len(wave))):
+            m, ok = model, True
+            if [i for i in order if i in launched] != launched:
+                continue  # launched jobs are numbered in wave order below; other orders are renumberings
+            for i in order:
+                new_idx = len(approvals) + fresh.index(i) if i in fresh else -1
+                status, m = m.step(wave[i], names, creds, approvals, new_idx)
+                if status != statuses[i]:
+                    ok = False
+                    break
+            if ok:
+                nxt.add(m)
+    assert nxt, f"no sequential order explains {list(zip(wave, statuses, strict=True))}"
+    for i, op in enumerate(wave):
+        if statuses[i] != 200:
+            continue
+        if op[0] == "reg":
+            creds[names[op[1]]] = answers[i][1]["credential"]
+        elif op[0] == "redeem":
+            creds[names[TOPS + op[2]]] = answers[i][1]["credential"]
+    approvals += [answers[i][1]["approval"] for i in fresh]
+    jobs += [{**answers[i][1], "parent": names[wave[i][1]]} for i in launched]
+    return nxt
 
 
 _DAEMON: dict[int, RunningDaemon] = {}
@@ -168,17 +288,28 @@ async def _daemon(factory: Any, registry: RegistryBuilder) -> RunningDaemon:
     """One daemon per test run (the factory's), shared by the examples: each uses its own ids."""
     key = id(factory)
     if key not in _DAEMON:
-        registry.add("orchestrator", capabilities={"spawn": {"allow": ["worker"]}})
+        registry.add("orchestrator", capabilities={"spawn": {"allow": ["worker", "sleeper"]}})
         registry.add("worker")
+        pack_capsule(EXAMPLES / "capsules" / "sleeper", registry.root)
         _DAEMON.clear()
         _DAEMON[key] = await factory(
-            registry.root, spawn_allow=("orchestrator",), max_concurrent=1000, max_live_capsules=100_000
+            registry.root,
+            spawn_allow=("orchestrator",),
+            max_concurrent=1000,
+            max_live_capsules=100_000,
+            stop_grace_secs=1.0,
         )
     return _DAEMON[key]
 
 
-def _matches(d: RunningDaemon, m: Model, names: list[str], approvals: list[str]) -> bool:
+def _matches(d: RunningDaemon, m: Model, names: list[str], approvals: list[str], jobs: list[Any]) -> bool:
     table = d.roost.table
+    for (_, state), view in zip(m.jobs, jobs, strict=True):
+        job = d.roost.launcher.jobs[view["job_id"]]
+        if state == "live" and job.final:
+            return False
+        if state == "canceled" and job.state != "terminated":
+            return False
     for sid in names:
         rec = table.get(sid)
         if sid in m.running and (rec is None or not rec.running):
