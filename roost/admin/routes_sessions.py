@@ -57,9 +57,11 @@ async def end_session(request: web.Request) -> web.Response:
     rec = roost.table.running_session(sid)
     if rec is None:
         known = await roost.referee.lookup(sid)
-        if known is None:
+        rec = roost.table.running_session(sid)  # it may have registered during the lookup
+        if rec is None and known is None:
             raise NotFound("session not found")
-        raise Conflict(f"session {sid} has already ended ({known.status})")
+        if rec is None:
+            raise Conflict(f"session {sid} has already ended ({known.status if known else 'ended'})")
     # No await between the check above and the end: a concurrent end finds it ended.
     await roost.referee.end_session(rec, "failed", reason)
     log.info("session_ended_by_operator", session_id=sid, reason=reason)
