@@ -7,6 +7,8 @@ launcher (``reported_by: launcher``), so both write the same record the same way
   rewritten with ``delivered: true`` or ``delivery_error`` — a reader never sees a half file;
 * delivery is one ``message/send`` to the parent's door with origin ``completion``, the trust
   the spawner handle carries, and ``x-murmur-delegation-id`` / ``x-murmur-completion-session``;
+  the daemon's launcher also seals it (:mod:`a2a.seal`, under the parent session's door key) so
+  the door believes that origin and trust — an unsealed completion is recorded untrusted;
 * the message names where the result is and never carries the child's output.
 """
 
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from a2a import seal
 from a2a.client import A2AClient
 from a2a.errors import A2AError, JsonRpcError, PeerHTTPError, PeerUnreachable
 from a2a.ids import prefixed
@@ -248,11 +251,15 @@ async def deliver(
     rec: CompletionRecord,
     *,
     window_secs: float = 30.0,
+    seal_key: bytes | None = None,
 ) -> str | None:
     """Post the completion to the parent's door; None on success, else the reason.
 
     Transport errors are retried with backoff (100 ms doubling to 2 s) for ``window_secs``,
-    because the parent's listener may still be coming up; a refusal is final.
+    because the parent's listener may still be coming up; a refusal is final. With
+    ``seal_key`` (the parent session's door key, which only the daemon and that session hold)
+    the origin and trust are sealed, as the relay seals a send, with the child's session as the
+    sender (its delegation id when it never registered).
     """
     if handle.url is None or handle.trust is None:
         return "the spawner handle carries no completion address"
@@ -268,6 +275,16 @@ async def deliver(
         "x-murmur-delegation-id": handle.delegation_id,
         "x-murmur-completion-session": handle.session_id,
     }
+    if seal_key is not None:
+        headers[seal.SEAL_HEADER] = seal.seal(
+            seal_key,
+            sender=rec.session_id or handle.delegation_id,
+            receiver=handle.session_id,
+            origin="completion",
+            trust=handle.trust,
+            traceparent="",  # a delivery carries no trace context of its own
+            subject=message.message_id,
+        )
     deadline = time.monotonic() + window_secs
     delay = 0.1
     while True:
@@ -296,11 +313,13 @@ async def report(
     *,
     run_blocking: Any = None,
     window_secs: float = 30.0,
+    seal_key: bytes | None = None,
 ) -> CompletionRecord:
     """Write ``delivered: false``, post (when addressed), rewrite with the result.
 
     ``run_blocking`` is an awaitable-returning callable ``(fn, *args)`` (the daemon's executor);
     without one the writes run inline (the capsule host's own loop has nothing else to serve).
+    ``seal_key`` seals the delivery (see :func:`deliver`); only the daemon has one to give.
     """
 
     async def blocking(fn: Any, *args: Any) -> Any:
@@ -312,7 +331,7 @@ async def report(
     await blocking(write_completion, workdir, first)
     if handle is None or not handle.addressed:
         return first
-    error = await deliver(client, handle, first, window_secs=window_secs)
+    error = await deliver(client, handle, first, window_secs=window_secs, seal_key=seal_key)
     final = replace(first, delivered=error is None, delivery_error=error)
     await blocking(write_completion, workdir, final)
     return final
