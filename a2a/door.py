@@ -29,7 +29,7 @@ from aiohttp import web
 
 from a2a import errors, jsonrpc, listing, seal, traceparent
 from a2a.card import CARD_PATH, LEGACY_CARD_PATH, build_card
-from a2a.models import Dialect, Task, dump_send_result, dump_task, parse_message_lean
+from a2a.models import Dialect, Task, dump_task, parse_message_lean
 from a2a.origin import ORIGIN_HEADER, TRUST_HEADER, Origin, Provenance
 from a2a.rpcmethods import (
     OPS,
@@ -300,7 +300,8 @@ class Door(TaskQueue):
             )
             if sender is not None:
                 return Caller(Provenance.from_wire(origin, trust), f"session:{sender}")
-        return Caller(Provenance.from_wire(origin, None), await self._identity(request))
+        owner = await self._identity(request) if self._identify is not None else None
+        return Caller(Provenance.from_wire(origin, None), owner)
 
     async def _identity(self, request: web.Request) -> str | None:
         """The direct caller's owner key, looked up once per connection."""
@@ -394,4 +395,5 @@ class Door(TaskQueue):
             with contextlib.suppress(TimeoutError):  # at the cap the task is answered as it stands
                 async with asyncio.timeout(self.blocking_cap_secs):
                     await rec.wait_settled()
-        return dump_send_result(rec.to_task(history_length=history or 0), dialect)
+        task = rec.wire(dialect, history or 0)
+        return {"task": task} if dialect == "1.0" else task  # as dump_send_result has it

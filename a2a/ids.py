@@ -14,12 +14,43 @@ _lock = threading.Lock()
 _last_ms = 0
 _seq = 0
 
+# Identifiers are not secrets, but they are unguessable: their random bits come from the OS
+# (``os.urandom``), read a page at a time instead of one system call per id. The buffer is
+# emptied in a forked child, so parent and child never hand out the same bytes.
+_POOL_BYTES = 4096
+_pool = b""
+_pos = 0
+
+
+def _reset_pool() -> None:
+    global _pool, _pos
+    _pool, _pos = b"", 0
+
+
+os.register_at_fork(after_in_child=_reset_pool)
+
+
+def _take(n: int) -> bytes:
+    """``n`` random bytes from the pool (call with ``_lock`` held)."""
+    global _pool, _pos
+    pos = _pos
+    if pos + n > len(_pool):
+        _pool, pos = os.urandom(_POOL_BYTES), 0
+    _pos = pos + n
+    return _pool[pos : pos + n]
+
+
+def random_bytes(n: int) -> bytes:
+    """``n`` (at most 4096) random bytes from the OS, for identifiers (trace and span ids too)."""
+    with _lock:
+        return _take(n)
+
 
 def uuid7_hex() -> str:
     """Return a UUIDv7 as 32 lowercase hex chars, monotonic within this process."""
     global _last_ms, _seq
-    entropy = os.urandom(10)  # one read: 8 random bytes, 2 for a fresh sequence start
     with _lock:
+        entropy = _take(10)  # 8 random bytes, 2 for a fresh sequence start
         ms = time.time_ns() // 1_000_000
         if ms <= _last_ms:
             ms = _last_ms
@@ -31,13 +62,9 @@ def uuid7_hex() -> str:
             _seq = int.from_bytes(entropy[8:], "big") & 0x3FF
         _last_ms = ms
         seq = _seq
-    rand = int.from_bytes(entropy[:8], "big") & ((1 << 62) - 1)
-    value = (ms & ((1 << 48) - 1)) << 80
-    value |= 0x7 << 76
-    value |= (seq & 0xFFF) << 64
-    value |= 0b10 << 62
-    value |= rand
-    return f"{value:032x}"
+    # 48 bits of ms, version 7, 12 bits of sequence, variant 0b10, 62 random bits.
+    head = (ms & 0xFFFFFFFFFFFF) << 16 | 0x7000 | seq
+    return f"{head:016x}{(entropy[0] & 0x3F) | 0x80:02x}{entropy[1:8].hex()}"
 
 
 def prefixed(prefix: str) -> str:

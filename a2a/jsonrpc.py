@@ -10,7 +10,6 @@ cannot write) the stdlib decides, so answers do not depend on which one ran.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,12 +19,16 @@ from a2a import errors
 from a2a.ids import prefixed
 
 JsonId = str | int | None
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+# orjson reads an integer past 64 bits as a float; the stdlib keeps it exact. A run of 19 digits
+# anywhere sends the body to the stdlib. Found by mapping digits to "0" and the rest to " " and
+# searching the run (both in C: a regex scan costs several times more on a small body).
+_DIGITS_ONLY = bytes(ord("0") if chr(b).isdigit() and b < 128 else ord(" ") for b in range(256))
+_LONG_RUN = b"0" * 19
 
 
 def loads(body: bytes) -> Any:
     """``json.loads(body)``, by orjson when it would give the same value."""
-    if _LONG_DIGITS.search(body) is None:
+    if _LONG_RUN not in body.translate(_DIGITS_ONLY):
         try:
             return orjson.loads(body)
         except orjson.JSONDecodeError:

@@ -76,11 +76,14 @@ def build(cls: type[_M], values: dict[str, Any]) -> _M:
     that are already valid: nothing is checked.
     """
     obj = cls.__new__(cls)
-    object.__setattr__(obj, "__dict__", values)
-    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
-    object.__setattr__(obj, "__pydantic_extra__", None)
-    object.__setattr__(obj, "__pydantic_private__", None)
+    _setattr(obj, "__dict__", values)
+    _setattr(obj, "__pydantic_fields_set__", set(values))
+    _setattr(obj, "__pydantic_extra__", None)
+    _setattr(obj, "__pydantic_private__", None)
     return obj
+
+
+_setattr = object.__setattr__
 
 
 class FileContent(_Model):
@@ -165,7 +168,10 @@ class Message(_Model):
     @property
     def text(self) -> str:
         """All text parts joined with a newline (non-text parts are not task text)."""
-        return "\n".join(p.text for p in self.parts if p.text is not None)
+        parts = self.parts
+        if len(parts) == 1:  # the usual message
+            return parts[0].text or ""
+        return "\n".join(p.text for p in parts if p.text is not None)
 
 
 def text_part(text: str) -> Part:
@@ -377,6 +383,10 @@ def dump_send_result(task: Task, dialect: Dialect) -> dict[str, Any]:
 
 def parse_part(obj: object, index: int = 0) -> Part:
     """One part of either dialect, checked as :class:`Part` validation would; ValueError on failure."""
+    if type(obj) is dict and len(obj) <= 2:  # the usual part, ``{"text"}`` or ``{"kind": "text", "text"}``
+        text = obj.get("text")
+        if type(text) is str and (len(obj) == 1 or obj.get("kind") == "text"):
+            return build(Part, {"kind": "text", "text": text, "file": None, "data": None, "metadata": None})
     p = normalize_part(obj, index)
     file = p.get("file")
     return build(

@@ -74,9 +74,9 @@ class Provenance:
         """
         origin = _WIRE_ORIGINS.get(origin_header.lower()) if origin_header else None
         if origin is None:
-            return cls._derive(Origin.EVENT, Trust.UNTRUSTED, _SEAL)
+            return _DERIVED[Origin.EVENT, Trust.UNTRUSTED]
         trust = _WIRE_TRUST.get(trust_header.lower(), Trust.UNTRUSTED) if trust_header else Trust.UNTRUSTED
-        return cls._derive(origin, trust, _SEAL)
+        return _DERIVED[origin, trust]
 
     @classmethod
     def local_user(cls) -> Provenance:
@@ -114,6 +114,10 @@ class Provenance:
 
     def __reduce__(self) -> NoReturn:
         raise TypeError("Provenance cannot be pickled; derive it again")
+
+
+# Provenances are immutable values: the few the wire can yield are derived once and shared.
+_DERIVED = {(o, t): Provenance._derive(o, t, _SEAL) for o in Origin for t in Trust}
 
 
 def lane_for(origin: Origin) -> Lane:

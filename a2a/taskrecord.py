@@ -7,12 +7,24 @@ request on its hot path; timestamps are kept as floats and formatted only when a
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import deque
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from a2a.models import Artifact, Message, Task, TaskState, TaskStatus, agent_message, build, response_artifact
+from a2a.models import (
+    Artifact,
+    Dialect,
+    Message,
+    Task,
+    TaskState,
+    TaskStatus,
+    agent_message,
+    build,
+    dump_task,
+    response_artifact,
+)
 
 if TYPE_CHECKING:
     from a2a.tasktypes import DoorTask
@@ -34,8 +46,23 @@ def now_iso() -> str:
 
 
 def iso(ts: float) -> str:
-    """RFC 3339 with milliseconds and ``Z``, the form every status timestamp is sent in."""
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """RFC 3339 with milliseconds and ``Z``, the form every status timestamp is sent in.
+
+    The part up to the second is formatted once per second (a busy door stamps many tasks in
+    the same second); the milliseconds are appended.
+    """
+    global _iso_second, _iso_prefix
+    frac, whole = math.modf(ts)
+    micro = round(frac * 1e6)  # as datetime.fromtimestamp rounds (half to even), then cut to ms
+    second, milli = int(whole) + micro // 1_000_000, micro % 1_000_000 // 1000
+    if second != _iso_second:
+        _iso_prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
+        _iso_second = second
+    return f"{_iso_prefix}{milli:03d}Z"
+
+
+_iso_second = -1
+_iso_prefix = ""
 
 
 class TaskRecord:
@@ -106,6 +133,19 @@ class TaskRecord:
         finally:
             if self.waiters is not None and fut in self.waiters:
                 self.waiters.remove(fut)
+
+    def wire(self, dialect: Dialect, history_length: int | None = 0) -> dict[str, Any]:
+        """``dump_task(self.to_task(history_length=...), dialect)``; a bare task (no status text,
+        artifacts or history to show: what a send answers at once) is built straight into the
+        dict, without the intermediate models."""
+        if history_length == 0 and not self.status_text and self.artifacts is None and not self.output:
+            t = self.task
+            state = self.state
+            status = {"state": state.v1 if dialect == "1.0" else state.value, "timestamp": iso(self.updated)}
+            if dialect == "1.0":
+                return {"id": t.id, "contextId": t.context_id, "status": status}
+            return {"kind": "task", "id": t.id, "contextId": t.context_id, "status": status}
+        return dump_task(self.to_task(history_length=history_length), dialect)
 
     def to_task(self, *, history_length: int | None = 0, include_artifacts: bool = True) -> Task:
         """The wire Task: ``history_length`` None → the whole kept history, 0 → none."""

@@ -3,14 +3,16 @@
 Why pure and strict: murmur stores the caller's header raw and parses it leniently, which lets a
 malformed or all-zero id leak into trace records. Here the raw header is still recorded by the
 door for parity, but the task's own trace context only ever comes from :func:`parse`, which
-follows the W3C rules exactly (an invalid header means "start a new trace"). No I/O, no clock.
+follows the W3C rules exactly (an invalid header means "start a new trace"). No clock; the random
+bits of a new id come from :func:`a2a.ids.random_bytes`.
 """
 
 from __future__ import annotations
 
 import re
-import secrets
 from dataclasses import dataclass
+
+from a2a.ids import random_bytes
 
 _HEX = frozenset("0123456789abcdef")
 _ZERO_TRACE = "0" * 32
@@ -54,21 +56,27 @@ class TraceParent:
 
 def new_trace_id() -> str:
     while True:
-        value = secrets.token_hex(16)
+        value = random_bytes(16).hex()
         if value != _ZERO_TRACE:
             return value
 
 
 def new_span_id() -> str:
     while True:
-        value = secrets.token_hex(8)
+        value = random_bytes(8).hex()
         if value != _ZERO_SPAN:
             return value
 
 
 def new() -> TraceParent:
     """Start a new trace: random ids (never all zero), flags ``01`` (sampled)."""
-    return TraceParent("00", new_trace_id(), new_span_id(), "01")
+    raw = random_bytes(24).hex()
+    trace_id, span_id = raw[:32], raw[32:]
+    if trace_id == _ZERO_TRACE:
+        trace_id = new_trace_id()
+    if span_id == _ZERO_SPAN:
+        span_id = new_span_id()
+    return TraceParent("00", trace_id, span_id, "01")
 
 
 def parse(value: str | None) -> TraceParent | None:
