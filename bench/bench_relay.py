@@ -9,8 +9,10 @@ peer's Task parsed, ``a2a_send`` appended to the sender's trace.jsonl before the
 A third server gives the floor: the least any relay built on aiohttp can cost, a handler that
 forwards the JSON-RPC body to the door with an ``aiohttp.ClientSession`` and returns the answer
 unread (no auth, no parsing, no trace). A relayed send is two hops, so the floor — not the
-direct call — is the baseline. Target: p50(relay) / p50(floor) <= 1.25. Rounds alternate the
-three so a noisy neighbour hits them alike; the medians are reported.
+direct call — is the baseline. Target: p50(relay) / p50(floor) <= 1.25. A fourth server is the
+floor plus the ordering guarantee (the ``a2a_send`` line appended through roost's executor hop
+before answering), so the report separates what the guarantee costs from the relay's own work.
+Rounds alternate the four so a noisy neighbour hits them alike; the medians are reported.
 
 Run: python bench/bench_relay.py [--seconds 4] [--rounds 3]
 """
@@ -41,6 +43,47 @@ def proxy_server(door_url: str) -> str:
             body = await request.read()
             async with request.app["client"].post(DOOR, data=body, headers=HEADERS) as resp:
                 data = await resp.read()
+            return web.Response(body=data, content_type="application/json")
+
+        async def open_client(app):
+            app["client"] = aiohttp.ClientSession()
+
+        def build_app():
+            app = web.Application()
+            app.router.add_post("/", forward)
+            app.on_startup.append(open_client)
+            return app
+        """
+    )
+
+
+def traced_proxy_server(door_url: str) -> str:
+    """The floor plus the ordering guarantee: the same forward, then the peer's task ids appended
+    as an ``a2a_send`` line through roost's own executor hop and trace writer before answering."""
+    return app_script(
+        f"""
+        import json
+        import tempfile
+
+        import aiohttp
+        from aiohttp import web
+
+        from roost.blocking import BlockingExecutor
+        from roost.trace import TraceWriter
+
+        DOOR = {door_url + "/"!r}
+        HEADERS = {DIRECT_HEADERS!r}
+        EXECUTOR = BlockingExecutor()
+        WRITER = TraceWriter(tempfile.mkdtemp(prefix="roost-bench-floor-"), "ses_floor")
+
+        async def forward(request):
+            body = await request.read()
+            async with request.app["client"].post(DOOR, data=body, headers=HEADERS) as resp:
+                data = await resp.read()
+            task = json.loads(data)["result"]["task"]
+            line = {{"peer_url": DOOR, "message_id": "msg-1", "task_id": task["id"],
+                     "context_id": task["contextId"], "traceparent": None, "trust": "trusted"}}
+            await EXECUTOR.run(WRITER.write, "a2a_send", line)
             return web.Response(body=data, content_type="application/json")
 
         async def open_client(app):
@@ -91,6 +134,7 @@ def main() -> None:
         )
         door = start_script(DOOR_SERVER)
         proxy = start_script(proxy_server(door.url))
+        traced = start_script(traced_proxy_server(door.url))
         try:
             cred = post_json(
                 daemon.url + "/register",
@@ -101,6 +145,7 @@ def main() -> None:
             targets = {
                 "direct": (door.url + "/", DIRECT_BODY, DIRECT_HEADERS),
                 "floor": (proxy.url + "/", DIRECT_BODY, DIRECT_HEADERS),
+                "traced": (traced.url + "/", DIRECT_BODY, DIRECT_HEADERS),
                 "roost": (daemon.url + "/a2a/send", relay_body, relay_hdr),
             }
             for url, body, hdr in targets.values():  # warm-up
@@ -123,9 +168,11 @@ def main() -> None:
             daemon.stop()
             door.stop()
             proxy.stop()
-    d, f, r = (median_by(runs[name], "p50_ms") for name in ("direct", "floor", "roost"))
+            traced.stop()
+    d, f, t, r = (median_by(runs[name], "p50_ms") for name in ("direct", "floor", "traced", "roost"))
     print(f"client -> door                 : p50 {d.p50_ms:6.3f} ms  p99 {d.p99_ms:6.3f} ms  {d.rps:7.0f} req/s")
     print(f"client -> bare aiohttp proxy   : p50 {f.p50_ms:6.3f} ms  p99 {f.p99_ms:6.3f} ms  {f.rps:7.0f} req/s")
+    print(f"  ... + a2a_send via executor  : p50 {t.p50_ms:6.3f} ms  p99 {t.p99_ms:6.3f} ms  {t.rps:7.0f} req/s")
     print(
         f"client -> roost -> door        : p50 {r.p50_ms:6.3f} ms  p99 {r.p99_ms:6.3f} ms  {r.rps:7.0f} req/s"
         f"  non-2xx {sum(x.non2xx for x in runs['roost'])}  a2a_send lines {lines}"
@@ -134,6 +181,12 @@ def main() -> None:
     print(f"p50 ratio relay/direct         : {r.p50_ms / d.p50_ms:6.2f}")
     print(f"p50 ratio floor/direct         : {f.p50_ms / d.p50_ms:6.2f}  (no relay on aiohttp can do better)")
     print(f"p50 ratio relay/floor          : {ratio:6.2f}  (target <= 1.25: {'met' if ratio <= 1.25 else 'NOT met'})")
+    hop = t.p50_ms - f.p50_ms
+    print(
+        f"the ordering guarantee alone   : +{hop:.3f} ms = {hop / f.p50_ms:.2f}x the floor"
+        f" (floor+guarantee/floor {t.p50_ms / f.p50_ms:.2f}); relay's other work +{r.p50_ms - t.p50_ms:.3f} ms"
+    )
+    print(f"p50 ratio relay/floor+guarantee: {r.p50_ms / t.p50_ms:6.2f}")
 
 
 if __name__ == "__main__":
