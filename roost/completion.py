@@ -23,9 +23,11 @@ from typing import Any, Literal
 
 from a2a import seal
 from a2a.client import A2AClient
+from a2a.door import COMPLETION_SESSION_HEADER, DELEGATION_HEADER
 from a2a.errors import A2AError, JsonRpcError, PeerHTTPError, PeerUnreachable
 from a2a.ids import prefixed
 from a2a.models import Message, Part, TaskState
+from a2a.origin import ORIGIN_HEADER, TRUST_HEADER, Origin
 from roost.fsutil import Place, write_atomic
 
 __all__ = [
@@ -270,17 +272,17 @@ async def deliver(
         context_id=handle.context_id,
     )
     headers = {
-        "x-murmur-task-origin": "completion",
-        "x-murmur-task-trust": handle.trust,
-        "x-murmur-delegation-id": handle.delegation_id,
-        "x-murmur-completion-session": handle.session_id,
+        ORIGIN_HEADER: Origin.COMPLETION.value,
+        TRUST_HEADER: handle.trust,
+        DELEGATION_HEADER: handle.delegation_id,
+        COMPLETION_SESSION_HEADER: handle.session_id,
     }
     if seal_key is not None:
         headers[seal.SEAL_HEADER] = seal.seal(
             seal_key,
             sender=rec.session_id or handle.delegation_id,
             receiver=handle.session_id,
-            origin="completion",
+            origin=Origin.COMPLETION.value,
             trust=handle.trust,
             traceparent="",  # a delivery carries no trace context of its own
             subject=message.message_id,
