@@ -42,6 +42,7 @@ Options of this daemon:
   --log-format FMT         json | console | auto (default auto: console on a terminal)
   --log-level LEVEL        debug | info | warning | error (default info)
   --launch-timeout SECS    how long a launched child has to report ready (default 180)
+  --launcher NAME          local | ray: where children run (default local; see docs/operations.md)
   -h, --help               show this help
 """
 
@@ -109,6 +110,7 @@ _VALUE_FLAGS: dict[str, tuple[str, Callable[[str], Any], bool]] = {
     "--log-format": ("log_format", _choice("--log-format", ("json", "console", "auto")), False),
     "--log-level": ("log_level", _choice("--log-level", ("debug", "info", "warning", "error")), False),
     "--launch-timeout": ("launch_timeout_secs", _float("--launch-timeout"), False),
+    "--launcher": ("launcher", _choice("--launcher", ("local", "ray")), False),
 }
 _BOOL_FLAGS = {"--allow-remote": "allow_remote", "--ephemeral-keys": "ephemeral_keys", "--reset-keys": "reset_keys"}
 

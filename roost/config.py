@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-__all__ = ["Config", "ConfigError", "default_max_live_capsules", "default_state_dir", "load_toml"]
+__all__ = ["Config", "ConfigError", "RayPlacement", "default_max_live_capsules", "default_state_dir", "load_toml"]
 
 
 class ConfigError(ValueError):
@@ -46,6 +46,23 @@ def default_registry_path() -> Path:
     if not home or not os.path.isabs(home):
         raise ConfigError("--registry-path is required")
     return Path(home) / ".murmur" / "artifacts"
+
+
+class RayPlacement(BaseModel):
+    """Where a capsule's children may run on a Ray cluster, beyond what their manifest asks for."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    resources: dict[str, float] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("resources")
+    @classmethod
+    def _positive(cls, v: dict[str, float]) -> dict[str, float]:
+        for name, amount in v.items():
+            if not name or amount <= 0:
+                raise ValueError(f"resource '{name}' must have a positive amount")
+        return v
 
 
 class Config(BaseModel):
@@ -99,6 +116,19 @@ class Config(BaseModel):
     retention_sweep_secs: float = Field(default=30.0, gt=0, le=3600)
     # The strongest containment class capsule hosts may offer (None: whatever the host can enforce).
     containment_max: Literal["advisory", "scoped", "sealed"] | None = None
+    # Process backend (docs/operations.md "Running with Ray"): "local" spawns on this host.
+    launcher: Literal["local", "ray"] = "local"
+    ray_address: str | None = None
+    """Unset: start an embedded local Ray; ``auto`` or ``host:port``: join that cluster."""
+    ray_namespace: str = Field(default="mur-roost", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+    ray_node_root: Path | None = None
+    """Each node keeper's root for child directories and the artifact cache (default: <state_dir>/ray-nodes)."""
+    ray_busy_wait_secs: float = Field(default=60.0, gt=0, le=86400)
+    """How long a launch waits for a busy cluster to free the resources it asks for."""
+    ray_child_cpus: float = Field(default=0.1, gt=0, le=1024)
+    """CPUs reserved for a child whose manifest declares no ``cpu_percent``."""
+    ray_placement: dict[str, RayPlacement] = Field(default_factory=dict)
+    """Per capsule name: extra custom resources (and node labels) its children are placed by."""
 
     @field_validator("bind")
     @classmethod
@@ -153,7 +183,7 @@ class Config(BaseModel):
 
 
 _TOML_KEYS = set(Config.model_fields)
-_PATH_KEYS = {"registry_path", "state_dir", "admin_socket"}
+_PATH_KEYS = {"registry_path", "state_dir", "admin_socket", "ray_node_root"}
 
 
 def load_toml(path: Path) -> dict[str, Any]:

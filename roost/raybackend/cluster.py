@@ -1,0 +1,296 @@
+"""The daemon's connection to a Ray cluster: nodes, keepers, and one placement group per child.
+
+Why it looks like this:
+
+* ``ray.init`` blocks (it starts an embedded head, or dials the cluster's GCS), so it runs in
+  the daemon's executor; a cluster that is unreachable at start-up is retried in the background
+  with backoff, and every launch until then is refused with a sentence (:meth:`RayCluster.require`).
+* Everything the event loop waits for is an ``ObjectRef`` (they are awaitable): an actor call,
+  a placement group's ``ready()``. Calls that are plain blocking GCS reads (``ray.nodes()``,
+  ``placement_group_table``, ``remove_placement_group``, ``ray.get_actor``) go to the executor.
+* A child's reservation is a placement group with one bundle (``STRICT_PACK``), created
+  ``detached`` and named after the job, so it is honest accounting for the child's whole life
+  (no Ray worker holds it), survives a daemon crash, and is found and removed by the next daemon.
+* A node's keeper is a detached named actor (``roost-keeper-<node id>``) pinned to its node with
+  ``NodeAffinitySchedulingStrategy(soft=False)`` and ``num_cpus=0``; the first daemon that needs
+  a node starts it, later daemons find it by name (roost/raybackend/nodekeeper.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+import structlog
+from ray.util.placement_group import (
+    PlacementGroup,
+    get_placement_group,
+    placement_group,
+    placement_group_table,
+    remove_placement_group,
+)
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from roost.blocking import BlockingExecutor
+from roost.errors import Refused
+from roost.raybackend.nodekeeper import NodeKeeper
+from roost.raybackend.placement import Bundle, NodeView, busy_sentence, infeasible_sentence, keeper_name
+
+__all__ = ["Placed", "RayCluster", "pg_name"]
+
+log = structlog.get_logger("roost.ray")
+
+PG_PREFIX = "roost-job-"
+_NODES_TTL = 2.0
+
+
+def pg_name(job_id: str) -> str:
+    return PG_PREFIX + job_id
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """A child's reservation: its placement group and the node it landed on."""
+
+    pg: PlacementGroup
+    node: NodeView
+
+
+class RayCluster:
+    """One daemon's view of its Ray cluster. Every method runs on the event loop."""
+
+    def __init__(
+        self,
+        executor: BlockingExecutor,
+        *,
+        address: str | None,
+        namespace: str,
+        node_root: str,
+        job_cgroups: str,
+    ) -> None:
+        self.executor = executor
+        self.address = address
+        self.namespace = namespace
+        self.node_root = node_root
+        self.job_cgroups = job_cgroups
+        self.connected = False
+        self.last_error: str | None = None
+        self._nodes: list[NodeView] = []
+        self._dead: dict[str, NodeView] = {}
+        self._nodes_at = 0.0
+        self._keepers: dict[str, Any] = {}
+        self._connector: asyncio.Task[None] | None = None
+        self._owns_init = False
+
+    # -- connection ------------------------------------------------------------------------
+    async def start(self, first_try_secs: float = 60.0) -> None:
+        """Connect now if the cluster answers; else keep trying in the background."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._try_connect()), first_try_secs)
+        if not self.connected:
+            self._connector = asyncio.get_running_loop().create_task(self._keep_trying())
+
+    async def _try_connect(self) -> None:
+        try:
+            await self.executor.run(self._init)
+        except Exception as exc:
+            self.last_error = _one_line(exc)
+            log.warning("ray_unreachable", address=self.address or "embedded", error=self.last_error)
+            return
+        self.connected = True
+        self.last_error = None
+        await self.refresh_nodes(force=True)
+        log.info("ray_connected", address=self.address or "embedded", nodes=len(self._nodes))
+
+    def _init(self) -> None:
+        if ray.is_initialized():
+            return  # this process is already a driver of a cluster (a test harness, an embedding)
+        kwargs: dict[str, Any] = {
+            "namespace": self.namespace,
+            "logging_level": "warning",
+            "log_to_driver": False,
+            "configure_logging": False,
+        }
+        if self.address is None:
+            kwargs["include_dashboard"] = False
+        else:
+            kwargs["address"] = self.address
+        ray.init(**kwargs)
+        self._owns_init = True
+
+    async def _keep_trying(self) -> None:
+        delay = 1.0
+        while not self.connected:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30.0)
+            await self._try_connect()
+
+    async def stop(self) -> None:
+        if self._connector is not None:
+            self._connector.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._connector
+        if self.connected and self._owns_init:
+            await self.executor.run(ray.shutdown)
+        self.connected = False
+
+    def require(self) -> None:
+        """Refuse a launch while the cluster is not reachable (one sentence)."""
+        if not self.connected:
+            where = self.address or "embedded"
+            why = f": {self.last_error}" if self.last_error else ""
+            raise Refused(
+                f"the Ray cluster ({where}) is not reachable yet{why}; the daemon keeps retrying, "
+                "and launches are refused until it answers"
+            )
+
+    # -- nodes -----------------------------------------------------------------------------
+    async def refresh_nodes(self, *, force: bool = False) -> list[NodeView]:
+        if force or time.monotonic() - self._nodes_at > _NODES_TTL:
+            raw: list[dict[str, Any]] = await self.executor.run(ray.nodes)
+            alive: list[NodeView] = []
+            for n in raw:
+                view = NodeView(
+                    node_id=str(n["NodeID"]),
+                    address=str(n.get("NodeManagerAddress", "")),
+                    totals={k: float(v) for k, v in (n.get("Resources") or {}).items()},
+                    labels={str(k): str(v) for k, v in (n.get("Labels") or {}).items()},
+                )
+                if n.get("Alive"):
+                    alive.append(view)
+                else:
+                    self._dead[view.node_id] = view
+            self._nodes = alive
+            self._nodes_at = time.monotonic()
+        return self._nodes
+
+    def node(self, node_id: str) -> NodeView | None:
+        for n in self._nodes:
+            if n.node_id == node_id:
+                return n
+        return self._dead.get(node_id)
+
+    async def node_alive(self, node_id: str) -> bool:
+        nodes = await self.refresh_nodes(force=True)
+        return any(n.node_id == node_id for n in nodes)
+
+    # -- keepers ---------------------------------------------------------------------------
+    async def keeper(self, node_id: str) -> Any:
+        """The node's keeper actor handle: found by name, else started there (detached)."""
+        handle = self._keepers.get(node_id)
+        if handle is not None:
+            return handle
+        handle = await self.executor.run(self._get_or_create_keeper, node_id)
+        self._keepers[node_id] = handle
+        return handle
+
+    def forget_keeper(self, node_id: str) -> None:
+        self._keepers.pop(node_id, None)
+
+    def _get_or_create_keeper(self, node_id: str) -> Any:
+        actor = ray.remote(NodeKeeper)
+        return actor.options(
+            name=keeper_name(node_id),
+            namespace=self.namespace,
+            lifetime="detached",
+            get_if_exists=True,
+            num_cpus=0,
+            max_concurrency=100_000,
+            max_restarts=0,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+        ).remote(node_id, self.node_root, self.job_cgroups)
+
+    async def existing_keepers(self) -> dict[str, Any]:
+        """Keepers already running on live nodes (reconcile asks each what still runs)."""
+        nodes = await self.refresh_nodes(force=True)
+        out: dict[str, Any] = {}
+        for n in nodes:
+            handle = await self.executor.run(self._find_keeper, n.node_id)
+            if handle is not None:
+                self._keepers[n.node_id] = handle
+                out[n.node_id] = handle
+        return out
+
+    def _find_keeper(self, node_id: str) -> Any:
+        try:
+            return ray.get_actor(keeper_name(node_id), namespace=self.namespace)
+        except ValueError:
+            return None
+
+    # -- placement -------------------------------------------------------------------------
+    async def place(self, job_id: str, bundle: Bundle, busy_wait_secs: float) -> Placed:
+        """Reserve ``bundle`` for the job: refused at once if infeasible, after the bound if busy."""
+        self.require()
+        nodes = await self.refresh_nodes()
+        why = infeasible_sentence(bundle, nodes)
+        if why is not None:
+            raise Refused(why, "ray_infeasible")
+        pg = await self.executor.run(self._create_pg, job_id, bundle)
+        try:
+            await asyncio.wait_for(pg.ready(), busy_wait_secs)
+        except TimeoutError:
+            await self.release(pg)
+            raise Refused(busy_sentence(bundle, busy_wait_secs), "ray_busy") from None
+        except BaseException:
+            await self.release(pg)
+            raise
+        table = await self.executor.run(placement_group_table, pg)
+        node_id = str(table["bundles_to_node_id"][0])
+        node = self.node(node_id)
+        if node is None:
+            await self.refresh_nodes(force=True)
+            node = self.node(node_id) or NodeView(node_id=node_id, address="", totals={})
+        return Placed(pg=pg, node=node)
+
+    @staticmethod
+    def _create_pg(job_id: str, bundle: Bundle) -> PlacementGroup:
+        selector = [dict(bundle.labels)] if bundle.labels else None
+        kwargs: dict[str, Any] = {"strategy": "STRICT_PACK", "name": pg_name(job_id), "lifetime": "detached"}
+        if selector is not None:
+            kwargs["bundle_label_selector"] = selector
+        pg: PlacementGroup = placement_group([dict(bundle.resources)], **kwargs)
+        return pg
+
+    async def release(self, pg: PlacementGroup | None) -> None:
+        if pg is None:
+            return
+        with contextlib.suppress(Exception):
+            await self.executor.run(remove_placement_group, pg)
+
+    async def release_job(self, job_id: str) -> bool:
+        """Remove the job's placement group by name (after a restart); True when one existed."""
+
+        def find() -> PlacementGroup | None:
+            try:
+                pg: PlacementGroup = get_placement_group(pg_name(job_id))
+                return pg
+            except ValueError:
+                return None
+
+        pg = await self.executor.run(find)
+        if pg is None:
+            return False
+        await self.release(pg)
+        return True
+
+    async def job_pgs(self) -> list[str]:
+        """Job ids of the live placement groups this daemon's namespace holds."""
+
+        def scan() -> list[str]:
+            out: list[str] = []
+            for info in placement_group_table().values():
+                name = str(info.get("name", ""))
+                if name.startswith(PG_PREFIX) and info.get("state") != "REMOVED":
+                    out.append(name[len(PG_PREFIX) :])
+            return out
+
+        return list(await self.executor.run(scan))
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]

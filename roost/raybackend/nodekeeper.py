@@ -1,0 +1,467 @@
+"""The per-node keeper: a detached, named Ray actor that starts and holds one node's children.
+
+Why an actor per node and not a Ray task per child: a child is a plain OS process (the capsule
+host or a runtime), started in its own process group as its session's uid, exactly as the local
+backend starts one; only the keeper is a Ray worker. The keeper
+
+* holds the write end of every child's lifeline (it never writes to one), so a ``kill -9`` of
+  the daemon leaves the children running and a restarted daemon re-adopts them by asking the
+  keeper what still runs; the keeper is their parent, so even a child that exited while no
+  daemon was connected is reported with its real exit status;
+* closes a lifeline when the daemon says so (the parent session ended) — and all of them when
+  the keeper itself dies (its process's descriptors close), so the children see EOF and wind
+  down, and Ray's worker clean-up kills what is left of its process tree;
+* gives each job its own cgroup (``cgroup.kill``) where the node has a writable cgroup v2
+  hierarchy, else the ``MURMUR_JOB_ID`` sweep (roost/launcher/cgroups.py), so no process
+  outlives its job on this node;
+* owns this node's root for child directories (nodes share no filesystem): ``<root>/jobs/<job>``
+  with ``meta/job_id.txt``, ``input.json``, ``completion.json``, the child's log; and an artifact
+  cache laid out as a registry (``<root>/registry``) that the capsule host resolves from.
+
+Its fate (docs/operations.md "Running with Ray"): it outlives the daemon (``lifetime=detached``),
+dies with its node, and is started again by the next daemon that needs that node.
+
+Every method is a coroutine on the actor's own event loop (an async actor): children are
+spawned on that loop's thread, their exits watched with pidfds, and file work goes to a worker
+thread so one slow disk never stalls the other children's watches. This module imports no
+``ray``; :mod:`roost.raybackend.cluster` wraps :class:`NodeKeeper` as an actor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from roost.completion import CompletionRecord, read_completion, write_completion
+from roost.fsutil import Place
+from roost.launcher import records
+from roost.launcher.cgroups import JobCgroups, sweep_marked
+from roost.launcher.spawn import ChildSpec, apply_limits, run_as, start_process
+from roost.launcher.supervise import ProcessWatch, signal_group
+from roost.manifest import ResourceCaps
+from roost.raybackend.placement import node_root_name
+
+__all__ = ["PYTHON_MARK", "NodeKeeper"]
+
+PYTHON_MARK = "@python"
+"""An argv[0] the keeper replaces with its own interpreter (the daemon's path may not exist here)."""
+
+READY_LINE_MAX = 64 * 1024
+_SHA256_HEX = frozenset("0123456789abcdef")
+
+
+@dataclass(eq=False)
+class _Child:
+    job_id: str
+    pid: int
+    start: float | None
+    place: Place
+    watch: ProcessWatch
+    lifeline: int | None
+    ready: asyncio.Future[tuple[str | None, str | None]]
+    uid: int | None
+    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    status: str | None = None
+
+
+class NodeKeeper:
+    """One node's keeper. Constructed by Ray on the node it is pinned to."""
+
+    def __init__(self, node_id: str, root: str, job_cgroups: str = "auto") -> None:
+        self.node_id = node_id
+        self.root = Path(root) / node_root_name(node_id)
+        self.jobs_root = self.root / "jobs"
+        self.cache = self.root / "registry"
+        for path in (self.root, self.jobs_root, self.cache):
+            path.mkdir(parents=True, exist_ok=True, mode=0o755)
+        self.cgroups = JobCgroups.discover(job_cgroups)
+        self.children: dict[str, _Child] = {}
+        self.started = time.time()
+
+    # -- about this node -------------------------------------------------------------------
+    async def info(self) -> dict[str, Any]:
+        """What ``roostctl doctor`` and reconcile need to know about this keeper."""
+        rss = psutil.Process().memory_info().rss
+        host = _capsule_host_present()
+        cached = await asyncio.to_thread(_cached_artifacts, self.cache)
+        return {
+            "node_id": self.node_id,
+            "pid": os.getpid(),
+            "root": str(self.root),
+            "children": sum(1 for c in self.children.values() if c.status is None),
+            "rss_bytes": rss,
+            "capsule_host": host,
+            "artifacts": cached,
+            "cgroups": str(self.cgroups.root) if self.cgroups else None,
+            "started": self.started,
+        }
+
+    # -- artifacts -------------------------------------------------------------------------
+    async def has_artifact(self, name: str, version: str, sha256: str) -> bool:
+        return await asyncio.to_thread(_has_artifact, self.cache, name, version, sha256)
+
+    async def put_artifact(self, name: str, version: str, sha256: str, data: bytes) -> None:
+        """Cache an artifact's bytes after checking they are the sha256 the daemon resolved."""
+        await asyncio.to_thread(_put_artifact, self.cache, name, version, sha256, data)
+
+    async def fetch_artifact(self, name: str, version: str, sha256: str, url: str, ca_file: str | None) -> None:
+        """Fetch an artifact from the daemon by its sha256, verify it, cache it."""
+        data = await asyncio.to_thread(_fetch, url, ca_file)
+        await asyncio.to_thread(_put_artifact, self.cache, name, version, sha256, data)
+
+    # -- a child's directory ---------------------------------------------------------------
+    def place(self, job_id: str, uid: int | None) -> Place:
+        return Place(str(self.jobs_root), (_check_job_id(job_id),), uid)
+
+    def workdir(self, job_id: str) -> str:
+        return str(self.jobs_root / _check_job_id(job_id))
+
+    async def prepare(self, job_id: str, uid: int | None, task: dict[str, str | None] | None) -> str:
+        """Make the child's directory with ``meta/job_id.txt`` and ``input.json``; its path."""
+        place = self.place(job_id, uid)
+        fd = await asyncio.to_thread(records.prepare_child_dir, place, job_id, task, fresh=True)
+        os.close(fd)
+        return str(place.path)
+
+    async def read_completion(self, job_id: str, uid: int | None) -> dict[str, Any] | None:
+        rec = await asyncio.to_thread(read_completion, self.place(job_id, uid))
+        return rec.to_dict() if rec is not None else None
+
+    async def write_completion(self, job_id: str, uid: int | None, record: dict[str, Any]) -> None:
+        rec = CompletionRecord.from_dict(record)
+        await asyncio.to_thread(write_completion, self.place(job_id, uid), rec)
+
+    async def stderr_tail(self, job_id: str, uid: int | None) -> list[str]:
+        return await asyncio.to_thread(records.stderr_tail, self.place(job_id, uid))
+
+    async def own_session_end(self, job_id: str, uid: int | None, session_id: str) -> str | None:
+        return await asyncio.to_thread(records.own_session_end, self.place(job_id, uid), session_id)
+
+    async def append_log(self, job_id: str, uid: int | None, lines: list[str]) -> None:
+        await asyncio.to_thread(records.append_log, self.place(job_id, uid), lines)
+
+    async def read_log(self, job_id: str, uid: int | None, offset: int, max_bytes: int = 256 * 1024) -> bytes:
+        """The child's log from ``offset`` on (for ``roostctl logs -f``)."""
+        return await asyncio.to_thread(_read_from, self.place(job_id, uid), records.LOG_FILE, offset, max_bytes)
+
+    # -- processes -------------------------------------------------------------------------
+    async def start(
+        self,
+        job_id: str,
+        argv: list[str],
+        env: dict[str, str],
+        uid: int | None,
+        caps: dict[str, Any],
+        stdin: bytes | None,
+        limit_host: bool,
+    ) -> dict[str, Any]:
+        """Start the child in its directory, in its own process group, as ``uid``; hold its lifeline.
+
+        ``argv[0] == "@python"`` becomes this node's interpreter; ``MURMUR_REGISTRY_PATH`` is this
+        keeper's artifact cache. Returns ``{pid, start}`` (start: the process's create time).
+        """
+        if job_id in self.children:
+            raise ValueError(f"job {job_id} already runs on this node")
+        place = self.place(job_id, uid)
+        resources = ResourceCaps.model_validate(caps)
+        user = await asyncio.to_thread(run_as, uid)
+        log_fd = await asyncio.to_thread(_open_log, place)
+        if argv and argv[0] == PYTHON_MARK:
+            argv = [sys.executable, *argv[1:]]
+        read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+        env = dict(env)
+        env["MURMUR_SPAWNER_LIFELINE"] = str(read_fd)
+        env["MURMUR_REGISTRY_PATH"] = str(self.cache)
+        env.setdefault("PATH", os.environ.get("PATH", os.defpath))
+        spec = ChildSpec(argv=argv, env=env, cwd=str(place.path), lifeline_fd=read_fd, stderr_fd=log_fd, user=user)
+        cgroups = self.cgroups
+        if cgroups is not None:
+            try:
+                await asyncio.to_thread(cgroups.create, job_id, resources)
+            except OSError:
+                cgroups = None
+        try:
+            popen = start_process(spec)
+            if cgroups is not None:
+                cgroups.enter(job_id, popen.pid)
+        except OSError:
+            os.close(write_fd)
+            raise
+        finally:
+            os.close(read_fd)
+            os.close(log_fd)
+        try:
+            start = psutil.Process(popen.pid).create_time()
+        except psutil.Error:
+            start = None
+        if limit_host:
+            apply_limits(popen.pid, resources)
+        watch = ProcessWatch(popen.pid, popen)
+        watch.start()
+        loop = asyncio.get_running_loop()
+        child = _Child(
+            job_id=job_id,
+            pid=popen.pid,
+            start=start,
+            place=place,
+            watch=watch,
+            lifeline=write_fd,
+            ready=loop.create_future(),
+            uid=uid,
+        )
+        self.children[job_id] = child
+        assert popen.stdin is not None
+        with contextlib.suppress(OSError):
+            if stdin:
+                popen.stdin.write(stdin)
+            popen.stdin.close()
+        assert popen.stdout is not None
+        child.tasks.append(loop.create_task(self._read_stdout(child, popen)))
+        child.tasks.append(loop.create_task(self._watch_exit(child)))
+        return {"pid": popen.pid, "start": start}
+
+    async def _read_stdout(self, child: _Child, popen: subprocess.Popen[bytes]) -> None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=READY_LINE_MAX)
+        assert popen.stdout is not None
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), popen.stdout)
+        try:
+            try:
+                line = await reader.readline()
+            except (ValueError, asyncio.LimitOverrunError):
+                _resolve(child.ready, (None, "the child's first stdout line was longer than 64 KiB"))
+                line = b""
+            if line:
+                _resolve(child.ready, (line.decode("utf-8", "replace"), None))
+            else:
+                status = await asyncio.shield(child.watch.exited)
+                _resolve(child.ready, (None, f"the child ended before it reported ready ({status})"))
+                return
+            while True:
+                try:
+                    more = await reader.readline()
+                except (ValueError, asyncio.LimitOverrunError):
+                    continue
+                if not more:
+                    return
+                with contextlib.suppress(OSError):
+                    await asyncio.to_thread(
+                        records.append_log, child.place, [more.decode("utf-8", "replace").rstrip("\n")]
+                    )
+        finally:
+            transport.close()
+
+    async def _watch_exit(self, child: _Child) -> None:
+        status = await asyncio.shield(child.watch.exited)
+        child.status = status
+        self._close_lifeline(child)
+        # Whatever the job left behind in its group, then in its cgroup (or marked by its id).
+        signal_group(child.pid, signal.SIGKILL)
+        await self._finish_off(child.job_id)
+
+    async def wait_ready(self, job_id: str, bound_secs: float) -> tuple[str | None, str | None]:
+        """The child's first stdout line, or why there is none (an exit, EOF, the bound)."""
+        child = self._child(job_id)
+        try:
+            return await asyncio.wait_for(asyncio.shield(child.ready), bound_secs)
+        except TimeoutError:
+            return None, f"the child did not report ready within {bound_secs:g}s (launch bound), so it was killed"
+
+    async def wait_exit(self, job_id: str) -> str:
+        """Resolves with the child's exit status sentence once it and its leftovers are gone."""
+        child = self._child(job_id)
+        status = await asyncio.shield(child.watch.exited)
+        for task in child.tasks:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(task), 10)
+        return status
+
+    async def signal(self, job_id: str, signum: int) -> bool:
+        child = self.children.get(job_id)
+        if child is None or child.status is not None:
+            return False
+        return signal_group(child.pid, signum)
+
+    async def stop(self, job_id: str, grace: float) -> bool:
+        """SIGTERM to the group, SIGKILL ``grace`` seconds later; True when SIGKILL was needed."""
+        child = self.children.get(job_id)
+        if child is None or not child.watch.alive:
+            return False
+        signal_group(child.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.shield(child.watch.exited), grace)
+            return False
+        except TimeoutError:
+            signal_group(child.pid, signal.SIGKILL)
+            await asyncio.shield(child.watch.exited)
+            return True
+
+    async def close_lifeline(self, job_id: str) -> None:
+        child = self.children.get(job_id)
+        if child is not None:
+            self._close_lifeline(child)
+
+    def _close_lifeline(self, child: _Child) -> None:
+        fd, child.lifeline = child.lifeline, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    async def finish_off(self, job_id: str) -> int:
+        return await self._finish_off(_check_job_id(job_id))
+
+    async def _finish_off(self, job_id: str) -> int:
+        cgroups = self.cgroups
+        with contextlib.suppress(OSError):
+            if cgroups is not None and await asyncio.to_thread(cgroups.exists, job_id):
+                return await asyncio.to_thread(cgroups.finish, job_id)
+            return await asyncio.to_thread(sweep_marked, job_id)
+        return 0
+
+    async def list(self) -> list[dict[str, Any]]:
+        """Every child this keeper knows: running (``status`` None) or ended, not yet forgotten."""
+        return [
+            {"job_id": c.job_id, "pid": c.pid, "start": c.start, "status": c.status, "lifeline": c.lifeline is not None}
+            for c in self.children.values()
+        ]
+
+    async def forget(self, job_id: str) -> None:
+        """The daemon has recorded the child's end: drop what the keeper remembers of it."""
+        child = self.children.get(job_id)
+        if child is not None and child.status is not None:
+            del self.children[job_id]
+
+    async def end_all(self, grace: float) -> int:
+        """Stop every child (an operator's teardown of this keeper); how many were running."""
+        running = [c for c in self.children.values() if c.watch.alive]
+        await asyncio.gather(*(self.stop(c.job_id, grace) for c in running), return_exceptions=True)
+        return len(running)
+
+    def _child(self, job_id: str) -> _Child:
+        child = self.children.get(job_id)
+        if child is None:
+            raise KeyError(f"no child {job_id} on this node")
+        return child
+
+
+def _resolve(fut: asyncio.Future[tuple[str | None, str | None]], value: tuple[str | None, str | None]) -> None:
+    if not fut.done():
+        fut.set_result(value)
+
+
+def _check_job_id(job_id: str) -> str:
+    from roost.ids import JOB_ID_RE
+
+    if not JOB_ID_RE.match(job_id):
+        raise ValueError("not a job id")
+    return job_id
+
+
+def _check_sha(sha256: str) -> str:
+    if len(sha256) != 64 or not set(sha256) <= _SHA256_HEX:
+        raise ValueError("not a sha256 digest")
+    return sha256
+
+
+def _open_log(place: Place) -> int:
+    logs = place.open_dir((".murmur",), create=True)
+    try:
+        from roost.fsutil import open_append_at
+
+        return open_append_at(logs, "launcher.log", owner=place.owner())
+    finally:
+        os.close(logs)
+
+
+def _read_from(place: Place, name: str, offset: int, max_bytes: int) -> bytes:
+    parts = tuple(p for p in name.split("/") if p)
+    try:
+        dfd = place.open_dir(parts[:-1])
+    except OSError:
+        return b""
+    try:
+        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+    except OSError:
+        return b""
+    finally:
+        os.close(dfd)
+    try:
+        return os.pread(fd, max_bytes, max(0, offset))
+    finally:
+        os.close(fd)
+
+
+def _artifact_dir(cache: Path, name: str, version: str) -> Path:
+    from roost.registry import check_coordinates
+
+    check_coordinates(name, version)
+    return cache / name / version
+
+
+def _has_artifact(cache: Path, name: str, version: str, sha256: str) -> bool:
+    from roost.registry import artifact_filename
+
+    path = _artifact_dir(cache, name, version) / artifact_filename(name, version)
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError:
+        return False
+    return digest.hexdigest() == _check_sha(sha256)
+
+
+def _put_artifact(cache: Path, name: str, version: str, sha256: str, data: bytes) -> None:
+    from roost.fsutil import write_atomic
+    from roost.registry import artifact_filename, sidecar_filename
+
+    if hashlib.sha256(data).hexdigest() != _check_sha(sha256):
+        raise ValueError(f"the artifact {name}@{version} fetched from the daemon does not match its sha256")
+    directory = _artifact_dir(cache, name, version)
+    directory.mkdir(parents=True, exist_ok=True, mode=0o755)
+    write_atomic(directory / artifact_filename(name, version), data, mode=0o644)
+    write_atomic(directory / sidecar_filename(name, version), (sha256 + "\n").encode(), mode=0o644)
+
+
+def _fetch(url: str, ca_file: str | None, max_bytes: int = 512 * 1024 * 1024) -> bytes:
+    import ssl
+    import urllib.request
+
+    context = ssl.create_default_context(cafile=ca_file) if url.startswith("https:") else None
+    with urllib.request.urlopen(url, timeout=60, context=context) as resp:
+        data: bytes = resp.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ValueError("the artifact is larger than the keeper accepts")
+    return data
+
+
+def _cached_artifacts(cache: Path) -> int:
+    try:
+        return sum(1 for _ in cache.glob("*/*/*.mur.zip"))
+    except OSError:
+        return 0
+
+
+def _capsule_host_present() -> bool:
+    """Whether this node can run ``roost-capsule`` (the script-capsule host)."""
+    import importlib.util
+
+    return importlib.util.find_spec("roost.capsule") is not None
+
+
+def describe(obj: Any) -> str:
+    """A compact JSON line for logs of keeper answers."""
+    return json.dumps(obj, separators=(",", ":"), default=str)

@@ -1,0 +1,55 @@
+"""One Ray test cluster per test session: a head and two worker nodes on this machine.
+
+Each node carries its own custom resource (``head``, ``w1``, ``w2``) so a test can place a child
+on a chosen node through the per-capsule placement config. Every byte stays on loopback
+(``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``: each node binds 127.0.0.1), no dashboard runs, and the
+cluster is stopped by its own handle at the end — never by a command that stops every Ray
+process on the machine (other test sessions may run theirs).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+# The keepers run on these nodes as Ray workers; they need not print usage statistics.
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+ray = pytest.importorskip("ray", reason="the [ray] extra is not installed (pip install 'mur-roost[ray]')")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+NODE_CPUS = 16
+
+
+@dataclass
+class TestCluster:
+    cluster: Any
+    address: str
+    nodes: dict[str, str]  # custom resource name → node id
+
+    def add_worker(self, resource: str) -> Any:
+        node = self.cluster.add_node(num_cpus=NODE_CPUS, resources={resource: 1000})
+        self.cluster.wait_for_nodes()
+        self.nodes[resource] = node.node_id
+        return node
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[TestCluster]:
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": NODE_CPUS, "resources": {"head": 1000}, "include_dashboard": False},
+    )
+    try:
+        nodes = {"head": cluster.head_node.node_id}
+        for name in ("w1", "w2"):
+            nodes[name] = cluster.add_node(num_cpus=NODE_CPUS, resources={name: 1000}).node_id
+        cluster.wait_for_nodes()
+        yield TestCluster(cluster=cluster, address=cluster.address, nodes=nodes)
+    finally:
+        cluster.shutdown()

@@ -1,0 +1,130 @@
+# ruff: noqa: ASYNC109
+"""The per-node keeper actor on a real Ray cluster: a plain child process with a lifeline, its
+directory records, its exit, and what happens to it when its lifeline closes or its keeper dies."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from roost import ids
+from roost.blocking import BlockingExecutor
+from roost.raybackend.cluster import RayCluster
+
+pytestmark = pytest.mark.slow
+
+# A child that reports ready, then waits for its lifeline's EOF and records that it saw it.
+CHILD = r"""
+import json, os, sys, time
+print(json.dumps({"session_id": "ses_" + "0" * 32, "pid": os.getpid()}), flush=True)
+fd = int(os.environ["MURMUR_SPAWNER_LIFELINE"])
+while os.read(fd, 1):
+    pass
+with open("eof.json", "w") as fh:
+    json.dump({"uid": os.getuid(), "pgid": os.getpgid(0), "pid": os.getpid()}, fh)
+sys.exit(143)
+"""
+ARGV = ["@python", "-c", CHILD]
+
+
+@pytest.fixture
+async def rc(ray_cluster: Any, tmp_path: Path) -> AsyncIterator[RayCluster]:
+    executor = BlockingExecutor()
+    cluster = RayCluster(
+        executor,
+        address=ray_cluster.address,
+        namespace=f"t-{os.urandom(4).hex()}",
+        node_root=str(tmp_path / "nodes"),
+        job_cgroups="auto",
+    )
+    await cluster.start()
+    assert cluster.connected, cluster.last_error
+    yield cluster
+    for node_id in list(cluster._keepers):
+        import ray
+
+        ray.kill(cluster._keepers[node_id])
+    await cluster.stop()
+    executor.shutdown()
+
+
+async def _wait_gone(pid: int, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"process {pid} still runs")
+
+
+async def test_child_runs_on_the_pinned_node_and_ends_when_its_lifeline_closes(
+    rc: RayCluster, ray_cluster: Any
+) -> None:
+    node = ray_cluster.nodes["w1"]
+    keeper = await rc.keeper(node)
+    info = await keeper.info.remote()
+    assert info["node_id"] == node
+    job = ids.job_id()
+    workdir = await keeper.prepare.remote(
+        job, None, {"objective": "x", "instructions": None, "context": None, "output_format": None}
+    )
+    assert (Path(workdir) / "meta" / "job_id.txt").read_text().strip() == job
+    assert json.loads((Path(workdir) / "input.json").read_text())["job_id"] == job
+    started = await keeper.start.remote(
+        job, ["@python", "-c", CHILD], {"MURMUR_JOB_ID": job}, None, {}, b"approval\n", False
+    )
+    pid = started["pid"]
+    line, why = await keeper.wait_ready.remote(job, 30)
+    assert why is None and json.loads(line)["pid"] == pid
+    # A plain OS process in its own process group, the keeper's child — not a Ray worker.
+    proc = psutil.Process(pid)
+    assert os.getpgid(pid) == pid
+    assert proc.ppid() == info["pid"]
+    assert "default_worker" not in " ".join(proc.cmdline())
+    listed = await keeper.list.remote()
+    assert [(c["job_id"], c["status"]) for c in listed] == [(job, None)]
+    await keeper.close_lifeline.remote(job)
+    status = await keeper.wait_exit.remote(job)
+    assert status == "exit status 143"
+    assert json.loads((Path(workdir) / "eof.json").read_text())["pid"] == pid
+    assert await keeper.read_completion.remote(job, None) is None
+
+
+async def test_a_dead_keeper_takes_its_children_with_it(rc: RayCluster, ray_cluster: Any) -> None:
+    import ray
+
+    keeper = await rc.keeper(ray_cluster.nodes["w2"])
+    jobs = [ids.job_id() for _ in range(3)]
+    pids = []
+    for job in jobs:
+        await keeper.prepare.remote(job, None, None)
+        started = await keeper.start.remote(
+            job, ["@python", "-c", CHILD], {"MURMUR_JOB_ID": job}, None, {}, None, False
+        )
+        pids.append(started["pid"])
+        assert (await keeper.wait_ready.remote(job, 30))[1] is None
+    ray.kill(keeper)
+    rc.forget_keeper(ray_cluster.nodes["w2"])
+    for pid in pids:
+        await _wait_gone(pid)
+
+
+async def test_the_artifact_cache_takes_only_the_named_digest(rc: RayCluster, ray_cluster: Any) -> None:
+    keeper = await rc.keeper(ray_cluster.nodes["head"])
+    data = b"PK\x05\x06" + b"\0" * 18
+    digest = hashlib.sha256(data).hexdigest()
+    assert not await keeper.has_artifact.remote("cap", "1.0.0", digest)
+    with pytest.raises(Exception, match="does not match its sha256"):
+        await keeper.put_artifact.remote("cap", "1.0.0", "0" * 64, data)
+    await keeper.put_artifact.remote("cap", "1.0.0", digest, data)
+    assert await keeper.has_artifact.remote("cap", "1.0.0", digest)
+    assert (await keeper.info.remote())["artifacts"] == 1
