@@ -188,6 +188,10 @@ class RayCluster:
         self._keepers[node_id] = handle
         return handle
 
+    def cached_keeper(self, node_id: str) -> Any:
+        """The handle already known for the node, or None (never a blocking lookup)."""
+        return self._keepers.get(node_id)
+
     def forget_keeper(self, node_id: str) -> None:
         self._keepers.pop(node_id, None)
 

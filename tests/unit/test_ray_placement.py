@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -130,3 +132,38 @@ def test_a_bundle_always_reserves_some_cpu(cpu_percent: int | None, memory: int 
     if cpu_percent is not None:
         assert b.resources["CPU"] >= cpu_percent / 100
     assert ("memory" in b.resources) == (memory is not None)
+
+
+def test_the_daemon_imports_no_ray_unless_asked() -> None:
+    """Users who never ask for Ray pay nothing for it: the daemon, the CLIs and the pure parts of
+    the Ray backend import without loading ``ray``."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, roost.daemon, roost.cli, roost.ctl.main, roost.raybackend.placement, roost.raybackend.nodekeeper;"
+        "sys.exit(1 if 'ray' in sys.modules else 0)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_config_takes_the_ray_keys_from_toml_and_the_launcher_flag(tmp_path: Any) -> None:
+    from roost.cli import UsageError, parse_args
+    from roost.config import ConfigError, build_config, load_toml
+
+    toml = tmp_path / "roost.toml"
+    toml.write_text(
+        'launcher = "ray"\nray_address = "auto"\nray_namespace = "fleet"\nray_node_root = "nodes"\n'
+        '[ray_placement.worker]\nresources = { w1 = 1 }\nlabels = { zone = "a" }\n'
+    )
+    values = load_toml(toml)
+    cfg = build_config({"state_dir": tmp_path, "registry_path": tmp_path, **values})
+    assert cfg.launcher == "ray" and cfg.ray_address == "auto" and cfg.ray_namespace == "fleet"
+    assert cfg.ray_node_root == tmp_path / "nodes"
+    assert dict(cfg.ray_placement["worker"].resources) == {"w1": 1.0}
+    assert build_config({"state_dir": tmp_path, "registry_path": tmp_path}).launcher == "local"
+    assert parse_args(["--launcher", "ray"])[1]["launcher"] == "ray"
+    with pytest.raises(UsageError, match="not one of local, ray"):
+        parse_args(["--launcher", "k8s"])
+    with pytest.raises(ConfigError, match="ray-namespace"):
+        build_config({"state_dir": tmp_path, "registry_path": tmp_path, "ray_namespace": "a b"})
