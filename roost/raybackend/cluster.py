@@ -188,6 +188,19 @@ class RayCluster:
         self._keepers[node_id] = handle
         return handle
 
+    def is_dead(self, node_id: str) -> bool:
+        """Whether the node was seen dead (a dead node never comes back under the same id)."""
+        return node_id in self._dead
+
+    async def find_keeper(self, node_id: str) -> Any:
+        """The node's running keeper, or None — never starts one (reconcile only asks)."""
+        handle = self._keepers.get(node_id)
+        if handle is None:
+            handle = await self.executor.run(self._find_keeper, node_id)
+            if handle is not None:
+                self._keepers[node_id] = handle
+        return handle
+
     def cached_keeper(self, node_id: str) -> Any:
         """The handle already known for the node, or None (never a blocking lookup)."""
         return self._keepers.get(node_id)
