@@ -106,7 +106,13 @@ class Roost:
         self.relay = Relay(self)
         self.peer_plane = PeerPlane(self)
         self.launcher = Launcher(
-            self, LocalBackend(self.executor, state_dir=config.state_dir, job_cgroups=config.job_cgroups)
+            self,
+            LocalBackend(
+                self.executor,
+                state_dir=config.state_dir,
+                job_cgroups=config.job_cgroups,
+                max_starting=config.max_starting,
+            ),
         )
         self.session_watch = SessionWatch(self)
         self.retention = Retention(self)

@@ -44,6 +44,7 @@ __all__ = [
     "ChildHandle",
     "ChildRef",
     "NodeRef",
+    "PlacementRefused",
     "ProcessBackend",
     "RunningChild",
     "StartFailed",
@@ -114,6 +115,8 @@ class StartSpec:
       (a script capsule's host) sets them itself just before it execs its entrypoint, so the
       backend must not limit the child process itself (a cgroup around it is still fine).
     * ``capsule`` — ``name@version``, for placement decisions and logs.
+    * ``sha256`` — the digest of the capsule's artifact the referee resolved (a backend whose
+      node has no copy of the registry fetches the artifact by it and checks it).
     * ``instance`` — this daemon instance's id; the backend marks the child with it
       (``MURMUR_ROOST_INSTANCE`` is in ``env`` already) so :meth:`ProcessBackend.list_running`
       finds it after a crash.
@@ -129,6 +132,7 @@ class StartSpec:
     limits_in_child: bool
     capsule: str
     instance: str
+    sha256: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +174,11 @@ class ChildDirError(BackendError):
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
         self.detail = detail
+
+
+class PlacementRefused(BackendError):
+    """No node can take the child (infeasible: at once; all busy: after a bounded wait).
+    The message is the whole sentence; the launcher answers 409 with it."""
 
 
 class CannotRunAs(BackendError):
@@ -269,14 +278,32 @@ class ProcessBackend(Protocol):
         when only a sweep by mark is available. Logged at start; shown to operators."""
         ...
 
+    # -- placement ------------------------------------------------------------------------
+    async def place(self, job_id: str, capsule: str, resources: ResourceCaps, uid: int | None) -> NodeRef | None:
+        """Choose the node the job's child will run on (None: this host); called first, before
+        :meth:`prepare_dir`. Raises :class:`PlacementRefused`. Once it returned, every way the
+        launch can fail ends with :meth:`finish_off` ``(job_id, None)``, which frees whatever
+        the placement reserved (it is also freed on the normal end)."""
+        ...
+
+    def start_gate(self, node: NodeRef | None) -> asyncio.Semaphore:
+        """The semaphore the launcher holds from :meth:`prepare_dir` until the child's ready line
+        (or its failure): it bounds how many children start at once on ``node``. The same
+        object for the same node every time."""
+        ...
+
     # -- the child directory ----------------------------------------------------------------
-    async def prepare_dir(self, dir: ChildDir, task: dict[str, str | None] | None, *, fresh: bool) -> None:
+    async def prepare_dir(self, dir: ChildDir, task: dict[str, str | None] | None, *, fresh: bool) -> ChildDir:
         """Create the job's directory (mode 0700; ``fresh``: it must not exist yet) and write
         ``meta/job_id.txt`` (the job id and a newline) and, when ``task`` is given,
         ``input.json`` (a ``murmur.message.v1`` envelope of type
         ``murmur.code_task.request.v1``, see :func:`roost.launcher.records.input_envelope`),
         each atomically; create ``.murmur/launcher.log`` (the child's stderr goes there).
-        Raises :class:`ChildDirError`."""
+
+        Returns the directory actually used: a node that keeps child directories under a root
+        of its own may put it elsewhere than ``dir.workdir`` asked (the launcher records the
+        returned ``workdir`` and passes the returned value to every later call). The local
+        backend returns ``dir``. Raises :class:`ChildDirError`."""
         ...
 
     async def read_completion(self, dir: ChildDir) -> CompletionRecord | None:

@@ -15,6 +15,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from roost.launcher.backend import NodeRef
 from roost.store import Op
 from roost.wire import FINAL_JOB_STATES, JobState
 
@@ -91,6 +92,8 @@ class Job:
     end_written: bool = False
     uid: int | None = None
     """The uid the job runs as: its parent session's, or the top-level launcher's."""
+    node: NodeRef | None = None
+    """The machine its child runs on (None: this host)."""
     # In-memory only: set once the exit has been handled (completion, trace, record).
     done: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     completion: dict[str, Any] | None = field(default=None, repr=False)
@@ -170,4 +173,5 @@ class Job:
             "outcome": self.outcome,
             "reason": self.reason,
             "completion": self.completion,
+            "node": self.node.to_dict() if self.node is not None else None,
         }

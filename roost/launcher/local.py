@@ -41,6 +41,7 @@ from roost.launcher.keeper import KeeperClient, KeeperError
 from roost.launcher.lifeline import connect_keeper, make_pipe, stop_keeper
 from roost.launcher.spawn import CannotSwitchUser, ChildSpec, RunAs, apply_limits, run_as, start_process
 from roost.launcher.supervise import ProcessWatch, signal_group, stop_group
+from roost.manifest import ResourceCaps
 
 __all__ = ["LocalBackend", "LocalChild", "find_job_processes"]
 
@@ -168,8 +169,9 @@ def _before_start(
 class LocalBackend:
     """Children on this host, their lifelines held by the keeper process."""
 
-    def __init__(self, executor: BlockingExecutor, *, state_dir: Path, job_cgroups: str) -> None:
+    def __init__(self, executor: BlockingExecutor, *, state_dir: Path, job_cgroups: str, max_starting: int) -> None:
         self._executor = executor
+        self._start_gate = asyncio.Semaphore(max_starting or max(2, os.cpu_count() or 2))
         self._state_dir = state_dir
         self._job_cgroups = job_cgroups
         self.keeper: KeeperClient | None = None
@@ -205,12 +207,23 @@ class LocalBackend:
     def containment(self) -> str | None:
         return str(self.cgroups.root) if self.cgroups is not None else None
 
+    # -- placement ------------------------------------------------------------------------------
+    async def place(self, job_id: str, capsule: str, resources: ResourceCaps, uid: int | None) -> NodeRef | None:
+        return None
+
+    def start_gate(self, node: NodeRef | None) -> asyncio.Semaphore:
+        """``Popen`` blocks the event loop until the vforked child has exec'd, which under a
+        storm of launches on a busy host means waiting for a CPU. Admitting only
+        ``max_starting`` children between spawn and ready keeps that wait short."""
+        return self._start_gate
+
     # -- the child directory --------------------------------------------------------------------
-    async def prepare_dir(self, dir: ChildDir, task: dict[str, str | None] | None, *, fresh: bool) -> None:
+    async def prepare_dir(self, dir: ChildDir, task: dict[str, str | None] | None, *, fresh: bool) -> ChildDir:
         try:
             await self._executor.run(_prepare, place_of(dir), dir.job_id, task, fresh)
         except OSError as exc:
             raise ChildDirError(exc.strerror or str(exc)) from None
+        return dir
 
     async def read_completion(self, dir: ChildDir) -> CompletionRecord | None:
         return await self._executor.run(read_completion, place_of(dir))

@@ -54,6 +54,7 @@ from roost.launcher.backend import (
     ChildDir,
     ChildDirError,
     ChildHandle,
+    PlacementRefused,
     ProcessBackend,
     StartFailed,
     StartSpec,
@@ -169,7 +170,6 @@ class Launcher:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._starting_top = 0
         self._launching: dict[str, int | None] = {}  # job id → uid, from the quota check to supervision
-        self._start_gate = asyncio.Semaphore(roost.config.max_starting or max(2, os.cpu_count() or 2))
         self.delivery_window_secs = 30.0
         self.last_reconcile: dict[str, int] | None = None
         self._stopping = False
@@ -245,7 +245,7 @@ class Launcher:
     @staticmethod
     def _dir(job: Job) -> ChildDir:
         """The job's directory, as the backend is asked about it."""
-        return ChildDir(job.job_id, job.workdir, job.parent_workdir, job.uid)
+        return ChildDir(job.job_id, job.workdir, job.parent_workdir, job.uid, job.node)
 
     def _attrs(self, job: Job, **more: Any) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -414,15 +414,29 @@ class Launcher:
             raise Refused(refusals.uid_jobs(uid, limit, live), "quota_jobs")
         self._launching[job_id] = uid
 
-    async def _start(self, *args: Any, **kwargs: Any) -> Job:
-        """Start a child once a start slot is free.
-
-        ``Popen`` blocks the event loop until the vforked child has exec'd, which under a storm
-        of launches on a busy host means waiting for a CPU. Admitting only ``max_starting``
-        children between spawn and ready keeps that wait short, so the loop keeps answering.
-        """
-        async with self._start_gate:
-            return await self._start_gated(*args, **kwargs)
+    async def _start(
+        self,
+        job: Job,
+        artifact: Artifact,
+        parent: SessionRecord | None,
+        approval: str | None,
+        jti: str | None,
+        t0: float,
+        fresh: bool,
+        task: dict[str, str | None] | None,
+    ) -> Job:
+        """Place the child, then start it once its node's start gate has a free slot."""
+        try:
+            job.node = await self.backend.place(
+                job.job_id, f"{job.name}@{job.version}", artifact.manifest.capabilities.resources, job.uid
+            )
+        except PlacementRefused as exc:
+            self._release(jti)
+            if parent is not None:
+                await self._write_delegation_line(parent, job.name, job.version, None, None, t0, "refused", str(exc))
+            raise Conflict(str(exc)) from None
+        async with self.backend.start_gate(job.node):
+            return await self._start_gated(job, artifact, parent, approval, jti, t0, fresh, task)
 
     async def _start_gated(
         self,
@@ -440,9 +454,10 @@ class Launcher:
         span = roost.events.start("roost.process.start", **self._attrs(job))
         backend = self.backend
         try:
-            await backend.prepare_dir(self._dir(job), task, fresh=fresh)
+            job.workdir = (await backend.prepare_dir(self._dir(job), task, fresh=fresh)).workdir
         except ChildDirError as exc:
             self._release(jti)
+            await backend.finish_off(job.job_id, None)
             span.failed(ObservedError(name="ChildDirError", category="validation", message=exc.detail))
             if parent is not None:
                 await self._write_delegation_line(
@@ -483,6 +498,7 @@ class Launcher:
             limits_in_child=bool(artifact.manifest.entrypoint),
             capsule=f"{job.name}@{job.version}",
             instance=roost.events.run_id,
+            sha256=job.sha256,
         )
         try:
             child = await backend.start(spec)

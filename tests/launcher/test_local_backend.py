@@ -52,7 +52,7 @@ sys.exit(7)
 @pytest.fixture
 async def backend(tmp_path: Path) -> AsyncIterator[LocalBackend]:
     executor = BlockingExecutor()
-    local = LocalBackend(executor, state_dir=tmp_path / "state", job_cgroups="off")
+    local = LocalBackend(executor, state_dir=tmp_path / "state", job_cgroups="off", max_starting=0)
     await local.open()
     try:
         yield local
