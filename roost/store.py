@@ -156,6 +156,10 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE sessions ADD COLUMN end_reason TEXT;
     """,
+    # 8: the node a job's child runs on (JSON {node_id, address}; NULL: this host).
+    """
+    ALTER TABLE jobs ADD COLUMN node TEXT;
+    """,
 ]
 
 # The WAL is truncated back to this after each checkpoint, whatever its high-water mark was.

@@ -12,6 +12,7 @@ crash — a post whose answer was never recorded is not sent again).
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -53,6 +54,7 @@ _COLUMNS = (
     "start_written",
     "end_written",
     "uid",
+    "node",
 )
 _UPSERT = f"INSERT OR REPLACE INTO jobs ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
 
@@ -139,6 +141,7 @@ class Job:
                     self.start_written,
                     self.end_written,
                     self.uid,
+                    json.dumps(self.node.to_dict()) if self.node is not None else None,
                 )
             ),
         )
@@ -146,6 +149,7 @@ class Job:
     @classmethod
     def from_row(cls, row: Any) -> Job:
         values = {c: row[c] for c in _COLUMNS}
+        values["node"] = NodeRef.from_dict(json.loads(values["node"])) if values["node"] else None
         values["start_written"] = bool(values["start_written"])
         values["end_written"] = bool(values["end_written"])
         job = cls(**values)

@@ -48,7 +48,7 @@ async def reconcile(launcher: Launcher) -> dict[str, int]:
     jobs = [Job.from_row(r) for r in rows]
     backend = launcher.backend
     held = await backend.held_lifelines()
-    alive = await asyncio.gather(*(backend.is_running(ChildRef(j.job_id, j.pid, j.pid_start)) for j in jobs))
+    alive = await asyncio.gather(*(backend.is_running(ChildRef(j.job_id, j.pid, j.pid_start, j.node)) for j in jobs))
     matched: list[Job] = []
     lost: list[Job] = []
     for job, is_alive in zip(jobs, alive, strict=True):
@@ -108,7 +108,7 @@ def _adopt(launcher: Launcher, job: Job) -> None:
         job.state = "running"
         job.ready_ms = job.ready_ms or job.created_ms
     assert job.pid is not None
-    live = _Live(child=launcher.backend.adopt(ChildRef(job.job_id, job.pid, job.pid_start)))
+    live = _Live(child=launcher.backend.adopt(ChildRef(job.job_id, job.pid, job.pid_start, job.node)))
     launcher._live[job.job_id] = live
     launcher._remember(job)
     roost.metrics.jobs.labels(state=job.state).inc()
