@@ -33,12 +33,12 @@ from roost.events import EventBus
 from roost.http.app import build_app
 from roost.http.guard import ConnectionGuard, GuardedRunner
 from roost.keys import KEY_FILE_NAME, KeyFileError, KeyRing
-from roost.launcher.local import LocalBackend
 from roost.launcher.service import Launcher
 from roost.logs import configure_logging
 from roost.metrics import Metrics
 from roost.peer.plane import PeerPlane
 from roost.probes import Probes, status_line
+from roost.raybackend.choose import process_backend
 from roost.referee import Referee, wall_ms
 from roost.registry import Registry
 from roost.relay import Relay
@@ -105,15 +105,7 @@ class Roost:
         self.referee.on_session_end.append(self._observe_session_end)
         self.relay = Relay(self)
         self.peer_plane = PeerPlane(self)
-        self.launcher = Launcher(
-            self,
-            LocalBackend(
-                self.executor,
-                state_dir=config.state_dir,
-                job_cgroups=config.job_cgroups,
-                max_starting=config.max_starting,
-            ),
-        )
+        self.launcher = Launcher(self, process_backend(config, self.executor))
         self.session_watch = SessionWatch(self)
         self.retention = Retention(self)
         self.app: web.Application | None = None

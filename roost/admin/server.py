@@ -25,6 +25,7 @@ import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from roost.admin.routes_cluster import routes as cluster_routes
 from roost.admin.routes_control import routes as control_routes
 from roost.admin.routes_jobs import routes as job_routes
 from roost.admin.routes_sessions import routes as session_routes
@@ -80,7 +81,7 @@ async def peer_uid_middleware(request: web.Request, handler: Handler) -> web.Str
 def build_admin_app(roost: Roost) -> web.Application:
     app = web.Application(middlewares=[peer_uid_middleware, error_middleware], client_max_size=MAX_BODY_BYTES)
     app[ROOST] = roost
-    for table in (control_routes, session_routes, job_routes, stream_routes):
+    for table in (control_routes, session_routes, job_routes, stream_routes, cluster_routes):
         app.add_routes(table)
     return app
 

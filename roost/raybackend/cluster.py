@@ -109,6 +109,9 @@ class RayCluster:
     def _init(self) -> None:
         if ray.is_initialized():
             return  # this process is already a driver of a cluster (a test harness, an embedding)
+        if self.address is not None and self.address != "auto":
+            # ray.init keeps retrying an unreachable GCS for minutes; a plain connect says at once.
+            _probe(self.address)
         kwargs: dict[str, Any] = {
             "namespace": self.namespace,
             "logging_level": "warning",
@@ -306,6 +309,17 @@ class RayCluster:
             return out
 
         return list(await self.executor.run(scan))
+
+
+def _probe(address: str, timeout: float = 3.0) -> None:
+    """Raise ``OSError`` unless something accepts TCP connections at ``host:port``."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise OSError(f"ray_address {address!r} is not host:port")
+    with socket.create_connection((host, int(port)), timeout=timeout):
+        pass
 
 
 def _one_line(exc: BaseException) -> str:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import os
 import signal
 import subprocess
@@ -460,8 +459,3 @@ def _capsule_host_present() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("roost.capsule") is not None
-
-
-def describe(obj: Any) -> str:
-    """A compact JSON line for logs of keeper answers."""
-    return json.dumps(obj, separators=(",", ":"), default=str)

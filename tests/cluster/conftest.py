@@ -39,17 +39,49 @@ class TestCluster:
         return node
 
 
+# A node that dies is noticed within a few seconds (the defaults take about half a minute).
+FAST_DEATH = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 1000, "health_check_failure_threshold": 3}
+
+
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[TestCluster]:
+    """The session's cluster; this process is its one driver (in-process daemons join that
+    connection), and every keeper a test started is killed with the test's namespace."""
     cluster = Cluster(
         initialize_head=True,
-        head_node_args={"num_cpus": NODE_CPUS, "resources": {"head": 1000}, "include_dashboard": False},
+        head_node_args={
+            "num_cpus": NODE_CPUS,
+            "resources": {"head": 1000},
+            "include_dashboard": False,
+            "_system_config": FAST_DEATH,
+        },
     )
     try:
         nodes = {"head": cluster.head_node.node_id}
         for name in ("w1", "w2"):
             nodes[name] = cluster.add_node(num_cpus=NODE_CPUS, resources={name: 1000}).node_id
         cluster.wait_for_nodes()
+        ray.init(address=cluster.address, namespace="roost-tests", log_to_driver=False, configure_logging=False)
         yield TestCluster(cluster=cluster, address=cluster.address, nodes=nodes)
     finally:
+        ray.shutdown()
         cluster.shutdown()
+
+
+def kill_keepers(namespace: str) -> int:
+    """Kill the node keepers of one namespace (a test's daemon; keepers are detached)."""
+    killed = 0
+    for entry in ray.util.list_named_actors(all_namespaces=True):
+        if entry["namespace"] == namespace and entry["name"].startswith("roost-keeper-"):
+            ray.kill(ray.get_actor(entry["name"], namespace=namespace))
+            killed += 1
+    return killed
+
+
+@pytest.fixture
+def ray_ns(ray_cluster: TestCluster) -> Iterator[str]:
+    """A namespace of the test's own; its keepers are killed when the test ends. Request it
+    *before* the daemon fixtures so its teardown runs after theirs (the daemon stops first)."""
+    namespace = f"t-{os.urandom(4).hex()}"
+    yield namespace
+    kill_keepers(namespace)

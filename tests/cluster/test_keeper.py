@@ -37,22 +37,18 @@ ARGV = ["@python", "-c", CHILD]
 
 
 @pytest.fixture
-async def rc(ray_cluster: Any, tmp_path: Path) -> AsyncIterator[RayCluster]:
+async def rc(ray_ns: str, ray_cluster: Any, tmp_path: Path) -> AsyncIterator[RayCluster]:
     executor = BlockingExecutor()
     cluster = RayCluster(
         executor,
         address=ray_cluster.address,
-        namespace=f"t-{os.urandom(4).hex()}",
+        namespace=ray_ns,
         node_root=str(tmp_path / "nodes"),
         job_cgroups="auto",
     )
     await cluster.start()
     assert cluster.connected, cluster.last_error
     yield cluster
-    for node_id in list(cluster._keepers):
-        import ray
-
-        ray.kill(cluster._keepers[node_id])
     await cluster.stop()
     executor.shutdown()
 

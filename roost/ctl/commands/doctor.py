@@ -4,7 +4,8 @@ Checks: the daemon answers on its admin socket; the socket is owner-only (0600, 
 user, in a directory others cannot write); the state dir is 0700 and ``master.key`` is a
 0600 regular file of 32 bytes; the registry is readable and lists artifacts; the capsule host
 (``roost-capsule``) and the external runtime (``mur``) are found; the strongest containment class
-capsule hosts on this machine can enforce, and what would raise it. Works without a daemon (then
+capsule hosts on this machine can enforce, and what would raise it; with ``launcher = "ray"``, the
+cluster and each node's keeper (``GET /cluster``). Works without a daemon (then
 it checks the defaults or ``--state-dir``). ``--json`` prints ``{"ok", "findings": [{check,
 status: ok|warn|fail, detail, fix}]}``; exit 1 when any check failed.
 """
@@ -172,6 +173,74 @@ def _check_containment(f: _Findings, config: dict[str, Any] | None) -> None:
     f.add("containment", "ok" if not hints else "warn", detail, "; ".join(hints))
 
 
+def _check_cluster(f: _Findings, ctx: Context, config: dict[str, Any] | None) -> None:
+    """With ``launcher = "ray"``: the cluster answers, has nodes and free resources, and each
+    node's keeper is alive with ``roost-capsule`` and an artifact cache (docs/operations.md)."""
+    if (config or {}).get("launcher") != "ray":
+        return
+    try:
+        report = ctx.client.call("GET", "/cluster")
+    except CtlError as exc:
+        f.add("ray-cluster", "fail", exc.message, "upgrade the daemon: it has no cluster report")
+        return
+    for item in cluster_findings(report):
+        f.add(*item)
+
+
+def cluster_findings(report: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """Findings ``(check, status, detail, fix)`` from a ``GET /cluster`` report (pure)."""
+    out: list[tuple[str, str, str, str]] = []
+    where = str(report.get("address") or "embedded")
+    if not report.get("connected"):
+        out.append(
+            (
+                "ray-cluster",
+                "fail",
+                f"the Ray cluster ({where}) is not reachable: {report.get('error') or 'no answer'}",
+                "start it (ray start --head) or fix ray_address in roost.toml; the daemon keeps retrying",
+            )
+        )
+        return out
+    nodes = report.get("nodes") or []
+    free = report.get("available") or {}
+    cpus = float(free.get("CPU", 0.0))
+    out.append(
+        (
+            "ray-cluster",
+            "ok" if nodes and cpus > 0 else "warn",
+            f"{where}: {len(nodes)} live node(s), {cpus:g} CPU free",
+            "" if nodes and cpus > 0 else "add nodes (ray start --address ...) or wait for running children to end",
+        )
+    )
+    for node in nodes:
+        name = f"ray-node {str(node.get('node_id', '?'))[:12]}"
+        addr = node.get("address") or "?"
+        keeper = node.get("keeper")
+        if keeper is None:
+            out.append((name, "ok", f"{addr}: no keeper yet (started with the first child placed here)", ""))
+            continue
+        if "error" in keeper:
+            out.append(
+                (name, "fail", f"{addr}: the node keeper does not answer: {keeper['error']}", "restart the node's Ray")
+            )
+            continue
+        if not keeper.get("capsule_host"):
+            out.append(
+                (name, "fail", f"{addr}: roost-capsule is not installed there", "pip install mur-roost on that node")
+            )
+            continue
+        out.append(
+            (
+                name,
+                "ok",
+                f"{addr}: keeper alive (pid {keeper.get('pid')}), {keeper.get('children', 0)} children, "
+                f"{keeper.get('artifacts', 0)} cached artifact(s) in {keeper.get('root')}",
+                "",
+            )
+        )
+    return out
+
+
 def run(ctx: Context, args: argparse.Namespace) -> int:
     f = _Findings()
     path, source = ctx.socket_path
@@ -190,6 +259,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     _check_registry(f, Path(reg) if reg else None)
     _check_runtimes(f, config)
     _check_containment(f, config)
+    _check_cluster(f, ctx, config)
     ok = all(i["status"] != "fail" for i in f.items)
     out = ctx.out
     if out.as_json:

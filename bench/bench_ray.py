@@ -1,0 +1,233 @@
+"""The Ray backend against the local backend, measured in the same run, rounds alternating.
+
+* **Launch latency** ``POST /jobs`` → 201 (the child's ready line) for a tiny runtime child: a
+  daemon with ``launcher = "ray"`` on a warm 3-node test cluster vs a daemon with the local
+  backend. Target: Ray p50 ≤ local p50 + 50 ms.
+* **Storm**: 200 concurrent launches of a short child spread over the 3 nodes vs 200 on the
+  local backend: wall time until all ended, and the daemon's event-loop lag p99 over the storm
+  (``GET /debug/loop-lag``; target ≤ 20 ms).
+* **Memory**: daemon RSS per running remote child, and the node keepers' RSS per child (the
+  target is no Ray worker per child: only the keeper per node is one).
+
+The cluster is ``ray.cluster_utils.Cluster`` on this machine (head + 2 workers, each with a
+custom resource; no dashboard; ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` keeps it on loopback),
+stopped by its own handle.
+
+Run: python bench/bench_ray.py [--n 40] [--storm 200] [--hold 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+import aiohttp
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import make_registry, start_daemon
+
+CHILD = """
+import json, os, sys, time
+name = sys.argv[1].split("@")[0]
+sys.stdin.readline()
+print(json.dumps({"session_id": "ses_" + os.urandom(8).hex(), "capsule_url": None}), flush=True)
+if name.startswith("short"):
+    time.sleep(0.5)
+elif name == "sleepy":
+    fd = int(os.environ["MURMUR_SPAWNER_LIFELINE"])
+    time.sleep(3600)
+"""
+
+
+# One short capsule per node (pinned by the node's custom resource), so a storm spans all three.
+SHORT = ("short-head", "short-w1", "short-w2")
+PLACEMENT = {name: {"resources": {name.split("-")[1]: 1}} for name in SHORT}
+
+
+def write_config(tmp: Path, name: str, **extra: Any) -> Path:
+    root = tmp / "registry"
+    if not root.exists():
+        (tmp / "child.py").write_text(CHILD)
+        make_registry(root, {name: {} for name in ("quick", *SHORT, "sleepy")})
+    lines = [
+        f'registry_path = "{root}"',
+        f'state_dir = "{tmp / name / "state"}"',
+        f"spawn_allow = {json.dumps(['quick', *SHORT, 'sleepy'])}",
+        f'runtime_command = ["{sys.executable}", "-S", "{tmp / "child.py"}"]',
+        "max_live_capsules = 100000",
+        "stop_grace_secs = 2.0",
+    ]
+    placement = extra.pop("ray_placement", None)
+    lines += [f"{k} = {json.dumps(v)}" for k, v in extra.items()]
+    for capsule, place in (placement or {}).items():
+        res = ", ".join(f'"{k}" = {v}' for k, v in place["resources"].items())
+        lines.append(f'[ray_placement."{capsule}"]\nresources = {{ {res} }}')
+    cfg = tmp / f"{name}.toml"
+    cfg.write_text("\n".join(lines) + "\n")
+    return cfg
+
+
+def pct(xs: list[float], p: int) -> float:
+    return statistics.quantiles(xs, n=100, method="inclusive")[p - 1]
+
+
+async def launch(http: aiohttp.ClientSession, url: str, name: str) -> tuple[float, dict[str, Any]]:
+    t0 = time.perf_counter()
+    async with http.post(url + "/jobs", json={"name": name, "version": "0.1.0", "task": "go"}) as resp:
+        body = await resp.json()
+        assert resp.status == 201, body
+    return time.perf_counter() - t0, body
+
+
+async def cancel(http: aiohttp.ClientSession, url: str, job_id: str) -> None:
+    async with http.post(url + f"/jobs/{job_id}/cancel") as resp:
+        await resp.read()
+
+
+async def wait_ended(http: aiohttp.ClientSession, url: str, job_ids: list[str]) -> None:
+    pending = set(job_ids)
+    while pending:
+        for jid in list(pending):
+            async with http.get(url + f"/jobs/{jid}") as resp:
+                if (await resp.json())["state"] not in ("starting", "running"):
+                    pending.discard(jid)
+        await asyncio.sleep(0.2)
+
+
+async def storm(http: aiohttp.ClientSession, url: str, n: int) -> tuple[float, dict[str, Any]]:
+    async with http.get(url + "/debug/loop-lag?reset=1") as resp:
+        await resp.read()
+    t0 = time.perf_counter()
+    results = await asyncio.gather(*(launch(http, url, SHORT[i % 3]) for i in range(n)))
+    await wait_ended(http, url, [b["job_id"] for _, b in results])
+    took = time.perf_counter() - t0
+    async with http.get(url + "/debug/loop-lag") as resp:
+        lag = await resp.json()
+    return took, lag
+
+
+def keeper_rss() -> tuple[int, int]:
+    """Summed RSS and count of this machine's roost node keepers (Ray workers running NodeKeeper)."""
+    total, count = 0, 0
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            cmd = " ".join(proc.info["cmdline"] or [])
+            if "ray::NodeKeeper" in cmd:
+                total += proc.memory_info().rss
+                count += 1
+        except psutil.Error:
+            continue
+    return total, count
+
+
+async def main_async(n: int, n_storm: int, hold: int) -> None:
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 64, "resources": {"head": 1000}, "include_dashboard": False},
+    )
+    for name in ("w1", "w2"):
+        cluster.add_node(num_cpus=64, resources={name: 1000})
+    cluster.wait_for_nodes()
+    try:
+        with tempfile.TemporaryDirectory() as tmpd:
+            tmp = Path(tmpd)
+            local_cfg = write_config(tmp, "local")
+            ray_cfg = write_config(
+                tmp,
+                "ray",
+                launcher="ray",
+                ray_address=cluster.address,
+                ray_namespace="bench",
+                ray_node_root=str(tmp / "nodes"),
+                ray_placement=PLACEMENT,
+            )
+            local = start_daemon(["--config", str(local_cfg)], cpu="0-1")
+            remote = start_daemon(["--config", str(ray_cfg)], cpu="0-1")
+            try:
+                await run_rounds(local.url, remote.url, remote.proc.pid, n, n_storm, hold)
+            finally:
+                local.stop()
+                remote.stop()
+    finally:
+        cluster.shutdown()
+
+
+async def run_rounds(local: str, remote: str, remote_pid: int, n: int, n_storm: int, hold: int) -> None:
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
+        # Warm up: every node keeper started, the artifact cached on every node.
+        for _ in range(6):
+            for url in (local, remote):
+                _, body = await launch(http, url, "quick")
+                await cancel(http, url, body["job_id"])
+        lat: dict[str, list[float]] = {"local": [], "ray": []}
+        for _ in range(n):
+            for label, url in (("local", local), ("ray", remote)):
+                took, body = await launch(http, url, "quick")
+                lat[label].append(took * 1000)
+                await cancel(http, url, body["job_id"])
+        lp50, rp50 = statistics.median(lat["local"]), statistics.median(lat["ray"])
+        print(f"launch latency POST /jobs → ready, {n} rounds alternating (warm cluster):")
+        print(f"  local backend: p50 {lp50:.1f} ms, p99 {pct(lat['local'], 99):.1f} ms")
+        print(
+            f"  ray backend:   p50 {rp50:.1f} ms, p99 {pct(lat['ray'], 99):.1f} ms; "
+            f"ray − local p50 {rp50 - lp50:+.1f} ms (target ≤ +50 ms), ratio x{rp50 / lp50:.2f}"
+        )
+        storms: dict[str, list[tuple[float, dict[str, Any]]]] = {"local": [], "ray": []}
+        for _ in range(2):
+            for label, url in (("local", local), ("ray", remote)):
+                storms[label].append(await storm(http, url, n_storm))
+        print(f"storm of {n_storm} concurrent launches (short children), 2 rounds each, alternating:")
+        for label in ("local", "ray"):
+            walls = [w for w, _ in storms[label]]
+            lags = [lag["p99_ms"] for _, lag in storms[label]]
+            print(
+                f"  {label:5}: wall {min(walls):.2f}s / {max(walls):.2f}s; loop lag p99 "
+                f"{max(lags)} ms worst round (target ≤ 20 ms)"
+            )
+        ratio = min(w for w, _ in storms["ray"]) / min(w for w, _ in storms["local"])
+        print(f"  ray/local wall (best rounds) x{ratio:.2f}")
+        # Memory: hold `hold` sleepy children on the Ray backend.
+        daemon = psutil.Process(remote_pid)
+        before = daemon.memory_info().rss
+        k_before, k_count = keeper_rss()
+        held = await asyncio.gather(*(launch(http, remote, "sleepy") for _ in range(hold)))
+        await asyncio.sleep(2)
+        after = daemon.memory_info().rss
+        k_after, k_count_after = keeper_rss()
+        ray_workers = sum(
+            1 for p in psutil.process_iter(["cmdline"]) if "default_worker" in " ".join(p.info["cmdline"] or [])
+        )
+        await asyncio.gather(*(cancel(http, remote, b["job_id"]) for _, b in held))
+        print(f"memory with {hold} running remote children:")
+        print(f"  daemon RSS per remote child: {(after - before) / hold / 1024:.1f} KiB")
+        print(
+            f"  keepers: {k_count_after} (was {k_count}), RSS per child {(k_after - k_before) / hold / 1024:.1f} KiB; "
+            f"Ray worker processes on the machine: {ray_workers} (no worker per child)"
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=40)
+    ap.add_argument("--storm", type=int, default=200)
+    ap.add_argument("--hold", type=int, default=60)
+    a = ap.parse_args()
+    asyncio.run(main_async(a.n, a.storm, a.hold))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,26 @@
+"""Admin route for the process backend's cluster view (``roostctl doctor`` checks it).
+
+``GET /cluster`` → ``{"launcher": "local"}``, or for the Ray backend the cluster's address,
+whether it answers, its nodes (totals), free resources and each node keeper's own report
+(alive, children, ``roost-capsule`` present, cached artifacts).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from roost.http.context import ROOST
+
+__all__ = ["routes"]
+
+routes = web.RouteTableDef()
+
+
+@routes.get("/cluster")
+async def cluster(request: web.Request) -> web.Response:
+    roost = request.app[ROOST]
+    report = getattr(roost.launcher.backend, "report", None)
+    body: dict[str, Any] = await report() if report is not None else {"launcher": roost.config.launcher}
+    return web.json_response(body)

@@ -1,0 +1,497 @@
+"""``RayBackend``: the process backend that places each child on a Ray cluster node.
+
+The launcher's whole job lifecycle stays as it is (roost/launcher/backend.py states the
+contract); this backend only decides *where* and does the process and directory work through
+the node's keeper actor (roost/raybackend/nodekeeper.py):
+
+1. :meth:`RayBackend.place` turns the manifest's resources plus the operator's per-capsule
+   placement into one bundle and reserves it as a placement group (refused at once when no node
+   could ever hold it, after ``ray_busy_wait_secs`` when every node that could is busy); the
+   node the bundle landed on is the child's node.
+2. The keeper on that node prepares the child's directory under its own root, caches the
+   artifact (fetched from the daemon by sha256), and starts the child as a plain process.
+3. The daemon waits on the keeper (``wait_ready``, ``wait_exit`` are awaited ObjectRefs); a
+   keeper that dies fails those calls, and the child's exit sentence then names the node.
+4. At the child's end the keeper finishes off its leftovers and the placement group is removed.
+
+A node that dies takes its directories with it: the launcher's record of how such a child ended
+(``completion.json``) is then kept by the daemon under ``<state_dir>/ray-lost/<job_id>/`` — the
+only record of that delegation, written once like any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import ray
+import structlog
+from ray.exceptions import RayActorError, RayError
+
+from roost.blocking import BlockingExecutor
+from roost.completion import CompletionRecord, read_completion, write_completion
+from roost.config import Config
+from roost.launcher.backend import (
+    BackendError,
+    CannotRunAs,
+    ChildDir,
+    ChildDirError,
+    ChildRef,
+    NodeRef,
+    PlacementRefused,
+    RunningChild,
+    StartFailed,
+    StartSpec,
+)
+from roost.manifest import ResourceCaps
+from roost.raybackend.cluster import RayCluster
+from roost.raybackend.nodekeeper import PYTHON_MARK
+from roost.raybackend.placement import bundle_for
+
+__all__ = ["RayBackend", "RayChild", "keeper_gone_sentence", "node_gone_sentence"]
+
+log = structlog.get_logger("roost.ray")
+
+
+def node_gone_sentence(node: NodeRef) -> str:
+    where = f" at {node.address}" if node.address else ""
+    return f"the Ray node {node.node_id}{where} died, taking the child with it"
+
+
+def keeper_gone_sentence(node: NodeRef) -> str:
+    return f"the node keeper on Ray node {node.node_id} died, and the child's lifeline closed with it"
+
+
+class RayChild:
+    """A child on a Ray node, as the launcher supervises it (a :class:`ChildHandle`)."""
+
+    def __init__(
+        self, backend: RayBackend, keeper: Any, ref: ChildRef, *, ready_bound: float, adopted: bool = False
+    ) -> None:
+        assert ref.node is not None and ref.pid is not None
+        self.job_id = ref.job_id
+        self.pid = ref.pid
+        self.pid_start = ref.pid_start
+        self.node: NodeRef | None = ref.node
+        self._node = ref.node
+        self._backend = backend
+        self._keeper = keeper
+        self._ready_bound = ready_bound
+        self._read_first = not adopted
+        loop = asyncio.get_running_loop()
+        self._exited: asyncio.Future[str] = loop.create_future()
+        self._watch = loop.create_task(self._wait_exit())
+
+    @property
+    def exited(self) -> asyncio.Future[str]:
+        return self._exited
+
+    @property
+    def alive(self) -> bool:
+        return not self._exited.done()
+
+    @property
+    def ref(self) -> ChildRef:
+        return ChildRef(self.job_id, self.pid, self.pid_start, self._node)
+
+    async def _wait_exit(self) -> None:
+        try:
+            status = str(await self._keeper.wait_exit.remote(self.job_id))
+        except RayActorError:
+            status = await self._backend.gone_sentence(self._node)
+        except (RayError, KeyError) as exc:
+            # The keeper no longer knows the child (it was started again meanwhile).
+            status = f"exit status unknown: the node keeper lost track of the child ({type(exc).__name__})"
+        if not self._exited.done():
+            self._exited.set_result(status)
+
+    async def readline(self) -> bytes:
+        """The ready line (the keeper reads it); later stdout lines the keeper logs itself."""
+        if not self._read_first:
+            return b""
+        self._read_first = False
+        try:
+            line, _why = await self._keeper.wait_ready.remote(self.job_id, self._ready_bound)
+        except RayError:
+            return b""
+        if line is None:
+            return b""
+        return str(line).encode("utf-8")
+
+    async def stop(self, grace: float) -> bool:
+        if not self.alive:
+            return False
+        try:
+            killed = bool(await self._keeper.stop.remote(self.job_id, grace))
+        except RayError:
+            killed = False
+        await asyncio.shield(self._exited)
+        return killed
+
+    def kill(self) -> None:
+        if self.alive:
+            with contextlib.suppress(RayError):
+                self._keeper.signal.remote(self.job_id, int(signal.SIGKILL))
+
+    def close(self) -> None:
+        if not self._watch.done():
+            self._watch.cancel()
+
+
+class RayBackend:
+    """Children on a Ray cluster (``launcher = "ray"``)."""
+
+    def __init__(self, config: Config, executor: BlockingExecutor) -> None:
+        self.config = config
+        self.executor = executor
+        root = config.ray_node_root or (config.state_dir / "ray-nodes")
+        self.cluster = RayCluster(
+            executor,
+            address=config.ray_address,
+            namespace=config.ray_namespace,
+            node_root=str(root),
+            job_cgroups=config.job_cgroups,
+        )
+        self.lost_root = config.state_dir / "ray-lost"
+        self._pgs: dict[str, Any] = {}
+        self._node_of: dict[str, NodeRef] = {}
+        self._gates: dict[str, asyncio.Semaphore] = {}
+        self._artifacts: dict[tuple[str, str], asyncio.Task[None]] = {}
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def open(self) -> None:
+        await self.cluster.start(first_try_secs=30.0)
+
+    async def close(self) -> None:
+        for job_id in list(self._pgs):
+            await self.cluster.release(self._pgs.pop(job_id))
+        await self.cluster.stop()
+
+    @property
+    def containment(self) -> str | None:
+        where = self.cluster.address or "an embedded local cluster"
+        return f"Ray ({where}): each node keeper's cgroups, else its sweep by mark"
+
+    async def report(self) -> dict[str, Any]:
+        """The cluster and each node as ``roostctl doctor`` checks them (``GET /cluster``)."""
+        out: dict[str, Any] = {
+            "launcher": "ray",
+            "address": self.cluster.address or "embedded",
+            "namespace": self.cluster.namespace,
+            "connected": self.cluster.connected,
+            "error": self.cluster.last_error,
+            "nodes": [],
+        }
+        if not self.cluster.connected:
+            return out
+        try:
+            nodes = await self.cluster.refresh_nodes(force=True)
+            out["available"] = await self.executor.run(ray.available_resources)
+            keepers = await self.cluster.existing_keepers()
+        except Exception as exc:
+            out["error"] = _one_line(exc)
+            return out
+        for n in nodes:
+            entry: dict[str, Any] = {"node_id": n.node_id, "address": n.address, "totals": dict(n.totals)}
+            handle = keepers.get(n.node_id)
+            if handle is None:
+                entry["keeper"] = None
+            else:
+                try:
+                    entry["keeper"] = await asyncio.wait_for(handle.info.remote(), 10)
+                except (RayError, TimeoutError) as exc:
+                    entry["keeper"] = {"error": _cause(exc) if isinstance(exc, RayError) else "no answer in 10s"}
+            out["nodes"].append(entry)
+        return out
+
+    # -- placement ---------------------------------------------------------------------------
+    async def place(self, job_id: str, capsule: str, resources: ResourceCaps, uid: int | None) -> NodeRef | None:
+        name = capsule.split("@", 1)[0]
+        bundle = bundle_for(resources, self.config.ray_placement.get(name), self.config.ray_child_cpus)
+        try:
+            placed = await self.cluster.place(job_id, bundle, self.config.ray_busy_wait_secs)
+        except BackendError:
+            raise
+        except Exception as exc:
+            from roost.errors import RoostError
+
+            if isinstance(exc, RoostError):
+                raise PlacementRefused(exc.message) from None
+            raise PlacementRefused(f"the Ray cluster could not place the child: {_one_line(exc)}") from None
+        node = NodeRef(placed.node.node_id, placed.node.address)
+        self._pgs[job_id] = placed.pg
+        self._node_of[job_id] = node
+        return node
+
+    def start_gate(self, node: NodeRef | None) -> asyncio.Semaphore:
+        key = node.node_id if node is not None else ""
+        gate = self._gates.get(key)
+        if gate is None:
+            gate = self._gates[key] = asyncio.Semaphore(self.config.max_starting or 8)
+        return gate
+
+    def _node(self, node: NodeRef | None, job_id: str) -> NodeRef:
+        found = node or self._node_of.get(job_id)
+        if found is None:
+            raise BackendError(f"the job {job_id} has no Ray node recorded")
+        return found
+
+    async def _keeper(self, node: NodeRef) -> Any:
+        if self.cluster.is_dead(node.node_id):
+            raise BackendError(node_gone_sentence(node))
+        return await self.cluster.keeper(node.node_id)
+
+    async def gone_sentence(self, node: NodeRef) -> str:
+        self.cluster.forget_keeper(node.node_id)
+        try:
+            alive = await self.cluster.node_alive(node.node_id)
+        except Exception:
+            alive = False
+        return keeper_gone_sentence(node) if alive else node_gone_sentence(node)
+
+    # -- the child directory -------------------------------------------------------------------
+    async def prepare_dir(self, dir: ChildDir, task: dict[str, str | None] | None, *, fresh: bool) -> ChildDir:
+        node = self._node(dir.node, dir.job_id)
+        try:
+            keeper = await self._keeper(node)
+            workdir = str(await keeper.prepare.remote(dir.job_id, dir.uid, task))
+        except RayError as exc:
+            raise ChildDirError(_cause(exc)) from None
+        return replace(dir, workdir=workdir, parent_workdir=None, node=node)
+
+    def _lost_dir(self, job_id: str) -> Path:
+        return self.lost_root / job_id
+
+    async def read_completion(self, dir: ChildDir) -> CompletionRecord | None:
+        local = await self.executor.run(read_completion, self._lost_dir(dir.job_id))
+        if local is not None:
+            return local
+        try:
+            keeper = await self._keeper(self._node(dir.node, dir.job_id))
+            raw = await keeper.read_completion.remote(dir.job_id, dir.uid)
+        except (RayError, BackendError):
+            return None
+        return CompletionRecord.from_dict(raw) if isinstance(raw, dict) else None
+
+    async def write_completion(self, dir: ChildDir, rec: CompletionRecord) -> None:
+        try:
+            keeper = await self._keeper(self._node(dir.node, dir.job_id))
+            await keeper.write_completion.remote(dir.job_id, dir.uid, rec.to_dict())
+            return
+        except (RayError, BackendError) as exc:
+            log.warning("ray_completion_kept_locally", job_id=dir.job_id, error=_cause(exc))
+
+        def keep() -> None:
+            path = self._lost_dir(dir.job_id)
+            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            write_completion(path, rec)
+
+        await self.executor.run(keep)
+
+    async def stderr_tail(self, dir: ChildDir) -> list[str]:
+        try:
+            keeper = await self._keeper(self._node(dir.node, dir.job_id))
+            return list(await keeper.stderr_tail.remote(dir.job_id, dir.uid))
+        except (RayError, BackendError):
+            return []
+
+    async def own_session_end(self, dir: ChildDir, session_id: str) -> str | None:
+        try:
+            keeper = await self._keeper(self._node(dir.node, dir.job_id))
+            told = await keeper.own_session_end.remote(dir.job_id, dir.uid, session_id)
+        except (RayError, BackendError):
+            return None
+        return told if isinstance(told, str) else None
+
+    async def append_log(self, dir: ChildDir, lines: Sequence[str]) -> None:
+        try:
+            keeper = await self._keeper(self._node(dir.node, dir.job_id))
+            await keeper.append_log.remote(dir.job_id, dir.uid, list(lines))
+        except (RayError, BackendError) as exc:
+            raise OSError(_cause(exc)) from None
+
+    async def read_log(self, dir: ChildDir, offset: int) -> bytes:
+        """The child's log from ``offset`` (``roostctl logs -f`` for a remote child)."""
+        try:
+            keeper = await self._keeper(self._node(dir.node, dir.job_id))
+            return bytes(await keeper.read_log.remote(dir.job_id, dir.uid, offset))
+        except (RayError, BackendError):
+            return b""
+
+    # -- children ----------------------------------------------------------------------------
+    def check_run_as(self, uid: int | None) -> None:
+        """Whether a uid can be switched to is the node keeper's to say (at start)."""
+        return None
+
+    async def _ensure_artifact(self, keeper: Any, node: NodeRef, capsule: str, sha256: str) -> None:
+        key = (node.node_id, sha256)
+        task = self._artifacts.get(key)
+        if task is None or (task.done() and task.exception() is not None):
+            task = asyncio.get_running_loop().create_task(self._put_artifact(keeper, capsule, sha256))
+            self._artifacts[key] = task
+        await asyncio.shield(task)
+
+    async def _put_artifact(self, keeper: Any, capsule: str, sha256: str) -> None:
+        name, version = capsule.split("@", 1)
+        if await keeper.has_artifact.remote(name, version, sha256):
+            return
+        from roost.registry import artifact_filename
+
+        path = self.config.registry_path / name / version / artifact_filename(name, version)
+        data = await self.executor.run(path.read_bytes)
+        await keeper.put_artifact.remote(name, version, sha256, data)
+
+    async def _sha256(self, spec: StartSpec) -> str:
+        if spec.sha256:
+            return spec.sha256
+        from roost.registry import Registry
+
+        name, version = spec.capsule.split("@", 1)
+        artifact = await self.executor.run(Registry(self.config.registry_path).resolve, name, version)
+        return artifact.sha256
+
+    async def start(self, spec: StartSpec) -> RayChild:
+        node = self._node(spec.dir.node, spec.dir.job_id)
+        argv = list(spec.argv)
+        if argv and argv[0] == sys.executable:
+            argv[0] = PYTHON_MARK  # the node's own interpreter, not this host's path
+        env = dict(spec.env)
+        env.pop("MURMUR_SPAWNER_LIFELINE", None)  # the keeper sets it: the descriptor is its own
+        try:
+            keeper = await self._keeper(node)
+            await self._ensure_artifact(keeper, node, spec.capsule, await self._sha256(spec))
+            started = await keeper.start.remote(
+                spec.dir.job_id,
+                argv,
+                env,
+                spec.uid,
+                spec.resources.model_dump(),
+                spec.stdin,
+                not spec.limits_in_child,
+            )
+        except RayActorError:
+            raise StartFailed(await self.gone_sentence(node)) from None
+        except RayError as exc:
+            cause = _cause(exc)
+            if "cannot start a child as uid" in cause:
+                raise CannotRunAs(cause) from None
+            raise StartFailed(f"{argv[0] if argv else '?'} on Ray node {node.node_id}: {cause}") from None
+        except OSError as exc:
+            raise StartFailed(f"the artifact {spec.capsule}: {exc.strerror or exc}") from None
+        ref = ChildRef(spec.dir.job_id, int(started["pid"]), started.get("start"), node)
+        self._node_of[spec.dir.job_id] = node
+        return RayChild(self, keeper, ref, ready_bound=self.config.launch_timeout_secs + 60)
+
+    def lifeline_close(self, job_id: str) -> None:
+        node = self._node_of.get(job_id)
+        if node is None:
+            return
+        handle = self.cluster.cached_keeper(node.node_id)
+        if handle is not None:
+            with contextlib.suppress(RayError):
+                handle.close_lifeline.remote(job_id)
+
+    async def held_lifelines(self) -> set[str]:
+        held: set[str] = set()
+        for _node, children in await self._all_children():
+            held.update(c["job_id"] for c in children if c.get("lifeline"))
+        return held
+
+    async def finish_off(self, job_id: str, pid: int | None) -> None:
+        node = self._node_of.get(job_id)
+        if node is not None:
+            try:
+                keeper = await self._keeper(node)
+                left = int(await keeper.finish_off.remote(job_id))
+                await keeper.forget.remote(job_id)
+                if left:
+                    log.info("job_leftovers_killed", job_id=job_id, count=left, node=node.node_id)
+            except (RayError, BackendError) as exc:
+                log.info("ray_finish_off_skipped", job_id=job_id, node=node.node_id, error=_cause(exc))
+        pg = self._pgs.pop(job_id, None)
+        if pg is not None:
+            await self.cluster.release(pg)
+        else:
+            with contextlib.suppress(Exception):
+                await self.cluster.release_job(job_id)
+
+    # -- after a restart ------------------------------------------------------------------------
+    async def _all_children(self) -> list[tuple[NodeRef, list[dict[str, Any]]]]:
+        if not self.cluster.connected:
+            return []
+        keepers = await self.cluster.existing_keepers()
+        out: list[tuple[NodeRef, list[dict[str, Any]]]] = []
+        for node_id, handle in keepers.items():
+            view = self.cluster.node(node_id)
+            node = NodeRef(node_id, view.address if view else "")
+            try:
+                out.append((node, list(await handle.list.remote())))
+            except RayError:
+                continue
+        return out
+
+    async def is_running(self, ref: ChildRef) -> bool:
+        if ref.node is None or not self.cluster.connected:
+            return False
+        keeper = await self.cluster.find_keeper(ref.node.node_id)
+        if keeper is None:
+            return False
+        try:
+            children = await keeper.list.remote()
+        except RayError:
+            self.cluster.forget_keeper(ref.node.node_id)
+            return False
+        for c in children:
+            if c["job_id"] == ref.job_id and c["pid"] == ref.pid:
+                self._node_of[ref.job_id] = ref.node
+                # One that ended while no daemon watched counts as lost, as on one host.
+                return c.get("status") is None
+        return False
+
+    def adopt(self, ref: ChildRef) -> RayChild:
+        assert ref.node is not None
+        keeper = self.cluster.cached_keeper(ref.node.node_id)
+        if keeper is None:
+            raise BackendError(f"no keeper is known for Ray node {ref.node.node_id}")
+        self._node_of[ref.job_id] = ref.node
+        return RayChild(self, keeper, ref, ready_bound=0, adopted=True)
+
+    async def list_running(self, instance: str) -> list[RunningChild]:
+        out: list[RunningChild] = []
+        for node, children in await self._all_children():
+            for c in children:
+                if c.get("status") is None:
+                    self._node_of.setdefault(c["job_id"], node)
+                    out.append(RunningChild(pid=int(c["pid"]), job_id=c["job_id"], pgid=int(c["pid"]), node=node))
+        return out
+
+    async def end_orphan(self, found: RunningChild) -> None:
+        node = found.node or self._node_of.get(found.job_id)
+        if node is None:
+            return
+        with contextlib.suppress(Exception):
+            keeper = await self._keeper(node)
+            await keeper.stop.remote(found.job_id, 0.5)
+            await keeper.finish_off.remote(found.job_id)
+            await keeper.forget.remote(found.job_id)
+        with contextlib.suppress(Exception):
+            await self.cluster.release_job(found.job_id)
+
+
+def _cause(exc: BaseException) -> str:
+    """One line from a Ray error (the remote exception's own message when there is one)."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException):
+        return _one_line(cause)
+    return _one_line(exc)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[-1] if text else type(exc).__name__)[:300]

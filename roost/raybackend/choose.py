@@ -1,0 +1,29 @@
+"""The process backend the configuration asks for: the local one, or Ray's.
+
+Ray is imported only here and only for ``launcher = "ray"``, so a daemon that never asks for
+it never loads it (nor needs the ``[ray]`` extra installed).
+"""
+
+from __future__ import annotations
+
+from roost.blocking import BlockingExecutor
+from roost.config import Config, ConfigError
+from roost.launcher.backend import ProcessBackend
+from roost.launcher.local import LocalBackend
+
+__all__ = ["process_backend"]
+
+
+def process_backend(config: Config, executor: BlockingExecutor) -> ProcessBackend:
+    if config.launcher != "ray":
+        return LocalBackend(
+            executor, state_dir=config.state_dir, job_cgroups=config.job_cgroups, max_starting=config.max_starting
+        )
+    try:
+        from roost.raybackend.backend import RayBackend
+    except ImportError as exc:
+        raise ConfigError(
+            f'launcher = "ray" needs the Ray extra, which is not installed ({exc.name or exc}): '
+            "pip install 'mur-roost[ray]'"
+        ) from None
+    return RayBackend(config, executor)

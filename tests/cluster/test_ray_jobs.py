@@ -1,0 +1,192 @@
+"""Jobs on a 3-node Ray cluster through a real daemon: placement, records, lifelines, the cascade,
+refusals, and a node that dies.
+
+The daemon runs in the test's event loop with ``launcher = "ray"``, joined to the session's test
+cluster; children are the runtime double (tests/launcher/runtime_double.py), placed per capsule
+on a chosen node by its custom resource.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from roost.trace import read_trace, trace_path
+from tests.support.cluster import (
+    add_doubles,
+    delegated_final,
+    job_final,
+    job_processes,
+    job_view,
+    no_process_left,
+    ray_settings,
+    wait_for,
+)
+from tests.support.daemon import RunningDaemon
+from tests.support.registry import RegistryBuilder
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+async def ray_daemon(
+    ray_ns: str, daemon_factory: Any, registry: RegistryBuilder, ray_cluster: Any, tmp_path: Path
+) -> RunningDaemon:
+    add_doubles(registry)
+    d: RunningDaemon = await daemon_factory(registry.root, **ray_settings(ray_cluster, tmp_path, ray_ns))
+    return d
+
+
+async def _launch(d: RunningDaemon, name: str, task: str, **extra: Any) -> tuple[int, Any]:
+    status, body, _, _ = await d.call("POST", "/jobs", json={"name": name, "version": "0.1.0", "task": task, **extra})
+    return status, body
+
+
+def _delegated(workdir: str) -> dict[str, Any] | None:
+    """The job a runtime double launched (it writes the POST /jobs answer into its directory)."""
+    path = Path(workdir) / "delegated.json"
+    return dict(json.loads(path.read_text())) if path.exists() else None
+
+
+async def test_a_delegation_tree_spans_all_three_nodes(ray_daemon: RunningDaemon, ray_cluster: Any) -> None:
+    d = ray_daemon
+    # boss (head) → mid (w1) → kid (w2); kid finishes at once, the others wait for the cascade.
+    status, boss = await _launch(d, "boss", "sleep 60 delegate mid sleep 60 delegate kid sleep 0.3")
+    assert status == 201, boss
+    assert boss["node"] == {"node_id": ray_cluster.nodes["head"], "address": "127.0.0.1"}
+    mid_job = await wait_for(lambda: _delegated(boss["workdir"]))
+    assert mid_job["node"]["node_id"] == ray_cluster.nodes["w1"]
+    kid_job = await wait_for(lambda: _delegated(mid_job["workdir"]))
+    assert kid_job["node"]["node_id"] == ray_cluster.nodes["w2"]
+    # Each child's directory is under its own node's root, with the records a local child gets.
+    for job in (boss, mid_job, kid_job):
+        wd = Path(job["workdir"])
+        assert (wd / "meta" / "job_id.txt").read_text().strip() == job["job_id"]
+        assert json.loads((wd / "input.json").read_text())["job_id"] == job["job_id"]
+    assert len({Path(j["workdir"]).parent.parent for j in (boss, mid_job, kid_job)}) == 3
+    # The leaf finishes: exactly one completion (its own), and both lines in mid's trace.
+    kid_final = await delegated_final(d, kid_job["job_id"])
+    assert kid_final["state"] == "complete", kid_final
+    assert kid_final["node"]["node_id"] == ray_cluster.nodes["w2"]
+    completion = json.loads((Path(kid_job["workdir"]) / "completion.json").read_text())
+    assert completion["status"] == "ok" and completion["reported_by"] == "child"
+    assert kid_final["completion"]["delegation_id"] == kid_job["delegation_id"]
+    mid_rec = d.roost.table.get(mid_job["session_id"])
+    assert mid_rec is not None and mid_rec.workdir is not None
+    lines = read_trace(trace_path(mid_rec.workdir, mid_rec.session_id))
+    mine = [ln for ln in lines if ln.get("delegation_id") == kid_job["delegation_id"]]
+    assert [ln["event_type"] for ln in mine] == ["delegation_start", "delegation"], mine
+    assert mine[1]["outcome"] == "ok"
+    # Ending the top of the tree cascades down the other nodes; nothing is left anywhere.
+    status, body, _, _ = await d.call("POST", f"/jobs/{boss['job_id']}/cancel")
+    assert status == 200, body
+    assert (await job_final(d, boss["job_id"]))["state"] == "terminated"
+    mid_final = await delegated_final(d, mid_job["job_id"])
+    assert mid_final["reason"] is not None and "lifeline" in mid_final["reason"], mid_final
+    assert (Path(mid_job["workdir"]) / "spawner_ended.json").exists()
+    assert not (Path(mid_job["workdir"]) / "completion.json").exists()
+    await no_process_left({boss["job_id"], mid_job["job_id"], kid_job["job_id"]})
+
+
+async def test_cancel_and_deadline_end_remote_children_with_nothing_left(ray_daemon: RunningDaemon) -> None:
+    d = ray_daemon
+    status, slow = await _launch(d, "mid", "stubborn sleep 600")
+    assert status == 201, slow
+    status, timed = await _launch(d, "kid", "sleep 600", deadline_secs=1.5)
+    assert status == 201, timed
+    status, body, _, _ = await d.call("POST", f"/jobs/{slow['job_id']}/cancel")
+    assert status == 200, body
+    assert body["state"] == "terminated"
+    final = await job_final(d, timed["job_id"])
+    assert final["state"] == "timed_out" or final["outcome"] == "timed_out", final
+    await no_process_left({slow["job_id"], timed["job_id"]})
+
+
+async def test_an_infeasible_request_is_refused_at_once_naming_the_resource(ray_daemon: RunningDaemon) -> None:
+    t0 = time.monotonic()
+    status, body = await _launch(ray_daemon, "huge", "sleep 1")
+    took = time.monotonic() - t0
+    assert status == 409, body
+    assert "1000 CPU" in body["error"] and "largest node has 16 CPU" in body["error"], body
+    assert took < 2.5  # well inside ray_busy_wait_secs: nothing waited for a bundle
+
+
+async def test_a_busy_request_waits_then_runs_and_one_that_stays_busy_is_refused(ray_daemon: RunningDaemon) -> None:
+    d = ray_daemon
+    # "big" takes 400 of w1's 1000 units: two fit, the third must wait for one to end.
+    first = [await _launch(d, "big", "sleep 2") for _ in range(2)]
+    assert all(s == 201 for s, _ in first), first
+    t0 = time.monotonic()
+    status, third = await _launch(d, "big", "sleep 0.2")
+    assert status == 201, third
+    assert time.monotonic() - t0 > 0.5  # it waited for room
+    hogs = [await _launch(d, "big", "hang") for _ in range(2)]
+    assert all(s == 201 for s, _ in hogs), hogs
+    status, body = await _launch(d, "big", "sleep 0.1")
+    assert status == 409, body
+    assert "within 3s" in body["error"] and "busy" in body["error"], body
+    for _, job in hogs:
+        await d.call("POST", f"/jobs/{job['job_id']}/cancel")
+    await no_process_left({j["job_id"] for _, j in (*first, (0, third), *hogs)})
+
+
+async def test_removing_a_worker_node_crashes_its_children_naming_it(
+    ray_ns: str, daemon_factory: Any, registry: RegistryBuilder, ray_cluster: Any, tmp_path: Path
+) -> None:
+    node = ray_cluster.add_worker("w3")
+    add_doubles(registry)
+    registry.add("doomed")
+    settings = ray_settings(ray_cluster, tmp_path, ray_ns)
+    settings["ray_placement"] = {**settings["ray_placement"], "doomed": {"resources": {"w3": 1}}}
+    settings["spawn_allow"] = (*settings["spawn_allow"], "doomed")
+    d: RunningDaemon = await daemon_factory(registry.root, **settings)
+    doomed = []
+    for _ in range(2):
+        status, job = await _launch(d, "doomed", "sleep 600")
+        assert status == 201, job
+        doomed.append(job)
+    status, safe = await _launch(d, "mid", "sleep 600")
+    assert status == 201, safe
+    ray_cluster.cluster.remove_node(node, allow_graceful=False)
+    for job in doomed:
+        final = await job_final(d, job["job_id"], timeout=90)
+        assert final["state"] == "crashed", final
+        assert node.node_id in final["reason"], final
+        assert final["completion"]["status"] == "crashed"
+    view = await job_view(d, safe["job_id"])
+    assert view["state"] == "running", view
+    assert job_processes({safe["job_id"]})
+    await d.call("POST", f"/jobs/{safe['job_id']}/cancel")
+    await no_process_left({safe["job_id"], *(j["job_id"] for j in doomed)})
+
+
+async def test_doctor_checks_the_cluster_and_each_node(ray_daemon: RunningDaemon, ray_cluster: Any) -> None:
+    d = ray_daemon
+    status, job = await _launch(d, "mid", "sleep 30")
+    assert status == 201, job
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "roost.ctl.main",
+        "--state-dir",
+        str(d.roost.config.state_dir),
+        "doctor",
+        "--json",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, _ = await proc.communicate()
+    findings = {f["check"]: f for f in json.loads(out)["findings"]}
+    assert findings["ray-cluster"]["status"] == "ok", findings
+    assert "3 live node(s)" in findings["ray-cluster"]["detail"]
+    w1 = findings[f"ray-node {ray_cluster.nodes['w1'][:12]}"]
+    assert w1["status"] == "ok", w1
+    assert "keeper alive" in w1["detail"] and "1 children" in w1["detail"] and "1 cached artifact(s)" in w1["detail"]
+    await d.call("POST", f"/jobs/{job['job_id']}/cancel")
+    await no_process_left({job["job_id"]})

@@ -1,0 +1,101 @@
+# ruff: noqa: ASYNC109
+"""The Ray backend tests' helpers: the doubles' registry, placement per node, waits, a job's processes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from tests.support.daemon import RunningDaemon
+from tests.support.launcher import RUNTIME, wait_for
+from tests.support.registry import RegistryBuilder
+
+__all__ = [
+    "PLACEMENT",
+    "RUNTIME",
+    "add_doubles",
+    "delegated_final",
+    "job_final",
+    "job_processes",
+    "job_view",
+    "no_process_left",
+    "ray_settings",
+    "wait_for",
+]
+
+# Each capsule runs on one chosen node (the node's custom resource); "any" runs wherever there is room.
+PLACEMENT = {
+    "boss": {"resources": {"head": 1}},
+    "mid": {"resources": {"w1": 1}},
+    "kid": {"resources": {"w2": 1}},
+    "big": {"resources": {"w1": 400}},
+}
+
+
+def add_doubles(registry: RegistryBuilder) -> None:
+    spawn_all = {"spawn": {"allow": ["mid", "kid", "any", "boss"]}, "network": {"allow": ["localhost"]}}
+    registry.add("boss", capabilities=spawn_all)
+    registry.add("mid", capabilities=spawn_all)
+    registry.add("kid", extra={"lifecycle": {"delegation_deadline_secs": 600}})
+    registry.add("any", capabilities=spawn_all)
+    registry.add("big")
+    registry.add("huge", capabilities={"resources": {"cpu_percent": 100_000}})
+
+
+def ray_settings(cluster: Any, tmp: Path, namespace: str, **more: Any) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "launcher": "ray",
+        "ray_address": cluster.address,
+        "ray_namespace": namespace,
+        "ray_node_root": tmp / "nodes",
+        "ray_placement": PLACEMENT,
+        "ray_busy_wait_secs": 3.0,
+        "runtime_command": RUNTIME,
+        "spawn_allow": ("boss", "mid", "kid", "any", "big", "huge"),
+        "stop_grace_secs": 2.0,
+        "lifeline_grace_secs": 3.0,
+    }
+    values.update(more)
+    return values
+
+
+async def job_view(d: RunningDaemon, job_id: str, headers: dict[str, str] | None = None) -> Any:
+    status, body, _, _ = await d.call("GET", f"/jobs/{job_id}", headers=headers)
+    assert status == 200, body
+    return body
+
+
+async def job_final(d: RunningDaemon, job_id: str, headers: dict[str, str] | None = None, timeout: float = 40) -> Any:
+    async def check() -> Any:
+        body = await job_view(d, job_id, headers)
+        return body if body["state"] not in ("starting", "running") else None
+
+    return await wait_for(check, timeout)
+
+
+async def delegated_final(d: RunningDaemon, job_id: str, timeout: float = 40) -> Any:
+    """A delegated job's final record (its GET /jobs answer needs the parent's credential; the
+    test reads the launcher's own record of it instead)."""
+    job = await wait_for(lambda: d.roost.launcher.jobs.get(job_id), timeout)
+    await wait_for(lambda: job.done.is_set(), timeout)
+    return job.view()
+
+
+def job_processes(job_ids: set[str]) -> list[psutil.Process]:
+    """Live processes (any node of the test cluster: they all run on this machine) of these jobs."""
+    out = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if proc.environ().get("MURMUR_JOB_ID") in job_ids:
+                out.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return out
+
+
+async def no_process_left(job_ids: set[str], timeout: float = 20) -> None:
+    await wait_for(lambda: not job_processes(job_ids), timeout)
