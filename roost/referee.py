@@ -29,6 +29,8 @@ from roost.ids import token_id
 from roost.keys import KeyRing
 from roost.refusals import for_register, refusals
 from roost.registry import Artifact, Registry, RegistryError
+from roost.repos.sessions import SessionRepository
+from roost.repos.spent import SpentRepository
 from roost.reservelog import ReservationJournal, replay
 from roost.sessions import Reservation, SessionRecord, SessionTable, Slot, Trust
 from roost.store import Op, Store, StoreConflict
@@ -47,16 +49,6 @@ SessionEndHook = Callable[[SessionRecord], Awaitable[None]]
 
 def wall_ms() -> int:
     return max(0, time.time_ns() // 1_000_000)
-
-
-LOAD_LIVE_SESSIONS = """
-    SELECT * FROM sessions WHERE status = 'running'
-    UNION
-    SELECT * FROM sessions WHERE session_id IN (
-        SELECT session_id FROM jobs WHERE state IN ('starting', 'running') AND session_id IS NOT NULL
-        UNION SELECT parent_id FROM jobs WHERE state IN ('starting', 'running') AND parent_id IS NOT NULL
-    )
-"""
 
 
 class Grant(NamedTuple):
@@ -110,6 +102,8 @@ class Referee:
         self.keys = keys
         self.executor = executor
         self.clock = clock
+        self.sessions = SessionRepository(store)
+        self.spent = SpentRepository(store)
         self.journal = ReservationJournal(store, clock)
         self.on_session_end: list[SessionEndHook] = []
         self.on_session_registered: list[Callable[[SessionRecord], None]] = []
@@ -456,10 +450,7 @@ class Referee:
                 raise IdentityRefused() from None
             if not self.table.spend(claims.jti, claims.exp, now):
                 raise Refused(refusals.REPLAYED, "approval_replayed")
-            spent_op = (
-                "INSERT OR IGNORE INTO spent (jti, exp_ms) VALUES (?, ?)",
-                (claims.jti, claims.exp),
-            )
+            spent_op = self.spent.spend_op(claims.jti, claims.exp)
             try:
                 parent = self.table.running_session(claims.sid)
                 if parent is None:
@@ -513,7 +504,7 @@ class Referee:
         # Held in the table from here on, so a concurrent register of the same id is refused
         # by the checks above while this one's commit is in flight.
         self.table.add(rec)
-        ops.append(rec.insert_op())
+        ops.append(self.sessions.insert_op(rec))
         try:
             await self.store.commit(ops)
         except StoreConflict:
@@ -559,7 +550,7 @@ class Referee:
         self.leases.pop(rec.session_id, None)
         self.table.end(rec, "complete" if status == "complete" else "failed", now)
         self.release_slots_of(rec.session_id)
-        await self.store.commit([rec.status_op()])
+        await self.store.commit([self.sessions.status_op(rec)])
         log.info("session_ended", session_id=rec.session_id, capsule=rec.coordinates, status=rec.status, reason=reason)
         for hook in list(self.on_session_end):
             try:
@@ -613,10 +604,8 @@ class Referee:
         rec = self.table.get(session_id)
         if rec is not None:
             return rec
-        rows = await self.store.read(
-            lambda c: c.execute("SELECT * FROM sessions WHERE session_id = ?", (session_id,)).fetchall()
-        )
-        return SessionRecord.from_row(rows[0]) if rows else self.table.get(session_id)
+        stored = await self.sessions.get(session_id)
+        return stored if stored is not None else self.table.get(session_id)
 
     async def status_of(self, session_id: str) -> dict[str, Any] | None:
         """``GET /status``: as :meth:`status`, and for a session only the database still holds."""
@@ -649,20 +638,12 @@ class Referee:
         # Only what is live: running sessions, and the ended ones an unfinished job still
         # names (its child's own record of how it ended, or its parent). History stays on disk
         # until retention deletes it, so a restart costs the same after a year as after a day.
-        for row in self.store.rows(LOAD_LIVE_SESSIONS):
-            self.table.add(SessionRecord.from_row(row))
-        for row in self.store.rows("SELECT jti, exp_ms FROM spent WHERE exp_ms > ?", (now,)):
-            self.table.spend(row["jti"], int(row["exp_ms"]), now)
-        journal = self.store.rows(
-            "SELECT granted, released FROM reservation_log WHERE max_exp_ms > ? ORDER BY seq", (now,)
-        )
-        for res in replay(((row["granted"], row["released"]) for row in journal), now):
+        for rec in self.sessions.live_sync():
+            self.table.add(rec)
+        for jti, exp_ms in self.spent.unexpired_sync(now):
+            self.table.spend(jti, exp_ms, now)
+        for res in replay(self.journal.rows.unexpired_sync(now), now):
             # Redeemed, or its parent ended: the release may not have reached the journal.
             if res.jti not in self.table.spent and self.table.running_session(res.parent_id) is not None:
                 self.table.reserve(res)
-        self.store.write_sync(
-            [
-                ("DELETE FROM reservation_log WHERE max_exp_ms <= ?", (now,)),
-                ("DELETE FROM spent WHERE exp_ms <= ?", (now,)),
-            ]
-        )
+        self.store.write_sync([self.journal.rows.compact_op(now), self.spent.expire_op(now)])

@@ -21,15 +21,14 @@ from typing import Any, cast, get_args
 import orjson
 import structlog
 
+from roost.repos.journal import JournalRepository
 from roost.sessions import SLOT_EXP, SLOT_JTI, Reservation, Slot, Trust
 from roost.store import Op, Store
 
-__all__ = ["APPEND", "COMPACT", "COMPACT_EVERY_MS", "ReservationJournal", "decode_slot", "encode_slot", "replay"]
+__all__ = ["COMPACT_EVERY_MS", "ReservationJournal", "decode_slot", "encode_slot", "replay"]
 
 log = structlog.get_logger("roost.reservelog")
 
-APPEND = "INSERT INTO reservation_log (max_exp_ms, granted, released) VALUES (?, ?, ?)"
-COMPACT = "DELETE FROM reservation_log WHERE max_exp_ms <= ?"
 COMPACT_EVERY_MS = 1_000
 _TRUST = frozenset(get_args(Trust))
 
@@ -95,6 +94,7 @@ class ReservationJournal:
 
     def __init__(self, store: Store, clock: Callable[[], int]) -> None:
         self._store = store
+        self.rows = JournalRepository(store)
         self._clock = clock
         self._granted: dict[str, Slot] = {}
         self._released: dict[str, int] = {}
@@ -127,17 +127,14 @@ class ReservationJournal:
             # cancels, so compaction never drops a release while its grant is still replayed.
             max_exp = max([slot[SLOT_EXP] for slot in granted.values()] + list(released.values()))
             ops.append(
-                (
-                    APPEND,
-                    (
-                        max_exp,
-                        orjson.dumps([encode_slot(r) for r in granted.values()]),
-                        orjson.dumps(list(released)),
-                    ),
+                self.rows.append_op(
+                    max_exp,
+                    orjson.dumps([encode_slot(r) for r in granted.values()]),
+                    orjson.dumps(list(released)),
                 )
             )
         now_ms = self._clock()
         if ops and now_ms >= self._next_compact_ms:
-            ops.append((COMPACT, (now_ms,)))
+            ops.append(self.rows.compact_op(now_ms))
             self._next_compact_ms = now_ms + COMPACT_EVERY_MS
         return ops

@@ -25,9 +25,11 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from roost.reservelog import COMPACT
+from roost.repos.jobs import prune_sql as prune_jobs
+from roost.repos.journal import JournalRepository
+from roost.repos.sessions import prune_sql as prune_sessions
+from roost.repos.spent import prune_sql as prune_spent
 from roost.store import Op, StoreError
-from roost.wire import FINAL_JOB_STATES
 
 if TYPE_CHECKING:
     from roost.daemon import Roost
@@ -39,16 +41,9 @@ log = structlog.get_logger("roost.retention")
 # Rows deleted per statement: one sweep's transaction stays short even after a long outage.
 BATCH = 5_000
 
-_FINAL = ", ".join(f"'{s}'" for s in sorted(FINAL_JOB_STATES))
-PRUNE_SESSIONS = (
-    "DELETE FROM sessions WHERE rowid IN (SELECT rowid FROM sessions"
-    f" WHERE ended_ms IS NOT NULL AND ended_ms <= ? AND status != 'running' LIMIT {BATCH})"
-)
-PRUNE_JOBS = (
-    "DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs"
-    f" WHERE ended_ms IS NOT NULL AND ended_ms <= ? AND state IN ({_FINAL}) LIMIT {BATCH})"
-)
-PRUNE_SPENT = f"DELETE FROM spent WHERE rowid IN (SELECT rowid FROM spent WHERE exp_ms <= ? LIMIT {BATCH})"
+PRUNE_SESSIONS = prune_sessions(BATCH)
+PRUNE_JOBS = prune_jobs(BATCH)
+PRUNE_SPENT = prune_spent(BATCH)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +85,7 @@ class Retention:
         totals = [0, 0, 0]
         ops: list[Op] = [(PRUNE_SESSIONS, (history_cutoff,)), (PRUNE_JOBS, (history_cutoff,)), (PRUNE_SPENT, (now,))]
         while ops:
-            counts = await roost.store.prune([*ops, (COMPACT, (now,))])
+            counts = await roost.store.prune([*ops, JournalRepository.compact_op(now)])
             again: list[Op] = []
             for i, op in enumerate(ops):
                 slot = [PRUNE_SESSIONS, PRUNE_JOBS, PRUNE_SPENT].index(op[0])

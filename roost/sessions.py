@@ -19,7 +19,6 @@ from typing import Any, Final, Literal, NamedTuple, cast
 
 from roost.envelope import Envelope
 from roost.manifest import Manifest
-from roost.store import Op
 
 __all__ = [
     "SLOT_EXP",
@@ -72,42 +71,6 @@ class SessionRecord:
     @property
     def coordinates(self) -> str:
         return f"{self.name}@{self.version}"
-
-    def insert_op(self) -> Op:
-        return (
-            "INSERT INTO sessions (session_id, name, version, sha256, status, parent_id, depth_remaining,"
-            " envelope, manifest, trust, cred_nonce, handle_salt, workdir, pid, pid_start, capsule_url,"
-            " job_id, created_ms, ended_ms, uid, containment) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                self.session_id,
-                self.name,
-                self.version,
-                self.sha256,
-                self.status,
-                self.parent_id,
-                self.depth_remaining,
-                self.envelope.to_json(),
-                self.manifest.model_dump_json(),
-                self.trust,
-                self.cred_nonce,
-                self.handle_salt,
-                self.workdir,
-                self.pid,
-                self.pid_start,
-                self.capsule_url,
-                self.job_id,
-                self.created_ms,
-                self.ended_ms,
-                self.uid,
-                self.containment,
-            ),
-        )
-
-    def status_op(self) -> Op:
-        return (
-            "UPDATE sessions SET status = ?, ended_ms = ?, end_reason = ? WHERE session_id = ?",
-            (self.status, self.ended_ms, self.end_reason, self.session_id),
-        )
 
     @classmethod
     def from_row(cls, row: Any) -> SessionRecord:
