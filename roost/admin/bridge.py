@@ -2,7 +2,7 @@
 
 Why a bridge: the launcher's own routes answer a job only to its parent session (or, for a
 top-level job, to a loopback caller); the operator on the admin socket sees every job, so
-listing and showing read the launcher's memory merged over the ``jobs`` table directly. Launch
+listing and showing read the launcher's memory merged over the job repository. Launch
 and cancel go through the launcher's public methods so the referee, lifelines and the
 one-completion rule apply exactly as on ``POST /jobs``.
 """
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from roost.errors import NotFound, Unavailable
 from roost.launcher.jobs import Job
 from roost.launcher.records import LOG_FILE
+from roost.repos.jobs import JobRepository
 from roost.wire import FINAL_JOB_STATES, JOB_STATES
 
 if TYPE_CHECKING:
@@ -34,25 +35,15 @@ __all__ = [
 ]
 
 ACTIVE_STATES = frozenset(JOB_STATES) - FINAL_JOB_STATES
-_LIST_LIMIT = 5000
 
 
-def _stored(roost: Roost, job_id: str | None = None, state: str | None = None) -> list[Job]:
-    """Jobs from SQLite (blocking; through the executor). Newest ``_LIST_LIMIT`` when listing."""
-    if job_id is not None:
-        rows = roost.store.rows("SELECT * FROM jobs WHERE job_id = ?", (job_id,))
-    elif state is not None:
-        rows = roost.store.rows(
-            "SELECT * FROM jobs WHERE state = ? ORDER BY created_ms DESC LIMIT ?", (state, _LIST_LIMIT)
-        )
-    else:
-        rows = roost.store.rows("SELECT * FROM jobs ORDER BY created_ms DESC LIMIT ?", (_LIST_LIMIT,))
-    return [Job.from_row(r) for r in rows]
+def _repo(roost: Roost) -> JobRepository:
+    return JobRepository(roost.store)
 
 
 async def list_jobs(roost: Roost, state: str | None = None) -> list[dict[str, Any]]:
     """Every job (memory wins over the table: it is ahead of write-behind), oldest first."""
-    merged = {j.job_id: j for j in await roost.executor.run(_stored, roost, None, state)}
+    merged = {j.job_id: j for j in await _repo(roost).newest(state)}
     merged.update({k: j for k, j in roost.launcher.jobs.items() if state is None or j.state == state})
     if state is not None:
         merged = {k: j for k, j in merged.items() if j.state == state}
@@ -71,8 +62,7 @@ def counts_by_state(roost: Roost) -> dict[str, int]:
 async def _job(roost: Roost, job_id: str) -> Job:
     job = roost.launcher.jobs.get(job_id)
     if job is None:
-        found = await roost.executor.run(_stored, roost, job_id)
-        job = found[0] if found else None
+        job = await _repo(roost).get(job_id)
     if job is None:
         raise NotFound(f"job '{job_id}' was not found")
     return job
@@ -110,13 +100,9 @@ def log_paths(roost: Roost, ident: str) -> list[Path]:
     rec = roost.table.get(ident)
     job: Job | None = roost.launcher.jobs.get(ident)
     if job is None and rec is None:
-        found = _stored(roost, ident)
-        job = found[0] if found else None
+        job = _repo(roost).get_sync(ident)
     if job is None and rec is not None and rec.job_id is not None:
-        job = roost.launcher.jobs.get(rec.job_id)
-        if job is None:
-            found = _stored(roost, rec.job_id)
-            job = found[0] if found else None
+        job = roost.launcher.jobs.get(rec.job_id) or _repo(roost).get_sync(rec.job_id)
     if rec is None and job is not None and job.session_id is not None:
         rec = roost.table.get(job.session_id)
     if rec is None and job is None:
