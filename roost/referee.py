@@ -23,7 +23,7 @@ from roost.admission import admit_top_level
 from roost.blocking import BlockingExecutor
 from roost.config import Config
 from roost.envelope import Envelope, violation
-from roost.errors import BadRequest, IdentityRefused, Refused
+from roost.errors import IdentityRefused, Refused
 from roost.identifiers import require_id
 from roost.ids import token_id
 from roost.keys import KeyRing
@@ -67,20 +67,6 @@ class Grant(NamedTuple):
             "sha256": self.artifact.sha256,
             "expires_at_ms": self.claims.exp,
         }
-
-
-def require_str(body: dict[str, Any], key: str) -> str:
-    if key not in body:
-        raise BadRequest(f"invalid JSON: missing field '{key}'")
-    value = body[key]
-    if not isinstance(value, str):
-        raise BadRequest(f"invalid JSON: field '{key}' must be a string")
-    return value
-
-
-def require_ident(body: dict[str, Any], key: str) -> str:
-    """A string field that must pass the identifier grammar (:mod:`roost.identifiers`)."""
-    return require_id(key, require_str(body, key))
 
 
 class Referee:

@@ -33,10 +33,10 @@ from a2a.errors import A2AError, JsonRpcError, PeerHTTPError, PeerUnreachable, U
 from a2a.ids import prefixed
 from a2a.models import Message, Part, Task, build, parse_part, text_part
 from a2a.origin import Origin, Trust, outbound_headers
+from roost.bodies import require_str
 from roost.errors import BadGateway, BadRequest, Refused
 from roost.events import ObservedError
 from roost.netrule import allows
-from roost.referee import require_str
 from roost.sessions import SessionRecord
 
 if TYPE_CHECKING:

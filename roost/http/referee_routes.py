@@ -1,21 +1,21 @@
-"""Upstream-compatible referee endpoints: /health, /spawn, /register, /deregister, /status."""
+"""Upstream-compatible referee endpoints: /health, /spawn, /register, /deregister, /status.
+
+Each handler parses its body into a typed request (:mod:`roost.bodies`), does the checks that
+need I/O, and hands typed values to :class:`roost.referee.Referee`."""
 
 from __future__ import annotations
 
 import os
-from typing import Any
-from urllib.parse import urlsplit
 
 import structlog
 from aiohttp import web
 
+from roost.bodies import parse_deregister, parse_register, parse_spawn
 from roost.errors import BadRequest, NotFound, Refused, RoostError
 from roost.http.caller import caller_of
 from roost.http.context import ROOST
 from roost.http.middleware import json_ok, read_json
 from roost.identifiers import require_id
-from roost.manifest import CONTAINMENT_ORDER
-from roost.referee import require_ident
 from roost.sessionwatch import pid_holds_connection
 from roost.wire import CREDENTIAL_HEADER
 
@@ -42,10 +42,8 @@ async def health(request: web.Request) -> web.Response:
 async def spawn(request: web.Request) -> web.Response:
     roost = request.app[ROOST]
     try:
-        body = await read_json(request)
-        name = require_ident(body, "name")
-        version = require_ident(body, "version")
-        grant = await roost.referee.spawn(request.headers.get(CREDENTIAL_HEADER), name, version)
+        req = parse_spawn(await read_json(request))
+        grant = await roost.referee.spawn(request.headers.get(CREDENTIAL_HEADER), req.name, req.version)
     except RoostError as exc:
         outcome = _outcome(exc)
         roost.metrics.spawn_decision(outcome)
@@ -55,47 +53,13 @@ async def spawn(request: web.Request) -> web.Response:
     return json_ok(grant.answer())
 
 
-def _optional_workdir(body: dict[str, Any]) -> str | None:
-    workdir = body.get("workdir")
-    if workdir is None:
-        return None
-    if not isinstance(workdir, str) or not os.path.isabs(workdir) or "\x00" in workdir:
-        raise BadRequest("workdir must be an absolute path")
-    return os.path.normpath(workdir)
-
-
-def _optional_pid(body: dict[str, Any]) -> int | None:
-    pid = body.get("pid")
-    if pid is None:
-        return None
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
-        raise BadRequest("pid must be a process id (a whole number above 1)")
-    return pid
-
-
-def _optional_url(body: dict[str, Any]) -> str | None:
-    url = body.get("capsule_url")
-    if url is None:
-        return None
-    if not isinstance(url, str):
-        raise BadRequest("capsule_url must be a string")
-    parts = urlsplit(url)
-    if parts.scheme != "http" or not parts.hostname or parts.port is None:
-        raise BadRequest("capsule_url must be http://<host>:<port> (the session's A2A door)")
-    return f"http://{parts.hostname}:{parts.port}"
-
-
 @routes.post("/register")
 async def register(request: web.Request) -> web.Response:
     roost = request.app[ROOST]
-    body = await read_json(request)
-    session_id = require_ident(body, "session_id")
-    name = require_ident(body, "name")
-    version = require_ident(body, "version")
-    workdir = _optional_workdir(body)
+    req = parse_register(await read_json(request))
+    workdir, pid = req.workdir, req.pid
     if workdir is not None and not await roost.executor.run(os.path.isdir, workdir):
         raise BadRequest("workdir must be an existing directory")
-    pid = _optional_pid(body)
     pid_start = None
     if pid is not None:
         # Believe a pid only if that process holds this very connection.
@@ -109,25 +73,21 @@ async def register(request: web.Request) -> web.Response:
         else:
             log.info("register_pid_unverified", pid=pid)
             pid = None
-    capsule_url = _optional_url(body)
-    containment = body.get("containment")
-    if containment is not None and containment not in CONTAINMENT_ORDER:
-        raise BadRequest("containment must be one of advisory, scoped, sealed")
     try:
         credential, _rec = await roost.referee.register(
             request.headers.get(APPROVAL_HEADER),
-            session_id=session_id,
-            name=name,
-            version=version,
+            session_id=req.session_id,
+            name=req.name,
+            version=req.version,
             workdir=workdir,
             pid=pid,
             pid_start=pid_start,
-            capsule_url=capsule_url,
+            capsule_url=req.capsule_url,
             uid=caller_of(request).uid,
-            containment=containment,
+            containment=req.containment,
         )
     except RoostError as exc:
-        log.info("register_refused", outcome=_outcome(exc), status=exc.status, capsule=f"{name}@{version}")
+        log.info("register_refused", outcome=_outcome(exc), status=exc.status, capsule=f"{req.name}@{req.version}")
         raise
     # The session's door checks the relay's seals with this key (docs/security.md).
     return json_ok({"credential": credential, "door_key": roost.relay.door_key(_rec.session_id).hex()})
@@ -136,12 +96,8 @@ async def register(request: web.Request) -> web.Response:
 @routes.post("/deregister")
 async def deregister(request: web.Request) -> web.Response:
     roost = request.app[ROOST]
-    body = await read_json(request)
-    outcome = body.get("outcome")
-    if outcome not in ("complete", "failed"):
-        shown = outcome if isinstance(outcome, str) else ("" if outcome is None else str(outcome))
-        raise BadRequest(f"outcome '{shown}' is not 'complete' or 'failed'")
-    await roost.referee.deregister(request.headers.get(CREDENTIAL_HEADER), outcome)
+    req = parse_deregister(await read_json(request))
+    await roost.referee.deregister(request.headers.get(CREDENTIAL_HEADER), req.outcome)
     return json_ok({})
 
 

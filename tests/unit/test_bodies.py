@@ -1,0 +1,147 @@
+"""Parsing at the edge: each body becomes a typed request, or one exact 400 sentence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from roost.api_models import DeregisterRequest, RegisterRequest, SpawnRequest
+from roost.bodies import optional_str, parse_deregister, parse_register, parse_spawn, require_ident, require_str
+from roost.errors import BadRequest
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def sentence(fn: Any, body: dict[str, Any]) -> str:
+    with pytest.raises(BadRequest) as info:
+        fn(body)
+    assert info.value.status == 400
+    return info.value.message
+
+
+def test_spawn_parses_to_its_typed_request() -> None:
+    req = parse_spawn({"name": "worker", "version": "0.1.0", "extra": 1})
+    assert isinstance(req, SpawnRequest) and (req.name, req.version) == ("worker", "0.1.0")
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({}, "invalid JSON: missing field 'name'"),
+        ({"name": 3, "version": "1"}, "invalid JSON: field 'name' must be a string"),
+        ({"name": "w"}, "invalid JSON: missing field 'version'"),
+        ({"name": "w", "version": None}, "invalid JSON: field 'version' must be a string"),
+        ({"name": "a..b", "version": "1"}, "name must not be '.' or contain '..'"),
+        ({"name": "w", "version": " "}, "version must not be empty"),
+    ],
+)
+def test_spawn_sentences(body: dict[str, Any], expected: str) -> None:
+    assert sentence(parse_spawn, body) == expected
+
+
+def test_register_parses_and_normalises() -> None:
+    req = parse_register(
+        {
+            "session_id": "ses_1",
+            "name": "worker",
+            "version": "0.1.0",
+            "workdir": "/tmp//a/./b/",
+            "pid": 42,
+            "capsule_url": "http://127.0.0.1:8080/ignored/path",
+            "containment": "scoped",
+        }
+    )
+    assert isinstance(req, RegisterRequest)
+    assert (req.session_id, req.name, req.version) == ("ses_1", "worker", "0.1.0")
+    assert (req.workdir, req.pid, req.capsule_url, req.containment) == (
+        "/tmp/a/b",
+        42,
+        "http://127.0.0.1:8080",
+        "scoped",
+    )
+
+
+def test_register_optional_fields_default_to_none() -> None:
+    req = parse_register({"session_id": "s", "name": "n", "version": "v"})
+    assert (req.workdir, req.pid, req.capsule_url, req.containment) == (None, None, None, None)
+
+
+BASE = {"session_id": "ses_1", "name": "worker", "version": "0.1.0"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ({"session_id": None}, "invalid JSON: field 'session_id' must be a string"),
+        ({"session_id": "a/b"}, "session_id must not contain '/' or '\\'"),
+        ({"workdir": "relative"}, "workdir must be an absolute path"),
+        ({"workdir": 5}, "workdir must be an absolute path"),
+        ({"workdir": "/a\x00b"}, "workdir must be an absolute path"),
+        ({"pid": 1}, "pid must be a process id (a whole number above 1)"),
+        ({"pid": True}, "pid must be a process id (a whole number above 1)"),
+        ({"pid": "12"}, "pid must be a process id (a whole number above 1)"),
+        ({"capsule_url": 5}, "capsule_url must be a string"),
+        ({"capsule_url": "https://h:1"}, "capsule_url must be http://<host>:<port> (the session's A2A door)"),
+        ({"capsule_url": "http://h"}, "capsule_url must be http://<host>:<port> (the session's A2A door)"),
+        ({"containment": "loose"}, "containment must be one of advisory, scoped, sealed"),
+        # Checked in order: the first mistake is the one named.
+        ({"pid": 0, "capsule_url": 1, "containment": "x"}, "pid must be a process id (a whole number above 1)"),
+        ({"workdir": "x", "pid": 0}, "workdir must be an absolute path"),
+    ],
+)
+def test_register_sentences(extra: dict[str, Any], expected: str) -> None:
+    assert sentence(parse_register, {**BASE, **extra}) == expected
+
+
+@pytest.mark.parametrize("outcome", ["complete", "failed"])
+def test_deregister_outcomes(outcome: str) -> None:
+    req = parse_deregister({"outcome": outcome})
+    assert isinstance(req, DeregisterRequest) and req.outcome == outcome
+
+
+@pytest.mark.parametrize(
+    ("body", "shown"), [({}, ""), ({"outcome": "done"}, "done"), ({"outcome": 3}, "3"), ({"outcome": None}, "")]
+)
+def test_deregister_sentences(body: dict[str, Any], shown: str) -> None:
+    assert sentence(parse_deregister, body) == f"outcome '{shown}' is not 'complete' or 'failed'"
+
+
+def test_field_helpers() -> None:
+    assert require_str({"k": "v"}, "k") == "v"
+    assert require_ident({"k": "ok"}, "k") == "ok"
+    assert optional_str({}, "k") is None and optional_str({"k": None}, "k") is None
+    assert optional_str({"k": "v"}, "k") == "v"
+    assert sentence(lambda b: optional_str(b, "k"), {"k": 1}) == "invalid JSON: field 'k' must be a string"
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["session_id", "name", "version", "workdir", "pid", "capsule_url", "containment", "x"]),
+        json_values,
+    )
+)
+def test_register_never_fails_other_than_with_a_sentence(body: dict[str, Any]) -> None:
+    try:
+        req = parse_register(body)
+    except BadRequest as exc:
+        assert exc.status == 400 and exc.message and "\n" not in exc.message
+    else:
+        assert all(isinstance(getattr(req, k), str) for k in ("session_id", "name", "version"))
+        assert req.pid is None or (type(req.pid) is int and req.pid > 1)
+        assert req.workdir is None or req.workdir.startswith("/")
+
+
+@given(st.dictionaries(st.sampled_from(["name", "version", "outcome"]), json_values))
+def test_spawn_and_deregister_never_fail_other_than_with_a_sentence(body: dict[str, Any]) -> None:
+    for fn in (parse_spawn, parse_deregister):
+        try:
+            fn(body)
+        except BadRequest as exc:
+            assert exc.status == 400 and exc.message
