@@ -17,7 +17,7 @@ from pydantic.json_schema import models_json_schema
 
 from roost import __version__
 from roost.api_models import ENDPOINTS, Body, Endpoint
-from roost.wire import CREDENTIAL_HEADER
+from roost.wire import APPROVAL_HEADER, AUDIENCE_HEADER, CREDENTIAL_HEADER
 
 __all__ = ["build_openapi", "openapi_document"]
 
@@ -39,7 +39,7 @@ _REASONS = {
 }
 _SECURITY = {
     "credential": {"type": "apiKey", "in": "header", "name": CREDENTIAL_HEADER},
-    "approval": {"type": "apiKey", "in": "header", "name": "x-murmur-spawn-approval"},
+    "approval": {"type": "apiKey", "in": "header", "name": APPROVAL_HEADER},
 }
 
 
@@ -82,7 +82,7 @@ def _operation(ep: Endpoint, refs: dict[type[BaseModel], str]) -> dict[str, Any]
         op["parameters"] = [{"name": p, "in": "path", "required": True, "schema": {"type": "string"}} for p in params]
     if ep.path == "/resources/peer/{handle}":
         op["parameters"].append(
-            {"name": "x-murmur-audience", "in": "header", "required": True, "schema": {"type": "string"}}
+            {"name": AUDIENCE_HEADER, "in": "header", "required": True, "schema": {"type": "string"}}
         )
     if ep.request is not None:
         op["requestBody"] = {"required": True, "content": _content(ep.request, refs)}

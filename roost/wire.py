@@ -10,6 +10,9 @@ from __future__ import annotations
 from typing import Final, Literal, get_args
 
 __all__ = [
+    "ACTIVE_JOB_STATES",
+    "APPROVAL_HEADER",
+    "AUDIENCE_HEADER",
     "CREDENTIAL_HEADER",
     "FINAL_JOB_STATES",
     "HOST_ERROR_HEADER",
@@ -20,6 +23,12 @@ __all__ = [
 CREDENTIAL_HEADER: Final = "x-murmur-spawn-credential"
 """Carries a session's ``msc1.`` credential on every call a session makes to the daemon."""
 
+APPROVAL_HEADER: Final = "x-murmur-spawn-approval"
+"""Carries a ``msa1.`` spawn approval on the ``POST /register`` of the child it was granted for."""
+
+AUDIENCE_HEADER: Final = "x-murmur-audience"
+"""Names the reader of a peer handle (``name@host:port``) on ``GET /resources/peer/{handle}``."""
+
 HOST_ERROR_HEADER: Final = "x-roost-capsule-error"
 """Marks an answer the capsule host produced itself (no daemon, daemon unreachable)."""
 
@@ -28,3 +37,5 @@ JOB_STATES: Final[tuple[str, ...]] = get_args(JobState)
 """Every job state, in lifecycle order."""
 FINAL_JOB_STATES: Final[frozenset[str]] = frozenset({"complete", "failed", "crashed", "terminated"})
 """The states a job never leaves."""
+ACTIVE_JOB_STATES: Final[tuple[str, ...]] = tuple(s for s in JOB_STATES if s not in FINAL_JOB_STATES)
+"""The states of a job that still runs (or is starting), in lifecycle order."""

@@ -17,7 +17,7 @@ from roost.errors import NotFound, Unavailable
 from roost.launcher.jobs import Job
 from roost.launcher.records import LOG_FILE
 from roost.repos.jobs import JobRepository
-from roost.wire import FINAL_JOB_STATES, JOB_STATES
+from roost.wire import ACTIVE_JOB_STATES, JOB_STATES
 
 if TYPE_CHECKING:
     from roost.daemon import Roost
@@ -34,7 +34,7 @@ __all__ = [
     "reconcile_report",
 ]
 
-ACTIVE_STATES = frozenset(JOB_STATES) - FINAL_JOB_STATES
+ACTIVE_STATES = frozenset(ACTIVE_JOB_STATES)
 
 
 def _repo(roost: Roost) -> JobRepository:

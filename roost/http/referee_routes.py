@@ -17,11 +17,9 @@ from roost.http.context import ROOST
 from roost.http.middleware import json_ok, read_json
 from roost.identifiers import require_id
 from roost.sessionwatch import pid_holds_connection
-from roost.wire import CREDENTIAL_HEADER
+from roost.wire import APPROVAL_HEADER, CREDENTIAL_HEADER
 
 __all__ = ["routes"]
-
-APPROVAL_HEADER = "x-murmur-spawn-approval"
 
 routes = web.RouteTableDef()
 log = structlog.get_logger("roost.referee")

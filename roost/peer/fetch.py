@@ -43,10 +43,11 @@ from roost.ids import token_id
 from roost.peer import span_attrs
 from roost.peer.audience import AudienceError, audience
 from roost.peer.errors import BadPeerRequest, PeerError
-from roost.peer.redeem import AUDIENCE_HEADER, PREFIX
+from roost.peer.redeem import PREFIX
 from roost.peer.storage import PeerInWriter, hint_from_token, stored_path
 from roost.sessions import SessionRecord
 from roost.trace import redact_text
+from roost.wire import AUDIENCE_HEADER
 
 if TYPE_CHECKING:
     from roost.peer.plane import PeerPlane

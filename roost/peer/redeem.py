@@ -74,6 +74,7 @@ from roost.peer.errors import (
 )
 from roost.peer.resolve import OpenedFile, follows_links, open_export, root_components
 from roost.sessions import SessionRecord
+from roost.wire import AUDIENCE_HEADER
 
 if TYPE_CHECKING:
     from roost.peer.plane import PeerPlane
@@ -87,7 +88,6 @@ SMALL_FILE: Final = 64 * 1024
 _HASH_CHUNK: Final = 1024 * 1024
 MAX_AUDIENCE: Final = 512
 """Longest ``x-murmur-audience`` considered (``name@host:port``); a longer one is no audience."""
-AUDIENCE_HEADER: Final = "x-murmur-audience"
 
 
 @dataclass(frozen=True, slots=True)

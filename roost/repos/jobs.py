@@ -8,7 +8,7 @@ from typing import Any
 
 from roost.launcher.jobs import Job
 from roost.store import Op, Store
-from roost.wire import FINAL_JOB_STATES
+from roost.wire import ACTIVE_JOB_STATES, FINAL_JOB_STATES
 
 __all__ = ["COLUMNS", "LIST_LIMIT", "JobRepository"]
 
@@ -45,7 +45,7 @@ UPSERT = f"INSERT OR REPLACE INTO jobs ({', '.join(COLUMNS)}) VALUES ({', '.join
 BY_ID = "SELECT * FROM jobs WHERE job_id = ?"
 BY_STATE = "SELECT * FROM jobs WHERE state = ? ORDER BY created_ms DESC LIMIT ?"
 NEWEST = "SELECT * FROM jobs ORDER BY created_ms DESC LIMIT ?"
-UNFINISHED = "SELECT * FROM jobs WHERE state IN ('starting', 'running') ORDER BY created_ms"
+UNFINISHED = f"SELECT * FROM jobs WHERE state IN ({', '.join(repr(s) for s in ACTIVE_JOB_STATES)}) ORDER BY created_ms"
 COUNTS = "SELECT state, COUNT(*) AS n FROM jobs GROUP BY state"
 LIST_LIMIT = 5000
 """The most rows one listing reads (the newest)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from roost.sessions import SessionRecord
 from roost.store import Op, Store
+from roost.wire import ACTIVE_JOB_STATES
 
 __all__ = ["SessionRepository"]
 
@@ -17,12 +18,13 @@ SET_JOB = "UPDATE sessions SET job_id = ? WHERE session_id = ?"
 BY_ID = "SELECT * FROM sessions WHERE session_id = ?"
 # Only what is live: running sessions, and the ended ones an unfinished job still names (its
 # child's own record of how it ended, or its parent).
-LIVE = """
+_ACTIVE = ", ".join(f"'{s}'" for s in ACTIVE_JOB_STATES)
+LIVE = f"""
     SELECT * FROM sessions WHERE status = 'running'
     UNION
     SELECT * FROM sessions WHERE session_id IN (
-        SELECT session_id FROM jobs WHERE state IN ('starting', 'running') AND session_id IS NOT NULL
-        UNION SELECT parent_id FROM jobs WHERE state IN ('starting', 'running') AND parent_id IS NOT NULL
+        SELECT session_id FROM jobs WHERE state IN ({_ACTIVE}) AND session_id IS NOT NULL
+        UNION SELECT parent_id FROM jobs WHERE state IN ({_ACTIVE}) AND parent_id IS NOT NULL
     )
 """
 
