@@ -12,7 +12,6 @@ import asyncio
 import logging
 import secrets
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
@@ -20,6 +19,7 @@ import structlog
 
 from roost import logs, tokens
 from roost.admission import admit_top_level
+from roost.artifactcache import ArtifactCache
 from roost.blocking import BlockingExecutor
 from roost.config import Config
 from roost.envelope import Envelope, violation
@@ -27,8 +27,10 @@ from roost.errors import IdentityRefused, Refused
 from roost.identifiers import require_id
 from roost.ids import token_id
 from roost.keys import KeyRing
+from roost.leases import Leases
+from roost.quotas import RegistrationRate
 from roost.refusals import for_register, refusals
-from roost.registry import Artifact, Registry, RegistryError
+from roost.registry import Artifact, Registry
 from roost.repos.sessions import SessionRepository
 from roost.repos.spent import SpentRepository
 from roost.reservelog import ReservationJournal, replay
@@ -93,15 +95,12 @@ class Referee:
         self.journal = ReservationJournal(store, clock)
         self.on_session_end: list[SessionEndHook] = []
         self.on_session_registered: list[Callable[[SessionRecord], None]] = []
-        self._resolved: dict[tuple[str, str], tuple[Artifact, float]] = {}
-        self._resolving: dict[tuple[str, str], asyncio.Future[Artifact]] = {}
-        self._generation = 0
-        self._envelopes: dict[str, Envelope] = {}
+        self.artifacts = ArtifactCache(lambda: self.registry, executor, lambda: self.config.registry_recheck_secs)
         self._verified: dict[str, tuple[KeyRing, tokens.CredentialClaims]] = {}
         self._violations: dict[tuple[str, str], str | None] = {}
         self.draining = False
-        self.leases: dict[str, int] = {}
-        self._registered_at: dict[int | None, deque[int]] = {}
+        self._leases = Leases()
+        self._registrations = RegistrationRate()
 
     # -- identity --------------------------------------------------------------------------
     def authenticate(self, credential: str | None) -> SessionRecord:
@@ -125,84 +124,26 @@ class Referee:
         rec = self.table.running_session(claims.sid)
         if rec is None or not secrets.compare_digest(rec.cred_nonce, claims.n):
             raise IdentityRefused()
-        leases = self.leases
-        if claims.sid in leases:
-            leases[claims.sid] = self.clock() + self.lease_ms
+        if claims.sid in self._leases.until:
+            self._leases.grant(claims.sid, self.clock(), self.lease_ms)
         return rec
 
-    def _fresh_artifact(self, name: str, version: str) -> Artifact | None:
-        """The cached resolution if it was checked within ``registry_recheck_secs``.
+    # -- artifacts (roost/artifactcache.py) ------------------------------------------------
+    @property
+    def _resolved(self) -> dict[tuple[str, str], tuple[Artifact, float]]:
+        return self.artifacts.resolved
 
-        Past half the window a revalidation starts in the background (refresh-ahead), so
-        under steady load the entry is renewed before it lapses and no request waits on the
-        registry; an answer older than the window is still never used.
-        """
-        key = (name, version)
-        hit = self._resolved.get(key)
-        if hit is None:
-            return None
-        age = time.monotonic() - hit[1]
-        window = self.config.registry_recheck_secs
-        if age >= window:
-            return None
-        if age >= window / 2 and key not in self._resolving:
-            self._fly(key)
-        return hit[0]
-
-    def _fly(self, key: tuple[str, str]) -> asyncio.Task[Artifact]:
-        flight = self._resolving[key] = asyncio.get_running_loop().create_task(self._revalidate(key, self._generation))
-        # A refresh nobody awaits must not warn "exception never retrieved"; a waiter still
-        # gets the error from the task itself.
-        flight.add_done_callback(lambda t: None if t.cancelled() else t.exception())
-        return flight
+    @property
+    def _resolving(self) -> dict[tuple[str, str], asyncio.Future[Artifact]]:
+        return self.artifacts.resolving
 
     async def resolve(self, name: str, version: str) -> Artifact:
-        """Resolve through the executor, reusing an answer checked within ``registry_recheck_secs``.
-
-        The registry revalidates against the file's stat on every call; doing that (a thread
-        hop) on every /spawn would cost more than the rest of the referee together. A
-        replaced artifact is therefore noticed within the recheck window, and the launcher
-        re-hashes what it unpacks, so bytes that were never approved are never run. When the
-        window lapses under load, every request that finds it lapsed waits for the one
-        revalidation already in flight rather than each sending its own.
-        """
-        key = (name, version)
-        hit = self._resolved.get(key)
-        if hit is not None and time.monotonic() - hit[1] < self.config.registry_recheck_secs:
-            return hit[0]
-        flight = self._resolving.get(key) or self._fly(key)
-        return await asyncio.shield(flight)
-
-    async def _revalidate(self, key: tuple[str, str], generation: int) -> Artifact:
-        now = time.monotonic()
-        try:
-            artifact = await self.executor.run(self.registry.resolve, *key)
-        except RegistryError:
-            self._resolved.pop(key, None)
-            raise
-        finally:
-            if self._resolving.get(key) is asyncio.current_task():
-                del self._resolving[key]
-        if generation != self._generation:
-            return artifact  # forgotten while in flight: answer this caller, cache nothing
-        if len(self._resolved) > 4096:
-            self._resolved.clear()
-        self._resolved[key] = (artifact, now)
-        return artifact
-
-    def _envelope_of(self, artifact: Artifact) -> Envelope:
-        env = self._envelopes.get(artifact.sha256)
-        if env is None:
-            if len(self._envelopes) > 4096:
-                self._envelopes.clear()
-            env = self._envelopes[artifact.sha256] = Envelope.from_manifest(artifact.manifest)
-        return env
+        """Resolve ``name@version``, reusing an answer checked within ``registry_recheck_secs``."""
+        return await self.artifacts.resolve(name, version)
 
     def forget_resolved(self) -> None:
         """Drop every cached resolution (SIGHUP, ``roostctl registry add``)."""
-        self._generation += 1
-        self._resolved.clear()
-        self._resolving.clear()
+        self.artifacts.forget()
 
     # -- POST /spawn -----------------------------------------------------------------------
     async def spawn(
@@ -224,7 +165,7 @@ class Referee:
             raise Refused(refusals.not_in_parent_allow(name), "spawn_allow")
         now = self.clock()
         self._check_bounds(parent, now)
-        artifact = self._fresh_artifact(name, version)
+        artifact = self.artifacts.fresh(name, version)
         if artifact is None:
             artifact = await self.resolve(name, version)
             # The registry was read in the executor: the parent may have ended and other
@@ -239,7 +180,7 @@ class Referee:
         if pair in self._violations:
             why = self._violations[pair]
         else:
-            why = violation(parent.envelope, self._envelope_of(artifact))
+            why = violation(parent.envelope, self.artifacts.envelope_of(artifact))
             if len(self._violations) >= 4096:
                 self._violations.clear()
             self._violations[pair] = why
@@ -296,7 +237,7 @@ class Referee:
             now = self.clock()
             self.table.prune(now)
             ticks += 1
-            if ticks % LEASE_CHECK_TICKS == 0 and self.leases:
+            if ticks % LEASE_CHECK_TICKS == 0 and self._leases:
                 try:
                     await self.lapse_leases(now)
                 except Exception:
@@ -312,19 +253,8 @@ class Referee:
     def _check_uid_rate(self, uid: int | None, now_ms: int) -> None:
         """The per-uid registrations-per-minute quota; records this registration if allowed."""
         limit = self.config.uid_registrations_per_minute
-        if limit <= 0:
-            return
-        stamps = self._registered_at.get(uid)
-        if stamps is None:
-            if len(self._registered_at) > 4096:  # forget idle users' empty windows
-                for key in [k for k, v in self._registered_at.items() if not v or v[-1] <= now_ms - 60_000]:
-                    del self._registered_at[key]
-            stamps = self._registered_at[uid] = deque()
-        while stamps and stamps[0] <= now_ms - 60_000:
-            stamps.popleft()
-        if len(stamps) >= limit:
+        if not self._registrations.admit(uid, now_ms, limit):
             raise Refused(refusals.uid_rate(uid, limit), "quota_rate")
-        stamps.append(now_ms)
 
     def _check_bounds(self, parent: SessionRecord, now_ms: int) -> None:
         """Depth, machine ceiling, concurrency — in upstream order (expired slots pruned first)."""
@@ -533,7 +463,7 @@ class Referee:
             return False
         now = self.clock()
         rec.end_reason = reason
-        self.leases.pop(rec.session_id, None)
+        self._leases.drop(rec.session_id)
         self.table.end(rec, "complete" if status == "complete" else "failed", now)
         self.release_slots_of(rec.session_id)
         await self.store.commit([self.sessions.status_op(rec)])
@@ -550,9 +480,14 @@ class Referee:
     # lease: any authenticated call renews it (and roost-capsule calls POST /renew while it
     # runs); when it lapses the session ends with the reason recorded, as if it had failed.
 
+    @property
+    def leases(self) -> dict[str, int]:
+        """Each leased session's expiry (wall-clock ms)."""
+        return self._leases.until
+
     def lease(self, rec: SessionRecord, now_ms: int | None = None) -> None:
         """Give ``rec`` a lease (it has no process roost can watch)."""
-        self.leases[rec.session_id] = (self.clock() if now_ms is None else now_ms) + self.lease_ms
+        self._leases.grant(rec.session_id, self.clock() if now_ms is None else now_ms, self.lease_ms)
 
     @property
     def lease_ms(self) -> int:
@@ -560,20 +495,16 @@ class Referee:
 
     def renew(self, rec: SessionRecord) -> int | None:
         """Renew ``rec``'s lease, if it holds one; the new expiry (ms), or None."""
-        if rec.session_id not in self.leases:
-            return None
-        until = self.leases[rec.session_id] = self.clock() + self.lease_ms
-        return until
+        return self._leases.renew(rec.session_id, self.clock(), self.lease_ms)
 
     async def lapse_leases(self, now_ms: int) -> int:
         """End every session whose lease has lapsed by ``now_ms``; return how many."""
-        lapsed = [sid for sid, until in self.leases.items() if until <= now_ms]
         ended = 0
         secs = self.config.session_lease_secs
-        for sid in lapsed:
-            if self.leases.get(sid, now_ms + 1) > now_ms:
+        for sid in self._leases.lapsed(now_ms):
+            if not self._leases.still_lapsed(sid, now_ms):
                 continue  # renewed while an earlier one was being ended
-            self.leases.pop(sid, None)
+            self._leases.drop(sid)
             rec = self.table.running_session(sid)
             if rec is None:
                 continue
