@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import structlog
 
 from roost import logs, tokens
-from roost.admission import admit_top_level
+from roost.admission import SpawnLimits, admit_spawn, admit_top_level
 from roost.artifactcache import ArtifactCache
 from roost.blocking import BlockingExecutor
 from roost.config import Config
@@ -29,7 +29,7 @@ from roost.ids import token_id
 from roost.keys import KeyRing
 from roost.leases import Leases
 from roost.quotas import RegistrationRate
-from roost.refusals import for_register, refusals
+from roost.refusals import for_register, for_spawn, refusals
 from roost.registry import Artifact, Registry
 from roost.repos.sessions import SessionRepository
 from roost.repos.spent import SpentRepository
@@ -257,20 +257,22 @@ class Referee:
             raise Refused(refusals.uid_rate(uid, limit), "quota_rate")
 
     def _check_bounds(self, parent: SessionRecord, now_ms: int) -> None:
-        """Depth, machine ceiling, concurrency — in upstream order (expired slots pruned first)."""
+        """Depth, machine ceiling, concurrency, the user's sessions — in upstream order
+        (expired slots pruned first; roost/admission.py decides)."""
         cfg = self.config
-        if parent.depth_remaining <= 0:
-            raise Refused(refusals.depth(cfg.max_depth), "depth")
         table = self.table
         if table.next_expiry_ms <= now_ms:
             table.prune(now_ms)
-        live = table.live_capsules()
-        if live >= cfg.max_live_capsules:
-            raise Refused(refusals.ceiling(cfg.max_live_capsules, live), "ceiling")
-        kids = table.live_children(parent.session_id)
-        if kids >= cfg.max_concurrent:
-            raise Refused(refusals.concurrency(cfg.max_concurrent, kids), "concurrency")
-        self.check_uid_sessions(parent.uid)
+        refusal = admit_spawn(
+            SpawnLimits(cfg.max_depth, cfg.max_live_capsules, cfg.max_concurrent, cfg.uid_live_sessions_limit),
+            depth_remaining=parent.depth_remaining,
+            live_capsules=table.live_capsules(),
+            live_children=table.live_children(parent.session_id),
+            uid=parent.uid,
+            uid_live=table.live_by_uid.get(parent.uid, 0),
+        )
+        if refusal is not None:
+            raise for_spawn(refusal)
 
     def release_slot(self, jti: str) -> Reservation | None:
         """Give back one pending slot (its child will never register)."""

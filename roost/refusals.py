@@ -12,10 +12,19 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from roost.admission import CeilingReached, Draining, NotInSpawnAllow, Refusal
+from roost.admission import (
+    CeilingReached,
+    ConcurrencyReached,
+    DepthExhausted,
+    Draining,
+    NotInSpawnAllow,
+    Refusal,
+    SpawnRefusal,
+    UidSessionsReached,
+)
 from roost.errors import Refused
 
-__all__ = ["for_launch", "for_register", "refusals"]
+__all__ = ["for_launch", "for_register", "for_spawn", "refusals"]
 
 
 class refusals:
@@ -123,4 +132,17 @@ def for_launch(refusal: Refusal) -> Refused:
         return Refused(refusals.not_in_spawn_allow(refusal.name), "spawn_allow")
     if isinstance(refusal, CeilingReached):
         return Refused(refusals.ceiling(refusal.limit, refusal.live), "ceiling")
+    assert_never(refusal)
+
+
+def for_spawn(refusal: SpawnRefusal) -> Refused:
+    """``POST /spawn``'s refusal for a bound the parent would break: upstream's sentence and class."""
+    if isinstance(refusal, DepthExhausted):
+        return Refused(refusals.depth(refusal.max_depth), "depth")
+    if isinstance(refusal, CeilingReached):
+        return Refused(refusals.ceiling(refusal.limit, refusal.live), "ceiling")
+    if isinstance(refusal, ConcurrencyReached):
+        return Refused(refusals.concurrency(refusal.limit, refusal.live), "concurrency")
+    if isinstance(refusal, UidSessionsReached):
+        return Refused(refusals.uid_sessions(refusal.uid, refusal.limit, refusal.live), "quota_sessions")
     assert_never(refusal)

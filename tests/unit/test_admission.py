@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roost.admission import CeilingReached, Draining, NotInSpawnAllow, Refusal, admit_top_level
+from roost.admission import (
+    CeilingReached,
+    ConcurrencyReached,
+    DepthExhausted,
+    Draining,
+    NotInSpawnAllow,
+    Refusal,
+    SpawnLimits,
+    SpawnRefusal,
+    UidSessionsReached,
+    admit_spawn,
+    admit_top_level,
+)
 from roost.errors import Refused
-from roost.refusals import DRAINING_LAUNCH, for_launch, for_register, refusals
+from roost.refusals import DRAINING_LAUNCH, for_launch, for_register, for_spawn, refusals
 
 names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_.", min_size=1, max_size=12)
 
@@ -150,3 +164,91 @@ def test_rendered_sentences_carry_the_values(name: str, limit: int, live: int) -
     assert f"'{name}'" in for_register(NotInSpawnAllow(name)).message
     msg = for_register(CeilingReached(limit, live)).message
     assert f"allows {limit} live capsules" in msg and f"already holding {live} " in msg
+
+
+# -- delegated spawns ------------------------------------------------------------------------------
+
+LIMITS = SpawnLimits(max_depth=3, max_live_capsules=10, max_concurrent=4, uid_live_sessions=6)
+
+
+def spawn_state(**kw: int | None) -> dict[str, int | None]:
+    state: dict[str, int | None] = {
+        "depth_remaining": 2,
+        "live_capsules": 0,
+        "live_children": 0,
+        "uid": 7,
+        "uid_live": 0,
+    }
+    state.update(kw)
+    return state
+
+
+def test_a_spawn_within_every_bound_is_admitted() -> None:
+    assert admit_spawn(LIMITS, **spawn_state(live_capsules=9, live_children=3, uid_live=5)) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        (spawn_state(depth_remaining=0, live_capsules=99, live_children=99, uid_live=99), DepthExhausted(3)),
+        (spawn_state(depth_remaining=-1), DepthExhausted(3)),
+        (spawn_state(live_capsules=10, live_children=99, uid_live=99), CeilingReached(10, 10)),
+        (spawn_state(live_children=4, uid_live=99), ConcurrencyReached(4, 4)),
+        (spawn_state(uid_live=6), UidSessionsReached(7, 6, 6)),
+        (spawn_state(uid=None, uid_live=8), UidSessionsReached(None, 6, 8)),
+    ],
+)
+def test_the_first_broken_bound_is_named_in_upstream_order(state: dict[str, Any], expected: SpawnRefusal) -> None:
+    assert admit_spawn(LIMITS, **state) == expected
+
+
+@given(
+    depth=st.integers(-2, 4),
+    live=st.integers(0, 20),
+    kids=st.integers(0, 8),
+    uid_live=st.integers(0, 10),
+    uid=st.none() | st.integers(0, 70000),
+    limits=st.builds(SpawnLimits, st.integers(0, 5), st.integers(0, 20), st.integers(0, 8), st.integers(0, 10)),
+)
+def test_spawn_decision_matches_the_checks_in_order(
+    depth: int, live: int, kids: int, uid_live: int, uid: int | None, limits: SpawnLimits
+) -> None:
+    got = admit_spawn(limits, depth_remaining=depth, live_capsules=live, live_children=kids, uid=uid, uid_live=uid_live)
+    if depth <= 0:
+        assert got == DepthExhausted(limits.max_depth)
+    elif live >= limits.max_live_capsules:
+        assert got == CeilingReached(limits.max_live_capsules, live)
+    elif kids >= limits.max_concurrent:
+        assert got == ConcurrencyReached(limits.max_concurrent, kids)
+    elif uid_live >= limits.uid_live_sessions:
+        assert got == UidSessionsReached(uid, limits.uid_live_sessions, uid_live)
+    else:
+        assert got is None
+
+
+SPAWN_SENTENCES: list[tuple[SpawnRefusal, str, str]] = [
+    (DepthExhausted(2), refusals.depth(2), "depth"),
+    (CeilingReached(2, 2), refusals.ceiling(2, 2), "ceiling"),
+    (
+        ConcurrencyReached(2, 3),
+        "delegation concurrency bound reached: this daemon allows a capsule 2 live children at a time "
+        "(--max-concurrent 2), and this session already holds 3 — wait for one to finish, or raise --max-concurrent",
+        "concurrency",
+    ),
+    (UidSessionsReached(1000, 5, 5), refusals.uid_sessions(1000, 5, 5), "quota_sessions"),
+]
+
+
+@pytest.mark.parametrize(("refusal", "sentence", "kind"), SPAWN_SENTENCES)
+def test_spawn_renders_upstreams_sentences(refusal: SpawnRefusal, sentence: str, kind: str) -> None:
+    err = for_spawn(refusal)
+    assert type(err) is Refused
+    assert (err.message, err.kind, err.status) == (sentence, kind, 403)
+
+
+def test_the_depth_sentence_is_upstreams() -> None:
+    assert refusals.depth(1) == (
+        "delegation depth bound reached: this daemon allows 1 levels of delegation below a top-level capsule "
+        "(--max-depth 1), and this session has none left to spend — a capsule whose capabilities.spawn.allow "
+        "names itself terminates here rather than recursing"
+    )
