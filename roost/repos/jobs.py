@@ -45,7 +45,8 @@ UPSERT = f"INSERT OR REPLACE INTO jobs ({', '.join(COLUMNS)}) VALUES ({', '.join
 BY_ID = "SELECT * FROM jobs WHERE job_id = ?"
 BY_STATE = "SELECT * FROM jobs WHERE state = ? ORDER BY created_ms DESC LIMIT ?"
 NEWEST = "SELECT * FROM jobs ORDER BY created_ms DESC LIMIT ?"
-UNFINISHED = f"SELECT * FROM jobs WHERE state IN ({', '.join(repr(s) for s in ACTIVE_JOB_STATES)}) ORDER BY created_ms"
+_ACTIVE = ", ".join(f"'{s}'" for s in sorted(ACTIVE_JOB_STATES))
+UNFINISHED = f"SELECT * FROM jobs WHERE state IN ({_ACTIVE}) ORDER BY created_ms"
 COUNTS = "SELECT state, COUNT(*) AS n FROM jobs GROUP BY state"
 LIST_LIMIT = 5000
 """The most rows one listing reads (the newest)."""

@@ -18,7 +18,7 @@ SET_JOB = "UPDATE sessions SET job_id = ? WHERE session_id = ?"
 BY_ID = "SELECT * FROM sessions WHERE session_id = ?"
 # Only what is live: running sessions, and the ended ones an unfinished job still names (its
 # child's own record of how it ended, or its parent).
-_ACTIVE = ", ".join(f"'{s}'" for s in ACTIVE_JOB_STATES)
+_ACTIVE = ", ".join(f"'{s}'" for s in sorted(ACTIVE_JOB_STATES))
 LIVE = f"""
     SELECT * FROM sessions WHERE status = 'running'
     UNION
