@@ -4,6 +4,11 @@ Check order, bounds and refusal sentences follow upstream's, byte for byte, so a
 runtime can use this daemon unchanged. Every decision is made on the in-memory
 :class:`~roost.sessions.SessionTable` without awaiting between the check and the reservation it
 grants; the change is then made durable before the answer leaves.
+
+This module sequences; the pieces it sequences live beside it: whether a start is admitted
+(:mod:`roost.admission`, pure) and how each refusal reads (:mod:`roost.refusals`), the registry
+answers it reuses (:mod:`roost.artifactcache`), lease expiries (:mod:`roost.leases`), the per-user
+registration rate (:mod:`roost.quotas`), and the rows it writes (:mod:`roost.repos`).
 """
 
 from __future__ import annotations
