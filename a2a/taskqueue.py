@@ -20,7 +20,6 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict, deque
-from dataclasses import replace
 from typing import Any
 
 from a2a import errors, traceparent
@@ -222,7 +221,7 @@ class TaskQueue:
             raise errors.unsupported_operation(f"task {rec.task.id} cannot continue: the session is closing")
         message = incoming.message
         prev = rec.task
-        rec.task = replace(prev, turn=prev.turn + 1, **_from_message(incoming))
+        rec.task = prev._replace(turn=prev.turn + 1, **_from_message(incoming))
         rec.add_history(message)
         rec.set(TaskState.SUBMITTED)
         self._enqueue(rec)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from a2a import traceparent
 from a2a.models import Artifact, Dialect, Message, Part, TaskState
@@ -25,12 +25,13 @@ DEFAULT_MAX_FINISHED = 1000
 DEFAULT_MAX_HISTORY = 64
 
 
-@dataclass(frozen=True, slots=True)
-class DoorTask:
+class DoorTask(NamedTuple):
     """One run of a task: everything the capsule host needs to start it and write its trace records.
 
     A task continued after ``input-required`` gets a new DoorTask with the same ``id`` and
-    ``context_id``, the new message's fields and ``turn`` one higher.
+    ``context_id``, the new message's fields and ``turn`` one higher. Immutable; a named tuple
+    rather than a frozen dataclass because one is built per request on the door's hot path, and
+    a frozen dataclass pays a ``object.__setattr__`` call per field.
     """
 
     id: str
@@ -104,9 +105,9 @@ FinishHook = Callable[[DoorTask, TaskOutcome], Awaitable[None]]
 CancelHook = Callable[[DoorTask, CancelPhase], Awaitable[None]]
 
 
-@dataclass(frozen=True, slots=True)
-class Incoming:
-    """A parsed message plus how it arrived: the input of one admission."""
+class Incoming(NamedTuple):
+    """A parsed message plus how it arrived: the input of one admission (a named tuple, as
+    :class:`DoorTask`, for the same reason)."""
 
     message: Message
     provenance: Provenance
