@@ -7,18 +7,26 @@ retired. The baseline is the least a JSON-RPC endpoint on aiohttp can do: read t
 ``json.loads`` it, answer a Task-sized ``json.dumps``. Rounds alternate door and baseline so a
 noisy neighbour hits both alike; medians are reported. Target: door >= 0.7x the baseline.
 
-Run: python bench/bench_door.py [--seconds 5] [--rounds 3]
+``--before PATH`` adds a third server: the same door imported from another checkout (e.g. a
+``git worktree`` of the previous commit), so a change is measured before/after in the same run.
+Besides req/s, the CPU each server spends per request (from ``/proc``) is printed: on a shared
+machine it is steadier than throughput. The order of the servers rotates from round to round.
+
+Run: python bench/bench_door.py [--seconds 5] [--rounds 3] [--before PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
+import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import WrkResult, app_script, median_by, start_script, wrk
+from _harness import SERVER_CPU, Proc, WrkResult, app_script, median_by, start_script, taskset, wrk
 
 DOOR_SERVER = app_script(
     """
@@ -66,36 +74,67 @@ BODY = json.dumps(
 HEADERS = {"content-type": "application/json", "A2A-Version": "1.0", "x-murmur-task-origin": "peer"}
 
 
+def start_from(code: str, tree: str) -> Proc:
+    """:func:`start_script` with ``tree`` first on the import path (another checkout's code)."""
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+    proc = subprocess.Popen([*taskset(SERVER_CPU), sys.executable, "-c", code], stdout=subprocess.PIPE, env=env)
+    assert proc.stdout is not None
+    return Proc(proc, int(proc.stdout.readline().decode().strip()))
+
+
+def cpu_secs(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--connections", type=int, default=50)
+    ap.add_argument("--before", help="another checkout whose door is measured in the same run")
     args = ap.parse_args()
     servers = {"door": start_script(DOOR_SERVER), "bare": start_script(BARE_SERVER)}
+    if args.before:
+        servers["before"] = start_from(DOOR_SERVER, args.before)
     runs: dict[str, list[WrkResult]] = {name: [] for name in servers}
+    cpu: dict[str, list[float]] = {name: [] for name in servers}
     try:
         for proc in servers.values():  # warm-up
             wrk(proc.url + "/", method="POST", body=BODY, headers=HEADERS, seconds=2)
-        for _ in range(args.rounds):
-            for name, proc in servers.items():
-                runs[name].append(
-                    wrk(
-                        proc.url + "/",
-                        method="POST",
-                        body=BODY,
-                        headers=HEADERS,
-                        seconds=args.seconds,
-                        connections=args.connections,
-                    )
+        for r in range(args.rounds):
+            order = list(servers.items())
+            order = order[r % len(order) :] + order[: r % len(order)]
+            for name, proc in order:
+                c0 = cpu_secs(proc.proc.pid)
+                res = wrk(
+                    proc.url + "/",
+                    method="POST",
+                    body=BODY,
+                    headers=HEADERS,
+                    seconds=args.seconds,
+                    connections=args.connections,
                 )
+                runs[name].append(res)
+                cpu[name].append((cpu_secs(proc.proc.pid) - c0) / max(1.0, res.rps * args.seconds) * 1e6)
     finally:
         for proc in servers.values():
             proc.stop()
-    door, bare = median_by(runs["door"], "rps"), median_by(runs["bare"], "rps")
-    for label, r in (("door SendMessage (immediate)", door), ("bare aiohttp JSON handler", bare)):
-        print(f"{label:29}: {r.rps:9.0f} req/s  p50 {r.p50_ms:6.2f} ms  p99 {r.p99_ms:6.2f} ms  non-2xx {r.non2xx}")
-    ratio = door.rps / bare.rps
+    bare = median_by(runs["bare"], "rps")
+    bare_cpu = statistics.median(cpu["bare"])
+    labels = {
+        "door": "door SendMessage (immediate)",
+        "before": "door, --before checkout",
+        "bare": "bare aiohttp JSON handler",
+    }
+    for name in servers:
+        r = median_by(runs[name], "rps")
+        c = statistics.median(cpu[name])
+        print(
+            f"{labels[name]:29}: {r.rps:9.0f} req/s  p50 {r.p50_ms:6.2f} ms  p99 {r.p99_ms:6.2f} ms  non-2xx {r.non2xx}"
+            f"  cpu {c:6.1f} us/req  (ratio rps {r.rps / bare.rps:4.2f}, cpu bare/this {bare_cpu / c:4.2f})"
+        )
+    ratio = median_by(runs["door"], "rps").rps / bare.rps
     print(f"ratio door/bare              : {ratio:6.2f}  (target >= 0.7: {'met' if ratio >= 0.7 else 'NOT met'})")
 
 
