@@ -27,7 +27,8 @@ from hypothesis import strategies as st
 from roost import tokens
 from roost.launcher.service import PARENT_ENDED_REASON
 from roost.packing import pack_capsule
-from tests.conftest import EXAMPLES, RegistryBuilder, RunningDaemon
+from tests.support.daemon import RunningDaemon
+from tests.support.registry import EXAMPLES, RegistryBuilder
 
 CRED = "x-murmur-spawn-credential"
 APPROVAL = "x-murmur-spawn-approval"

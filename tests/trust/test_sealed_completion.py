@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, RegistryBuilder
-from launcher.conftest import job_final
 
 from roost.packing import pack_capsule
 from roost.trace import read_trace, trace_path
+from tests.support.launcher import job_final
+from tests.support.registry import EXAMPLES, RegistryBuilder
 
 PARENT = """
 import subprocess
