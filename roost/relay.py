@@ -117,6 +117,9 @@ def stamp(trust: Trust, caller_traceparent: str | None, caller_tracestate: str |
     return tp.format(), headers
 
 
+_TRUST = {t.value: t for t in Trust}
+
+
 @functools.lru_cache(maxsize=4096)
 def _allows(entries: tuple[str, ...], peer_url: str) -> bool:
     """:func:`roost.netrule.allows`, remembered: it is pure, and a session dials few peers."""
@@ -145,7 +148,19 @@ class Relay:
         self.roost = roost
         self._doors: dict[str, str | None] = {}  # door origin -> the registered session serving it
         self._seal_master: tuple[object, bytes] | None = None
+        self._counted: tuple[object, dict[tuple[str, str], Any]] = (None, {})
         roost.referee.on_session_registered.append(lambda _rec: self._doors.clear())
+
+    def _count(self, method: str, outcome: str) -> None:
+        """Count a relay request; the labelled counters are looked up once (``labels`` is not cheap)."""
+        counter = self.roost.metrics.relay_requests
+        if self._counted[0] is not counter:
+            self._counted = (counter, {})
+        children = self._counted[1]
+        child = children.get((method, outcome))
+        if child is None:
+            child = children[method, outcome] = counter.labels(method, outcome)
+        child.inc()
 
     # -- sealing ---------------------------------------------------------------------------------
 
@@ -215,14 +230,14 @@ class Relay:
         return rec
 
     async def send(self, credential: str | None, body: dict[str, Any]) -> dict[str, Any]:
-        metrics = self.roost.metrics.relay_requests
+        count = self._count
         try:
             req = parse_send(body)
             rec = self._authorize(credential, req.peer_url)
         except (BadRequest, Refused):
-            metrics.labels("send", "refused").inc()
+            count("send", "refused")
             raise
-        trust: Trust = Trust(rec.trust)
+        trust = _TRUST[rec.trust]
         sent_tp, headers = stamp(trust, req.traceparent, req.tracestate)
         message = build(
             Message,
@@ -242,12 +257,12 @@ class Relay:
             task = await self.roost.a2a.send_message(endpoint.url, message, dialect=endpoint.dialect, headers=headers)
         except Refused:
             span.failed(ObservedError("Refused", "validation"))
-            metrics.labels("send", "refused").inc()
+            count("send", "refused")
             raise
         except A2AError as exc:
             sentence, observed = _failure(exc)
             span.failed(observed)
-            metrics.labels("send", "failed").inc()
+            count("send", "failed")
             log.info("relay_failed", session_id=rec.session_id, method="send", error=observed.name)
             raise BadGateway(sentence) from None
         state = task.status.state.value
@@ -265,7 +280,7 @@ class Relay:
         )
         done: dict[str, Any] = {"roost.relay.task_id": task.id, "roost.relay.state": state}
         span.completed(**done)
-        metrics.labels("send", "ok").inc()
+        count("send", "ok")
         return {
             "task_id": task.id,
             "context_id": task.context_id,
@@ -282,7 +297,7 @@ class Relay:
         return await self._task_call("cancel", credential, body)
 
     async def _task_call(self, method: str, credential: str | None, body: dict[str, Any]) -> dict[str, Any]:
-        metrics = self.roost.metrics.relay_requests
+        count = self._count
         try:
             peer_url = require_str(body, "peer_url").strip()
             task_id = require_str(body, "task_id")
@@ -290,9 +305,9 @@ class Relay:
                 raise BadRequest("peer_url and task_id must not be empty")
             rec = self._authorize(credential, peer_url)
         except (BadRequest, Refused):
-            metrics.labels(method, "refused").inc()
+            count(method, "refused")
             raise
-        tp, headers = stamp(Trust(rec.trust), None, None)
+        tp, headers = stamp(_TRUST[rec.trust], None, None)
         span = self.roost.events.start("roost.relay.send", **_attrs(rec.session_id, method))
         client = self.roost.a2a
         try:
@@ -304,16 +319,16 @@ class Relay:
                 task = await client.cancel_task(ep.url, task_id, dialect=ep.dialect, headers=headers)
         except Refused:
             span.failed(ObservedError("Refused", "validation"))
-            metrics.labels(method, "refused").inc()
+            count(method, "refused")
             raise
         except A2AError as exc:
             sentence, observed = _failure(exc)
             span.failed(observed)
-            metrics.labels(method, "failed").inc()
+            count(method, "failed")
             raise BadGateway(sentence) from None
         done: dict[str, Any] = {"roost.relay.task_id": task.id, "roost.relay.state": task.status.state.value}
         span.completed(**done)
-        metrics.labels(method, "ok").inc()
+        count(method, "ok")
         return task_answer(task)
 
 
