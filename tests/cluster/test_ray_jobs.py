@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -166,27 +167,38 @@ async def test_removing_a_worker_node_crashes_its_children_naming_it(
     await no_process_left({safe["job_id"], *(j["job_id"] for j in doomed)})
 
 
-async def test_doctor_checks_the_cluster_and_each_node(ray_daemon: RunningDaemon, ray_cluster: Any) -> None:
-    d = ray_daemon
-    status, job = await _launch(d, "mid", "sleep 30")
-    assert status == 201, job
+async def _roostctl(d: RunningDaemon, *args: str) -> str:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "roost.ctl.main",
         "--state-dir",
         str(d.roost.config.state_dir),
-        "doctor",
-        "--json",
+        *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "NO_COLOR": "1"},
     )
-    out, _ = await proc.communicate()
-    findings = {f["check"]: f for f in json.loads(out)["findings"]}
+    out, err = await proc.communicate()
+    assert proc.returncode in (0, 1), err
+    return out.decode()
+
+
+async def test_roostctl_shows_the_node_and_doctor_checks_the_cluster(
+    ray_daemon: RunningDaemon, ray_cluster: Any
+) -> None:
+    d = ray_daemon
+    status, job = await _launch(d, "mid", "sleep 30")
+    assert status == 201, job
+    w1 = ray_cluster.nodes["w1"]
+    assert f"{w1} (127.0.0.1)" in await _roostctl(d, "job", job["job_id"])
+    assert w1[:12] in await _roostctl(d, "--wide", "jobs")
+    findings = {f["check"]: f for f in json.loads(await _roostctl(d, "doctor", "--json"))["findings"]}
     assert findings["ray-cluster"]["status"] == "ok", findings
     assert "3 live node(s)" in findings["ray-cluster"]["detail"]
-    w1 = findings[f"ray-node {ray_cluster.nodes['w1'][:12]}"]
-    assert w1["status"] == "ok", w1
-    assert "keeper alive" in w1["detail"] and "1 children" in w1["detail"] and "1 cached artifact(s)" in w1["detail"]
+    node = findings[f"ray-node {w1[:12]}"]
+    assert node["status"] == "ok", node
+    assert "keeper alive" in node["detail"] and "1 children" in node["detail"]
+    assert "1 cached artifact(s)" in node["detail"]
     await d.call("POST", f"/jobs/{job['job_id']}/cancel")
     await no_process_left({job["job_id"]})

@@ -1,4 +1,4 @@
-"""Show one job: its capsule, state, times, how it ended and its completion record.
+"""Show one job: its capsule, state, node, times, how it ended and its completion record.
 
 Calls ``GET /jobs/{id}``; ``--json`` prints the job object as the daemon answered it.
 """
@@ -26,6 +26,13 @@ def _when(ms: object) -> str:
     return "-" if not isinstance(ms, int) else f"{fmt_ms(ms)} ({fmt_age(ms)} ago)"
 
 
+def _node(node: object) -> str:
+    """Where the child runs: a cluster node's id and address, or this host."""
+    if not isinstance(node, dict):
+        return "this host"
+    return f"{node.get('node_id')} ({node.get('address') or 'address unknown'})"
+
+
 def _result_files(workdir: object) -> list[str]:
     """The task's output files (``out/``), when this user can see them (roostctl runs on the host)."""
     if not isinstance(workdir, str):
@@ -50,6 +57,7 @@ def show(ctx: Context, body: dict[str, Any]) -> None:
         ("parent session", body.get("parent_session_id") or "- (top-level)"),
         ("delegation", body.get("delegation_id")),
         ("workdir", body.get("workdir")),
+        ("node", _node(body.get("node"))),
         ("capsule url", body.get("capsule_url")),
         ("created", _when(body.get("created_ms"))),
         ("ready", _when(body.get("ready_ms"))),

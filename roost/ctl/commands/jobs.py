@@ -38,9 +38,10 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
             ("age", lambda r: fmt_age(r.get("created_ms"))),
             ("session", lambda r: r.get("session_id")),
             ("parent", lambda r: r.get("parent_session_id")),
+            ("node", lambda r: (r.get("node") or {}).get("node_id", "")[:12] or None),
         ],
         empty="no jobs" + (f" in state {args.state}" if args.state else ""),
-        optional=("session", "parent"),
+        optional=("session", "parent", "node"),
         keep=("job", "session", "parent"),
     )
     return 0
