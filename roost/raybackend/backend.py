@@ -102,7 +102,7 @@ class RayChild:
 
     async def _wait_exit(self) -> None:
         try:
-            status = str(await self._keeper.wait_exit.remote(self.job_id))
+            status = str(await self._backend.call(self._keeper.wait_exit, self.job_id))
         except RayActorError:
             status = await self._backend.gone_sentence(self._node)
         except (RayError, KeyError) as exc:
@@ -117,7 +117,7 @@ class RayChild:
             return b""
         self._read_first = False
         try:
-            line, _why = await self._keeper.wait_ready.remote(self.job_id, self._ready_bound)
+            line, _why = await self._backend.call(self._keeper.wait_ready, self.job_id, self._ready_bound)
         except RayError:
             return b""
         if line is None:
@@ -128,7 +128,7 @@ class RayChild:
         if not self.alive:
             return False
         try:
-            killed = bool(await self._keeper.stop.remote(self.job_id, grace))
+            killed = bool(await self._backend.call(self._keeper.stop, self.job_id, grace))
         except RayError:
             killed = False
         await asyncio.shield(self._exited)
@@ -136,8 +136,7 @@ class RayChild:
 
     def kill(self) -> None:
         if self.alive:
-            with contextlib.suppress(RayError):
-                self._keeper.signal.remote(self.job_id, int(signal.SIGKILL))
+            self._backend.submit(self._keeper.signal, self.job_id, int(signal.SIGKILL))
 
     def close(self) -> None:
         if not self._watch.done():
@@ -163,6 +162,29 @@ class RayBackend:
         self._node_of: dict[str, NodeRef] = {}
         self._gates: dict[str, asyncio.Semaphore] = {}
         self._artifacts: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._children: dict[str, RayChild] = {}
+        self._calls: set[asyncio.Task[Any]] = set()
+
+    # -- calls to keepers ----------------------------------------------------------------------
+    async def call(self, method: Any, *args: Any) -> Any:
+        """An actor call, submitted from the executor, its result awaited on the loop.
+
+        Submitting one costs about a millisecond of Python (argument binding, pickling); when a
+        storm of children ends at once, hundreds of those in one loop turn would stall it. In
+        the executor they run beside the loop, which keeps answering."""
+        ref = await self.executor.run(method.remote, *args)
+        return await ref
+
+    def submit(self, method: Any, *args: Any) -> None:
+        """Fire and forget (a signal, a lifeline to close); a failure is only logged."""
+        task = asyncio.get_running_loop().create_task(self.call(method, *args))
+        self._calls.add(task)
+        task.add_done_callback(self._call_done)
+
+    def _call_done(self, task: asyncio.Task[Any]) -> None:
+        self._calls.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.info("ray_call_failed", error=_cause(task.exception() or RuntimeError()))
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def open(self) -> None:
@@ -204,7 +226,7 @@ class RayBackend:
                 entry["keeper"] = None
             else:
                 try:
-                    entry["keeper"] = await asyncio.wait_for(handle.info.remote(), 10)
+                    entry["keeper"] = await asyncio.wait_for(self.call(handle.info), 10)
                 except (RayError, TimeoutError) as exc:
                     entry["keeper"] = {"error": _cause(exc) if isinstance(exc, RayError) else "no answer in 10s"}
             out["nodes"].append(entry)
@@ -260,7 +282,7 @@ class RayBackend:
         node = self._node(dir.node, dir.job_id)
         try:
             keeper = await self._keeper(node)
-            workdir = str(await keeper.prepare.remote(dir.job_id, dir.uid, task))
+            workdir = str(await self.call(keeper.prepare, dir.job_id, dir.uid, task))
         except RayError as exc:
             raise ChildDirError(_cause(exc)) from None
         return replace(dir, workdir=workdir, parent_workdir=None, node=node)
@@ -274,7 +296,7 @@ class RayBackend:
             return local
         try:
             keeper = await self._keeper(self._node(dir.node, dir.job_id))
-            raw = await keeper.read_completion.remote(dir.job_id, dir.uid)
+            raw = await self.call(keeper.read_completion, dir.job_id, dir.uid)
         except (RayError, BackendError):
             return None
         return CompletionRecord.from_dict(raw) if isinstance(raw, dict) else None
@@ -282,7 +304,7 @@ class RayBackend:
     async def write_completion(self, dir: ChildDir, rec: CompletionRecord) -> None:
         try:
             keeper = await self._keeper(self._node(dir.node, dir.job_id))
-            await keeper.write_completion.remote(dir.job_id, dir.uid, rec.to_dict())
+            await self.call(keeper.write_completion, dir.job_id, dir.uid, rec.to_dict())
             return
         except (RayError, BackendError) as exc:
             log.warning("ray_completion_kept_locally", job_id=dir.job_id, error=_cause(exc))
@@ -297,14 +319,14 @@ class RayBackend:
     async def stderr_tail(self, dir: ChildDir) -> list[str]:
         try:
             keeper = await self._keeper(self._node(dir.node, dir.job_id))
-            return list(await keeper.stderr_tail.remote(dir.job_id, dir.uid))
+            return list(await self.call(keeper.stderr_tail, dir.job_id, dir.uid))
         except (RayError, BackendError):
             return []
 
     async def own_session_end(self, dir: ChildDir, session_id: str) -> str | None:
         try:
             keeper = await self._keeper(self._node(dir.node, dir.job_id))
-            told = await keeper.own_session_end.remote(dir.job_id, dir.uid, session_id)
+            told = await self.call(keeper.own_session_end, dir.job_id, dir.uid, session_id)
         except (RayError, BackendError):
             return None
         return told if isinstance(told, str) else None
@@ -312,7 +334,7 @@ class RayBackend:
     async def append_log(self, dir: ChildDir, lines: Sequence[str]) -> None:
         try:
             keeper = await self._keeper(self._node(dir.node, dir.job_id))
-            await keeper.append_log.remote(dir.job_id, dir.uid, list(lines))
+            await self.call(keeper.append_log, dir.job_id, dir.uid, list(lines))
         except (RayError, BackendError) as exc:
             raise OSError(_cause(exc)) from None
 
@@ -320,7 +342,7 @@ class RayBackend:
         """The child's log from ``offset`` (``roostctl logs -f`` for a remote child)."""
         try:
             keeper = await self._keeper(self._node(dir.node, dir.job_id))
-            return bytes(await keeper.read_log.remote(dir.job_id, dir.uid, offset))
+            return bytes(await self.call(keeper.read_log, dir.job_id, dir.uid, offset))
         except (RayError, BackendError):
             return b""
 
@@ -339,13 +361,13 @@ class RayBackend:
 
     async def _put_artifact(self, keeper: Any, capsule: str, sha256: str) -> None:
         name, version = capsule.split("@", 1)
-        if await keeper.has_artifact.remote(name, version, sha256):
+        if await self.call(keeper.has_artifact, name, version, sha256):
             return
         from roost.registry import artifact_filename
 
         path = self.config.registry_path / name / version / artifact_filename(name, version)
         data = await self.executor.run(path.read_bytes)
-        await keeper.put_artifact.remote(name, version, sha256, data)
+        await self.call(keeper.put_artifact, name, version, sha256, data)
 
     async def _sha256(self, spec: StartSpec) -> str:
         if spec.sha256:
@@ -366,7 +388,8 @@ class RayBackend:
         try:
             keeper = await self._keeper(node)
             await self._ensure_artifact(keeper, node, spec.capsule, await self._sha256(spec))
-            started = await keeper.start.remote(
+            started = await self.call(
+                keeper.start,
                 spec.dir.job_id,
                 argv,
                 env,
@@ -386,16 +409,18 @@ class RayBackend:
             raise StartFailed(f"the artifact {spec.capsule}: {exc.strerror or exc}") from None
         ref = ChildRef(spec.dir.job_id, int(started["pid"]), started.get("start"), node)
         self._node_of[spec.dir.job_id] = node
-        return RayChild(self, keeper, ref, ready_bound=self.config.launch_timeout_secs + 60)
+        child = RayChild(self, keeper, ref, ready_bound=self.config.launch_timeout_secs + 60)
+        self._children[spec.dir.job_id] = child
+        return child
 
     def lifeline_close(self, job_id: str) -> None:
         node = self._node_of.get(job_id)
-        if node is None:
-            return
+        child = self._children.get(job_id)
+        if node is None or (child is not None and not child.alive):
+            return  # the keeper closed it itself when the child exited
         handle = self.cluster.cached_keeper(node.node_id)
         if handle is not None:
-            with contextlib.suppress(RayError):
-                handle.close_lifeline.remote(job_id)
+            self.submit(handle.close_lifeline, job_id)
 
     async def held_lifelines(self) -> set[str]:
         held: set[str] = set()
@@ -408,12 +433,13 @@ class RayBackend:
         if node is not None:
             try:
                 keeper = await self._keeper(node)
-                left = int(await keeper.finish_off.remote(job_id))
-                await keeper.forget.remote(job_id)
+                left = int(await self.call(keeper.finish_off, job_id, True))
                 if left:
                     log.info("job_leftovers_killed", job_id=job_id, count=left, node=node.node_id)
             except (RayError, BackendError) as exc:
                 log.info("ray_finish_off_skipped", job_id=job_id, node=node.node_id, error=_cause(exc))
+        self._children.pop(job_id, None)
+        self._node_of.pop(job_id, None)
         pg = self._pgs.pop(job_id, None)
         if pg is not None:
             await self.cluster.release(pg)
@@ -431,7 +457,7 @@ class RayBackend:
             view = self.cluster.node(node_id)
             node = NodeRef(node_id, view.address if view else "")
             try:
-                out.append((node, list(await handle.list.remote())))
+                out.append((node, list(await self.call(handle.list))))
             except RayError:
                 continue
         return out
@@ -443,7 +469,9 @@ class RayBackend:
         if keeper is None:
             return False
         try:
-            children = await keeper.list.remote()
+            children = await self.call(
+                keeper.list,
+            )
         except RayError:
             self.cluster.forget_keeper(ref.node.node_id)
             return False
@@ -460,7 +488,9 @@ class RayBackend:
         if keeper is None:
             raise BackendError(f"no keeper is known for Ray node {ref.node.node_id}")
         self._node_of[ref.job_id] = ref.node
-        return RayChild(self, keeper, ref, ready_bound=0, adopted=True)
+        child = RayChild(self, keeper, ref, ready_bound=0, adopted=True)
+        self._children[ref.job_id] = child
+        return child
 
     async def list_running(self, instance: str) -> list[RunningChild]:
         out: list[RunningChild] = []
@@ -477,9 +507,8 @@ class RayBackend:
             return
         with contextlib.suppress(Exception):
             keeper = await self._keeper(node)
-            await keeper.stop.remote(found.job_id, 0.5)
-            await keeper.finish_off.remote(found.job_id)
-            await keeper.forget.remote(found.job_id)
+            await self.call(keeper.stop, found.job_id, 0.5)
+            await self.call(keeper.finish_off, found.job_id, True)
         with contextlib.suppress(Exception):
             await self.cluster.release_job(found.job_id)
 

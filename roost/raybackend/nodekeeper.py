@@ -73,6 +73,7 @@ class _Child:
     uid: int | None
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     status: str | None = None
+    finished_off: bool = False
 
 
 class NodeKeeper:
@@ -269,6 +270,7 @@ class NodeKeeper:
         # Whatever the job left behind in its group, then in its cgroup (or marked by its id).
         signal_group(child.pid, signal.SIGKILL)
         await self._finish_off(child.job_id)
+        child.finished_off = True
 
     async def wait_ready(self, job_id: str, bound_secs: float) -> tuple[str | None, str | None]:
         """The child's first stdout line, or why there is none (an exit, EOF, the bound)."""
@@ -318,8 +320,15 @@ class NodeKeeper:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
-    async def finish_off(self, job_id: str) -> int:
-        return await self._finish_off(_check_job_id(job_id))
+    async def finish_off(self, job_id: str, forget: bool = False) -> int:
+        """Kill what is left of the job (its cgroup, else its marked processes); with ``forget``
+        also drop the keeper's memory of an ended child. One call, because the daemon makes it
+        for every job that ends: a child whose exit the keeper saw is already finished off."""
+        child = self.children.get(_check_job_id(job_id))
+        left = 0 if child is not None and child.finished_off else await self._finish_off(job_id)
+        if forget:
+            await self.forget(job_id)
+        return left
 
     async def _finish_off(self, job_id: str) -> int:
         cgroups = self.cgroups
