@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from roost.launcher.backend import NodeRef
 from roost.launcher.jobs import Job
 from roost.store import Op, Store
 from roost.wire import ACTIVE_JOB_STATES, FINAL_JOB_STATES
@@ -40,6 +42,7 @@ COLUMNS = (
     "start_written",
     "end_written",
     "uid",
+    "node",
 )
 UPSERT = f"INSERT OR REPLACE INTO jobs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 BY_ID = "SELECT * FROM jobs WHERE job_id = ?"
@@ -67,6 +70,7 @@ def job_from_row(row: Any) -> Job:
     values = {c: row[c] for c in COLUMNS}
     values["start_written"] = bool(values["start_written"])
     values["end_written"] = bool(values["end_written"])
+    values["node"] = NodeRef.from_dict(json.loads(values["node"])) if values["node"] else None
     job = Job(**values)
     if job.final:
         job.done.set()
@@ -118,6 +122,7 @@ class JobRepository:
                     job.start_written,
                     job.end_written,
                     job.uid,
+                    json.dumps(job.node.to_dict()) if job.node is not None else None,
                 )
             ),
         )
