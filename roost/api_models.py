@@ -403,4 +403,13 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         ok="text",
         errors={503: "text"},
     ),
+    Endpoint(
+        "get",
+        "/artifacts/{sha256}",
+        "A registry artifact's zip by its sha256, for a node keeper (authorization: Bearer mnk1 token)",
+        tag="network",
+        ok="binary",
+        errors={400: _E, 403: _E, 404: _E},
+        auth="keeper",
+    ),
 )

@@ -43,6 +43,17 @@ Options of this daemon:
   --log-level LEVEL        debug | info | warning | error (default info)
   --launch-timeout SECS    how long a launched child has to report ready (default 180)
   --launcher NAME          local | ray: where children run (default local; see docs/operations.md)
+
+Network (children and keepers on other hosts; docs/operations.md, "Network"):
+  --listen HOST:PORT       also listen here for other hosts (e.g. 0.0.0.0:7443); callers
+                           that are not on loopback reach only endpoints that authenticate them
+  --tls-cert FILE          PEM certificate (chain) for the --listen listener
+  --tls-key FILE           PEM private key for --tls-cert
+  --allow-plaintext-network
+                           serve a non-loopback --listen or --bind without TLS (a private
+                           network only); otherwise start-up is refused (exit 7)
+  --advertise-url URL      the daemon's URL as children on other hosts reach it
+                           (default: the local URL, http://<bind>:<port>)
   -h, --help               show this help
 """
 
@@ -111,8 +122,17 @@ _VALUE_FLAGS: dict[str, tuple[str, Callable[[str], Any], bool]] = {
     "--log-level": ("log_level", _choice("--log-level", ("debug", "info", "warning", "error")), False),
     "--launch-timeout": ("launch_timeout_secs", _float("--launch-timeout"), False),
     "--launcher": ("launcher", _choice("--launcher", ("local", "ray")), False),
+    "--listen": ("listen", _text("--listen"), False),
+    "--tls-cert": ("tls_cert", _text("--tls-cert"), False),
+    "--tls-key": ("tls_key", _text("--tls-key"), False),
+    "--advertise-url": ("advertise_url", _text("--advertise-url"), False),
 }
-_BOOL_FLAGS = {"--allow-remote": "allow_remote", "--ephemeral-keys": "ephemeral_keys", "--reset-keys": "reset_keys"}
+_BOOL_FLAGS = {
+    "--allow-remote": "allow_remote",
+    "--ephemeral-keys": "ephemeral_keys",
+    "--reset-keys": "reset_keys",
+    "--allow-plaintext-network": "allow_plaintext_network",
+}
 
 
 def parse_args(argv: Sequence[str]) -> tuple[str, dict[str, Any]]:
@@ -161,7 +181,7 @@ def resolve_config(values: dict[str, Any]) -> Config:
     for key, value in values.items():
         if key == "spawn_allow":
             merged[key] = tuple(value)
-        elif key in ("registry_path", "state_dir", "admin_socket"):
+        elif key in ("registry_path", "state_dir", "admin_socket", "tls_cert", "tls_key"):
             merged[key] = Path(value).expanduser().absolute()
         else:
             merged[key] = value

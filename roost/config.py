@@ -12,10 +12,21 @@ import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-__all__ = ["Config", "ConfigError", "RayPlacement", "default_max_live_capsules", "default_state_dir", "load_toml"]
+__all__ = [
+    "NETWORK_KEYS",
+    "Config",
+    "ConfigError",
+    "RayPlacement",
+    "default_max_live_capsules",
+    "default_state_dir",
+    "load_toml",
+    "parse_advertise_url",
+    "parse_listen",
+]
 
 
 class ConfigError(ValueError):
@@ -129,6 +140,16 @@ class Config(BaseModel):
     """CPUs reserved for a child whose manifest declares no ``cpu_percent``."""
     ray_placement: dict[str, RayPlacement] = Field(default_factory=dict)
     """Per capsule name: extra custom resources (and node labels) its children are placed by."""
+    # Other hosts (docs/operations.md, "Network"): an extra listener for them, its TLS, and the
+    # URL children on other nodes are given for the daemon. ``bind`` stays the host's listener.
+    listen: str | None = None
+    """``host:port`` of a listener for other hosts (TLS with tls_cert/tls_key); None: none."""
+    advertise_url: str | None = None
+    """The daemon's URL as children on other nodes reach it; None: the local URL."""
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    allow_plaintext_network: bool = False
+    """Serve a non-loopback address without TLS (a private network the operator vouches for)."""
 
     @field_validator("bind")
     @classmethod
@@ -140,6 +161,18 @@ class Config(BaseModel):
         except ValueError:
             raise ValueError(f"'{v}' is not an IP address") from None
         return v
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_listen(v)
+        return v
+
+    @field_validator("advertise_url")
+    @classmethod
+    def _advertise(cls, v: str | None) -> str | None:
+        return None if v is None else parse_advertise_url(v)
 
     @field_validator("spawn_allow", mode="before")
     @classmethod
@@ -160,6 +193,16 @@ class Config(BaseModel):
                 f"invalid --bind: {self.bind} is not a loopback address; peers and capsules "
                 "talk to roost over loopback, so pass --allow-remote to listen beyond this host"
             )
+        if (self.tls_cert is None) != (self.tls_key is None):
+            given, missing = ("tls_cert", "tls_key") if self.tls_key is None else ("tls_key", "tls_cert")
+            raise ConfigError(f"invalid --{missing.replace('_', '-')}: {given} is set, so {missing} must be too")
+        if self.tls_cert is not None and self.listen is None:
+            raise ConfigError("invalid --tls-cert: TLS serves the network listener, so set listen (host:port) as well")
+
+    @property
+    def listen_address(self) -> tuple[str, int] | None:
+        """``listen`` as (host, port), or None when there is no network listener."""
+        return None if self.listen is None else parse_listen(self.listen)
 
     @property
     def admin_socket_path(self) -> Path:
@@ -183,7 +226,42 @@ class Config(BaseModel):
 
 
 _TOML_KEYS = set(Config.model_fields)
-_PATH_KEYS = {"registry_path", "state_dir", "admin_socket", "ray_node_root"}
+NETWORK_KEYS = ("listen", "advertise_url", "tls_cert", "tls_key", "allow_plaintext_network")
+"""Settings a reload keeps until the next restart (the listener is bound once)."""
+_PATH_KEYS = {"registry_path", "state_dir", "admin_socket", "tls_cert", "tls_key", "ray_node_root"}
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``host:port`` (IPv6 in brackets) with an IP address for host; ValueError with a sentence."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not host:
+        raise ValueError(f"'{text}' is not host:port")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError(f"'{text}': an IPv6 address goes in brackets, as [::]:7443")
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        raise ValueError(f"'{host}' is not an IP address") from None
+    if not port_text.isdigit() or int(port_text) > 65535:
+        raise ValueError(f"'{port_text}' is not a port (0..65535)")
+    return host, int(port_text)
+
+
+def parse_advertise_url(text: str) -> str:
+    """``http(s)://host[:port]`` without path, query or user info; the trailing ``/`` dropped."""
+    url = text.strip().rstrip("/")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"'{text}' is not an http:// or https:// URL with a host")
+    if parts.username or parts.password or parts.path or parts.query or parts.fragment:
+        raise ValueError(f"'{text}' must be scheme://host[:port] only (no path, query or user info)")
+    try:
+        parts.port  # noqa: B018 - raises on a port out of range
+    except ValueError:
+        raise ValueError(f"'{text}' has an invalid port") from None
+    return url
 
 
 def load_toml(path: Path) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from roost.keys import KEY_FILE_NAME, KeyFileError, KeyRing
 from roost.launcher.service import Launcher
 from roost.logs import configure_logging
 from roost.metrics import Metrics
+from roost.network import check_listeners, start_network_listener, url_for
 from roost.peer.plane import PeerPlane
 from roost.probes import Probes, status_line
 from roost.raybackend.choose import process_backend
@@ -111,6 +112,7 @@ class Roost:
         self.app: web.Application | None = None
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
+        self.network_port: int | None = None  # the ``listen`` listener's, when there is one
         self.started_at = time.time()
         self.admin = AdminServer(self)
         self.probes = Probes(self)
@@ -145,6 +147,7 @@ class Roost:
 
     async def _start(self) -> None:
         cfg = self.config
+        check_listeners(cfg)
         if not cfg.ephemeral_keys:
             # Nothing in the state directory is read or written before the lock is held.
             await self.executor.run(prepare_state_dir, cfg.state_dir)
@@ -195,6 +198,12 @@ class Roost:
         except OSError as exc:
             await self._runner.cleanup()
             raise StartupError(f"failed to bind port {cfg.port}: {exc.strerror or exc}") from None
+        try:
+            self.network_port = await start_network_listener(self, self._runner)
+        except StartupError:
+            await self._runner.cleanup()
+            self._runner = None
+            raise
         # The admin socket, then the loop probes.
         try:
             await self.admin.start()
@@ -210,6 +219,8 @@ class Roost:
             "listening",
             bind=cfg.bind,
             port=self.port,
+            listen=cfg.listen,
+            network_port=self.network_port,
             sessions=len(self.table.sessions),
             running=self.table.running,
             key_id=self.keys.key_id,
@@ -319,6 +330,19 @@ class Roost:
         host = self.config.bind if ":" not in self.config.bind else f"[{self.config.bind}]"
         return f"http://{host}:{self.port}"
 
+    @property
+    def network_url(self) -> str | None:
+        """The ``listen`` listener's URL (https with TLS), or None without one."""
+        address = self.config.listen_address
+        if address is None or self.network_port is None:
+            return None
+        return url_for(address[0], self.network_port, tls=self.config.tls_cert is not None)
+
+    @property
+    def advertise_url(self) -> str:
+        """The URL children on other nodes are given: ``advertise_url``, else the local URL."""
+        return self.config.advertise_url or self.url
+
     def request_stop(self, reason: str) -> None:
         """Ask the serving loop to stop (a finished drain); a no-op for in-process daemons."""
         log.info("stop_requested", reason=reason)
@@ -417,6 +441,8 @@ async def _serve(config: Config, config_loader: Callable[[], Config] | None = No
         loop.add_signal_handler(sig, on_signal, sig.name)
     # Said once the signals are handled, so whoever waits for this line can stop us cleanly.
     print(f"mur-roost: listening on {config.bind}:{roost.port}", file=sys.stderr, flush=True)
+    if roost.network_url is not None:
+        print(f"mur-roost: listening for other hosts at {roost.network_url}", file=sys.stderr, flush=True)
     print(
         f"mur-roost: machine ceiling {config.max_live_capsules} live capsules (--max-live-capsules)",
         file=sys.stderr,

@@ -40,6 +40,7 @@ _REASONS = {
 _SECURITY = {
     "credential": {"type": "apiKey", "in": "header", "name": CREDENTIAL_HEADER},
     "approval": {"type": "apiKey", "in": "header", "name": APPROVAL_HEADER},
+    "keeper": {"type": "http", "scheme": "bearer", "description": "a node keeper's mnk1 token"},
 }
 
 

@@ -7,6 +7,8 @@ A daemon that cannot start safely says why and exits with a code a supervisor ca
 * ``EXIT_STATE_DIR`` (4) the state directory is not a 0700 directory owned by the daemon's user;
 * ``EXIT_DAMAGED``  (5) the state database is damaged (the sentence names the check to run);
 * ``EXIT_NO_KEY``   (6) the database has state but the key file is gone (``--reset-keys``);
+* ``EXIT_PLAINTEXT`` (7) a listener on a non-loopback address without TLS and without
+  ``allow_plaintext_network`` (:mod:`roost.network`);
 * ``EXIT_OTHER``    (1) anything else (a port in use, an unreadable key file, a bad config).
 
 The lock is the first thing taken in the state directory, before the key, the database or the
@@ -27,6 +29,7 @@ __all__ = [
     "EXIT_HELD",
     "EXIT_NO_KEY",
     "EXIT_OTHER",
+    "EXIT_PLAINTEXT",
     "EXIT_STATE_DIR",
     "LOCK_FILE_NAME",
     "StartupError",
@@ -40,6 +43,7 @@ EXIT_HELD: Final = 3
 EXIT_STATE_DIR: Final = 4
 EXIT_DAMAGED: Final = 5
 EXIT_NO_KEY: Final = 6
+EXIT_PLAINTEXT: Final = 7
 LOCK_FILE_NAME: Final = "roost.lock"
 
 

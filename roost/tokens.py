@@ -11,6 +11,7 @@ family      tag    MAC domain                     payload (field order as serial
 credential  msc1   murmur-spawn-credential-v1     ``v, sid, n``
 approval    msa1   murmur-spawn-approval-v1       ``v, sid, name, version, digest, depth, exp, jti``
 peer handle mh1    murmur-peer-handle-v1          ``v, iss, p, exp, n`` (+ audience MAC-bound)
+node keeper mnk1   mur-roost-node-keeper-v1       ``v, node, n`` (roost's own; not upstream's)
 =========== ====== ============================== =========================================
 
 The verify order is fixed and nothing below the MAC is looked at before the MAC passes:
@@ -49,6 +50,8 @@ __all__ = [
     "CREDENTIAL_TAG",
     "HANDLE_DOMAIN",
     "HANDLE_TAG",
+    "KEEPER_DOMAIN",
+    "KEEPER_TAG",
     "ApprovalClaims",
     "ApprovalExpired",
     "CredentialClaims",
@@ -63,11 +66,13 @@ __all__ = [
     "mint_approval",
     "mint_credential",
     "mint_handle",
+    "mint_keeper",
     "parse_handle_payload",
     "split",
     "verify_approval",
     "verify_credential",
     "verify_handle",
+    "verify_keeper",
 ]
 
 CREDENTIAL_TAG: Final = "msc1"
@@ -76,6 +81,8 @@ APPROVAL_TAG: Final = "msa1"
 APPROVAL_DOMAIN: Final = "murmur-spawn-approval-v1"
 HANDLE_TAG: Final = "mh1"
 HANDLE_DOMAIN: Final = "murmur-peer-handle-v1"
+KEEPER_TAG: Final = "mnk1"
+KEEPER_DOMAIN: Final = "mur-roost-node-keeper-v1"
 
 _SEP: Final = b"\x1f"
 _U8_MAX: Final = 2**8 - 1
@@ -547,3 +554,27 @@ def verify_handle(key: bytes, token: str, *, audience: str, iss: str, now_ms: in
     if claims.exp <= now_ms:
         raise HandleExpired(claims)
     return claims
+
+
+# --------------------------------------------------------------------------------------------
+# Node keeper (mnk1): what a keeper on another node shows to fetch artifacts by sha256
+
+
+def mint_keeper(key: bytes, node_id: str) -> str:
+    """Mint a node keeper's token for ``node_id`` (no expiry: key rotation revokes it)."""
+    return _mint(key, KEEPER_TAG, KEEPER_DOMAIN, {"v": 1, "node": node_id, "n": nonce_hex()})
+
+
+def verify_keeper(key: bytes, token: str) -> str:
+    """The node id a keeper token was minted for; any failure raises a bare :class:`Unauthenticated`."""
+    try:
+        parts = split(token, KEEPER_TAG)
+    except Malformed:
+        raise Unauthenticated from None
+    if not mac_ok(key, KEEPER_DOMAIN, parts.payload_segment, parts.mac):
+        raise Unauthenticated
+    obj = _load_object(parts.payload_bytes)
+    node = None if obj is None else _str(obj, "node")
+    if obj is None or node is None or _str(obj, "n") is None or not _version_ok(obj):
+        raise Unauthenticated
+    return node

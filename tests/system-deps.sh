@@ -5,6 +5,7 @@
 #   zsh          the completion tests check the generated zsh script
 #   bubblewrap   the `sealed` containment class (docs/security.md, "Containment")
 #   systemd      systemd-analyze checks the shipped unit (tests/ops/test_systemd.py)
+#   iproute2     the network tests give a namespace a non-loopback address (tests/net/support.py)
 #   nodejs, npm  the official A2A JS SDK interop tests, pinned by tests/a2a/js/package-lock.json
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,7 @@ SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
 missing=()
-for pair in chromium:chromium zsh:zsh bwrap:bubblewrap systemd-analyze:systemd node:nodejs npm:npm; do
+for pair in chromium:chromium zsh:zsh bwrap:bubblewrap systemd-analyze:systemd node:nodejs npm:npm ip:iproute2; do
   command -v "${pair%%:*}" >/dev/null || missing+=("${pair##*:}")
 done
 if [ "${#missing[@]}" -gt 0 ]; then

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from roost.admin import bridge
-from roost.config import Config, ConfigError
+from roost.config import NETWORK_KEYS, Config, ConfigError
 from roost.keys import KeyRing
 from roost.registry import Registry
 
@@ -25,7 +25,7 @@ __all__ = ["RESTART_ONLY", "active_jobs", "active_work", "drain", "drain_status"
 log = structlog.get_logger("roost.admin")
 
 # Settings a running daemon cannot take over without rebinding or reopening state.
-RESTART_ONLY = ("port", "bind", "allow_remote", "state_dir", "ephemeral_keys", "admin_socket")
+RESTART_ONLY = ("port", "bind", "allow_remote", "state_dir", "ephemeral_keys", "admin_socket", *NETWORK_KEYS)
 DRAIN_POLL_SECS = 0.2
 
 

@@ -39,6 +39,8 @@ async def status(request: web.Request) -> web.Response:
         "pid": os.getpid(),
         "uptime_secs": round(time.time() - roost.started_at, 3),
         "url": roost.url,
+        "network_url": roost.network_url,
+        "advertise_url": roost.advertise_url,
         "admin_socket": str(roost.config.admin_socket_path),
         "state_dir": str(roost.config.state_dir),
         "ephemeral_keys": roost.config.ephemeral_keys,

@@ -16,6 +16,7 @@ import os
 import aiohttp
 
 from roost.capsule.prepare import LaunchRefused, Prepared, register_refusal, say
+from roost.tlsclient import TrustError, context_for, untrusted_sentence
 from roost.wire import CREDENTIAL_HEADER
 
 __all__ = ["DaemonLink"]
@@ -33,10 +34,16 @@ class DaemonLink:
         self.credential: str | None = None
         self._http: aiohttp.ClientSession | None = None
         self._renewer: asyncio.Task[None] | None = None
+        self._trust_error: str | None = None
 
     def open(self) -> None:
-        """Create the HTTP client (on the running loop)."""
-        self._http = aiohttp.ClientSession()
+        """Create the HTTP client (on the running loop); an https daemon is verified with the
+        system store plus ``MURMUR_ROOST_CA`` (docs/operations.md, "Network")."""
+        try:
+            tls = context_for(self.p.roost_url)
+        except TrustError as exc:
+            tls, self._trust_error = None, str(exc)  # refuses the registration, with this sentence
+        self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=tls) if tls else None)
 
     async def register(self, capsule_url: str, *, required: bool) -> bytes | None:
         """Register the session; returns the door key the daemon seals relayed stamps with.
@@ -48,6 +55,8 @@ class DaemonLink:
             if required:
                 raise LaunchRefused(register_refusal("<unset>", "MURMUR_ROOST_URL is not set"))
             return None
+        if self._trust_error is not None:
+            raise LaunchRefused(register_refusal(p.roost_url, self._trust_error))
         body = {
             "containment": p.decision.achieved,
             "session_id": p.session_id,
@@ -66,7 +75,8 @@ class DaemonLink:
                 raw = await resp.read()
                 status = resp.status
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise LaunchRefused(register_refusal(p.roost_url, str(exc) or type(exc).__name__)) from None
+            reason = untrusted_sentence(exc, p.roost_url) or str(exc) or type(exc).__name__
+            raise LaunchRefused(register_refusal(p.roost_url, reason)) from None
         try:
             answer = json.loads(raw)
         except ValueError:

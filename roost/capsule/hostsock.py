@@ -25,6 +25,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
+from roost.tlsclient import context_for, untrusted_sentence
 from roost.wire import CREDENTIAL_HEADER, HOST_ERROR_HEADER
 
 __all__ = ["HOST_ERROR_HEADER", "ROUTES", "HostSocket", "socket_dir"]
@@ -127,14 +128,17 @@ class HostSocket:
         if body is not None:
             headers["Content-Type"] = "application/json"
         if self._http is None or self._http.closed:
-            self._http = aiohttp.ClientSession(timeout=self._timeout)
+            tls = context_for(self._daemon_url)  # the host checked MURMUR_ROOST_CA before it started
+            self._http = aiohttp.ClientSession(
+                timeout=self._timeout, connector=aiohttp.TCPConnector(ssl=tls) if tls else None
+            )
         try:
             async with self._http.request(method, self._daemon_url + path, data=body, headers=headers) as resp:
                 data = await resp.read()
                 ctype = resp.headers.get("Content-Type", "application/json")
                 return web.Response(status=resp.status, body=data, headers={"Content-Type": ctype})
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            reason = str(exc) or type(exc).__name__
+            reason = untrusted_sentence(exc, self._daemon_url) or str(exc) or type(exc).__name__
             return self._host_error(502, f"could not reach mur-roost at {self._daemon_url}: {reason}")
 
     def _with_traceparent(self, body: bytes) -> bytes:

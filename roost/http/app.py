@@ -6,9 +6,10 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from roost.http import job_routes, ops_routes, peer_routes, referee_routes, relay_routes
+from roost.http import artifact_routes, job_routes, ops_routes, peer_routes, referee_routes, relay_routes
 from roost.http.context import ROOST
 from roost.http.middleware import MAX_BODY_BYTES, error_middleware
+from roost.http.reach import reach_middleware
 
 if TYPE_CHECKING:
     from roost.daemon import Roost
@@ -17,11 +18,12 @@ __all__ = ["build_app"]
 
 
 def build_app(roost: Roost) -> web.Application:
-    app = web.Application(middlewares=[error_middleware], client_max_size=MAX_BODY_BYTES)
+    app = web.Application(middlewares=[error_middleware, reach_middleware], client_max_size=MAX_BODY_BYTES)
     app[ROOST] = roost
     app.add_routes(referee_routes.routes)
     app.add_routes(relay_routes.routes)
     app.add_routes(peer_routes.routes)
     app.add_routes(job_routes.routes)
     app.add_routes(ops_routes.routes)
+    artifact_routes.install(app)
     return app

@@ -22,6 +22,7 @@ from typing import Any
 
 from roost.ctl.context import Context
 from roost.ctl.errors import CtlError
+from roost.ctl.netcheck import check_network
 
 NAME = "doctor"
 HELP = "check the installation, with a fix for each finding"
@@ -33,6 +34,9 @@ DESCRIPTION = (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--registry-path", metavar="DIR", help="registry to check (default: the daemon's)")
+    p.add_argument(
+        "--ca", metavar="FILE", help="CA (PEM) to verify the network listener's TLS certificate with (MURMUR_ROOST_CA)"
+    )
 
 
 class _Findings:
@@ -260,6 +264,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     _check_runtimes(f, config)
     _check_containment(f, config)
     _check_cluster(f, ctx, config)
+    check_network(f.add, status, args.ca, timeout=ctx.timeout)
     ok = all(i["status"] != "fail" for i in f.items)
     out = ctx.out
     if out.as_json:
