@@ -24,7 +24,7 @@ from aiohttp.typedefs import Handler
 
 from roost.errors import Refused
 from roost.http.caller import caller_of
-from roost.wire import CREDENTIAL_HEADER
+from roost.wire import APPROVAL_HEADER, CREDENTIAL_HEADER
 
 __all__ = ["REMOTE_ROUTES", "Need", "reach_middleware", "remote_need"]
 
@@ -63,8 +63,6 @@ REMOTE_ROUTES: Final[dict[tuple[str, str], Need]] = {
     ("GET", "/artifacts/{sha256}"): Need.KEEPER,
 }
 """(method, canonical route path) → what a caller from another host must present. HEAD is GET."""
-
-APPROVAL_HEADER: Final = "x-murmur-spawn-approval"
 
 LOCAL_ONLY: Final = (
     "this endpoint answers only callers on the daemon's own host; from another host only endpoints "
