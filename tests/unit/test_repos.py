@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from roost.blocking import BlockingExecutor
 from roost.envelope import Envelope
+from roost.launcher.backend import NodeRef
 from roost.launcher.jobs import Job
 from roost.manifest import parse_manifest
 from roost.repos.jobs import JobRepository
@@ -149,6 +150,7 @@ async def test_a_job_round_trips_field_for_field(store: Store) -> None:
         start_written=True,
         end_written=True,
         uid=1000,
+        node=NodeRef("node-1", "10.0.0.2:9000"),
     )
     await store.commit([repo.upsert_op(original)])
     got = await repo.get("job_1")
