@@ -12,7 +12,11 @@ noisy neighbour hits both alike; medians are reported. Target: door >= 0.7x the 
 Besides req/s, the CPU each server spends per request (from ``/proc``) is printed: on a shared
 machine it is steadier than throughput. The order of the servers rotates from round to round.
 
-Run: python bench/bench_door.py [--seconds 5] [--rounds 3] [--before PATH]
+``--inproc`` (with ``--before``) measures only the door's own work, in process and without HTTP:
+CPU per request of parse → classify → admit → answer → run, for this checkout and the other one,
+alternating; the figure a shared machine's noise disturbs least.
+
+Run: python bench/bench_door.py [--seconds 5] [--rounds 3] [--before PATH] [--inproc]
 """
 
 from __future__ import annotations
@@ -77,7 +81,8 @@ HEADERS = {"content-type": "application/json", "A2A-Version": "1.0", "x-murmur-t
 def start_from(code: str, tree: str) -> Proc:
     """:func:`start_script` with ``tree`` first on the import path (another checkout's code)."""
     env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
-    proc = subprocess.Popen([*taskset(SERVER_CPU), sys.executable, "-c", code], stdout=subprocess.PIPE, env=env)
+    cmd = [*taskset(SERVER_CPU), sys.executable, "-c", code]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env, cwd=tree)  # -c puts the cwd first on the path
     assert proc.stdout is not None
     return Proc(proc, int(proc.stdout.readline().decode().strip()))
 
@@ -87,13 +92,75 @@ def cpu_secs(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+INPROC = """
+import asyncio, json, sys, time
+from aiohttp.test_utils import make_mocked_request
+from multidict import CIMultiDict
+from a2a import jsonrpc
+from a2a.door import Door, TaskOutcome
+
+BODY, HEADERS = json.loads(sys.argv[1]).values()
+
+async def runner(task):
+    return TaskOutcome.completed("ok")
+
+async def main():
+    door = Door(name="bench", version="0.1.0", session_id="ses_bench", runner=runner,
+                queue_depth=100000, peer_tasks_accept=True)
+    request = make_mocked_request("POST", "/", headers=CIMultiDict(HEADERS))
+    body = BODY.encode()
+
+    async def one():
+        req = jsonrpc.parse_request(body)
+        return jsonrpc.result_body(req.id, await door._dispatch(req, request))
+
+    for i in range(20000):
+        await one()
+        if i % 50 == 0:
+            await asyncio.sleep(0)  # let the worker run the queued tasks, as it would between requests
+    await door.drain()
+    n, t0 = 20000, time.process_time()
+    for i in range(n):
+        await one()
+        if i % 50 == 0:
+            await asyncio.sleep(0)
+    await door.drain()
+    print((time.process_time() - t0) / n * 1e6)
+
+asyncio.run(main())
+"""
+
+
+def inproc(before: str, rounds: int) -> None:
+    """CPU per request of the door's own work, this checkout against ``before``, alternating."""
+    arg = json.dumps({"body": BODY, "headers": HEADERS})
+    trees = {"door (this checkout)": str(Path(__file__).resolve().parent.parent), "door (--before)": before}
+    figures: dict[str, list[float]] = {name: [] for name in trees}
+    for _ in range(rounds):
+        for name, tree in trees.items():
+            env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
+            cmd = [*taskset(SERVER_CPU), sys.executable, "-c", INPROC, arg]
+            out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tree, check=True)
+            figures[name].append(float(out.stdout))
+    mine, theirs = (statistics.median(v) for v in figures.values())
+    for name, values in figures.items():
+        print(f"{name:22}: {statistics.median(values):6.2f} us CPU/request  (rounds: {[round(v, 2) for v in values]})")
+    print(f"this/before            : {mine / theirs:6.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--connections", type=int, default=50)
     ap.add_argument("--before", help="another checkout whose door is measured in the same run")
+    ap.add_argument("--inproc", action="store_true", help="the door's own work only, against --before")
     args = ap.parse_args()
+    if args.inproc:
+        if not args.before:
+            raise SystemExit("--inproc compares with another checkout: give --before PATH")
+        inproc(args.before, args.rounds)
+        return
     servers = {"door": start_script(DOOR_SERVER), "bare": start_script(BARE_SERVER)}
     if args.before:
         servers["before"] = start_from(DOOR_SERVER, args.before)
