@@ -53,6 +53,8 @@ def make_registry(root: Path, capsules: dict[str, dict[str, Any]]) -> None:
 class Proc:
     proc: subprocess.Popen[bytes]
     port: int
+    log: Path | None = None
+    """The daemon's log file (start_daemon), e.g. to read a line it prints after listening."""
 
     @property
     def url(self) -> str:
@@ -79,7 +81,7 @@ def start_daemon(args: list[str], cpu: str = SERVER_CPU, env: dict[str, str] | N
     while time.monotonic() < deadline:
         m = pat.search(log_path.read_bytes())
         if m:
-            return Proc(proc, int(m.group(1)))
+            return Proc(proc, int(m.group(1)), log_path)
         if proc.poll() is not None:
             break
         time.sleep(0.05)
