@@ -210,3 +210,21 @@ def test_plaintext_network_listener_is_refused_unless_allowed(tmp_path: Path, fl
             assert ns.run(probe)[:2] == (403, {"error": LOCAL_ONLY})
         finally:
             assert daemon.stop() == 0
+
+
+async def test_every_declared_route_exists(tmp_path: Path) -> None:
+    """A typo in the table would silently make an endpoint local-only: each entry names a real route."""
+    from roost.config import Config
+    from roost.daemon import Roost
+    from roost.http.app import build_app
+
+    roost = Roost(Config.model_validate({"registry_path": tmp_path, "state_dir": tmp_path / "s"}))
+    try:
+        app = build_app(roost)
+        served = {(r.method, r.resource.canonical) for r in app.router.routes() if r.resource is not None}
+        assert set(REMOTE_ROUTES) <= served, set(REMOTE_ROUTES) - served
+        local_only = {k for k in served if remote_need(*k) is None}
+        assert ("GET", "/status/{session_id}") in local_only and ("GET", "/metrics") in local_only
+    finally:
+        await roost.a2a.close()
+        roost.executor.shutdown()
