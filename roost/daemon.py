@@ -27,6 +27,7 @@ from a2a.client import A2AClient
 from roost import sdnotify
 from roost.admin import control as admin_control
 from roost.admin.server import AdminServer, AdminSocketError
+from roost.artifacts import keeper_token
 from roost.blocking import BlockingExecutor
 from roost.config import Config
 from roost.events import EventBus
@@ -106,7 +107,15 @@ class Roost:
         self.referee.on_session_end.append(self._observe_session_end)
         self.relay = Relay(self)
         self.peer_plane = PeerPlane(self)
-        self.launcher = Launcher(self, process_backend(config, self.executor))
+        self.launcher = Launcher(
+            self,
+            process_backend(
+                config,
+                self.executor,
+                daemon_url=lambda: self.advertise_url,
+                keeper_token=lambda node_id: keeper_token(self.keys, node_id),
+            ),
+        )
         self.session_watch = SessionWatch(self)
         self.retention = Retention(self)
         self.app: web.Application | None = None

@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -146,9 +146,20 @@ class RayChild:
 class RayBackend:
     """Children on a Ray cluster (``launcher = "ray"``)."""
 
-    def __init__(self, config: Config, executor: BlockingExecutor) -> None:
+    def __init__(
+        self,
+        config: Config,
+        executor: BlockingExecutor,
+        *,
+        daemon_url: Callable[[], str] | None = None,
+        keeper_token: Callable[[str], str] | None = None,
+    ) -> None:
         self.config = config
         self.executor = executor
+        # The daemon's URL as other nodes reach it (advertise_url), and a node keeper's token for
+        # GET /artifacts/{sha256}; without them (a backend used on its own) the daemon sends the bytes.
+        self.daemon_url = daemon_url
+        self.keeper_token = keeper_token
         root = config.ray_node_root or (config.state_dir / "ray-nodes")
         self.cluster = RayCluster(
             executor,
@@ -352,16 +363,21 @@ class RayBackend:
         return None
 
     async def _ensure_artifact(self, keeper: Any, node: NodeRef, capsule: str, sha256: str) -> None:
+        """Once per node and digest (concurrent launches share one fetch): the node's cache has it."""
         key = (node.node_id, sha256)
         task = self._artifacts.get(key)
         if task is None or (task.done() and task.exception() is not None):
-            task = asyncio.get_running_loop().create_task(self._put_artifact(keeper, capsule, sha256))
+            task = asyncio.get_running_loop().create_task(self._put_artifact(keeper, node, capsule, sha256))
             self._artifacts[key] = task
         await asyncio.shield(task)
 
-    async def _put_artifact(self, keeper: Any, capsule: str, sha256: str) -> None:
+    async def _put_artifact(self, keeper: Any, node: NodeRef, capsule: str, sha256: str) -> None:
         name, version = capsule.split("@", 1)
         if await self.call(keeper.has_artifact, name, version, sha256):
+            return
+        if self.daemon_url is not None and self.keeper_token is not None:
+            token = self.keeper_token(node.node_id)
+            await self.call(keeper.fetch_artifact, name, version, sha256, self.daemon_url(), token)
             return
         from roost.registry import artifact_filename
 
@@ -385,6 +401,8 @@ class RayBackend:
             argv[0] = PYTHON_MARK  # the node's own interpreter, not this host's path
         env = dict(spec.env)
         env.pop("MURMUR_SPAWNER_LIFELINE", None)  # the keeper sets it: the descriptor is its own
+        if self.daemon_url is not None:
+            env["MURMUR_ROOST_URL"] = self.daemon_url()  # as the child's node reaches the daemon
         try:
             keeper = await self._keeper(node)
             await self._ensure_artifact(keeper, node, spec.capsule, await self._sha256(spec))
@@ -405,8 +423,8 @@ class RayBackend:
             if "cannot start a child as uid" in cause:
                 raise CannotRunAs(cause) from None
             raise StartFailed(f"{argv[0] if argv else '?'} on Ray node {node.node_id}: {cause}") from None
-        except OSError as exc:
-            raise StartFailed(f"the artifact {spec.capsule}: {exc.strerror or exc}") from None
+        except (OSError, ValueError) as exc:
+            raise StartFailed(f"the artifact {spec.capsule}: {getattr(exc, 'strerror', None) or exc}") from None
         ref = ChildRef(spec.dir.job_id, int(started["pid"]), started.get("start"), node)
         self._node_of[spec.dir.job_id] = node
         child = RayChild(self, keeper, ref, ready_bound=self.config.launch_timeout_secs + 60)

@@ -6,6 +6,8 @@ it never loads it (nor needs the ``[ray]`` extra installed).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from roost.blocking import BlockingExecutor
 from roost.config import Config, ConfigError
 from roost.launcher.backend import ProcessBackend
@@ -14,7 +16,15 @@ from roost.launcher.local import LocalBackend
 __all__ = ["process_backend"]
 
 
-def process_backend(config: Config, executor: BlockingExecutor) -> ProcessBackend:
+def process_backend(
+    config: Config,
+    executor: BlockingExecutor,
+    *,
+    daemon_url: Callable[[], str] | None = None,
+    keeper_token: Callable[[str], str] | None = None,
+) -> ProcessBackend:
+    """``daemon_url`` (the URL other nodes reach the daemon at) and ``keeper_token`` (a node
+    keeper's token for ``GET /artifacts/{sha256}``) are what Ray's node keepers fetch with."""
     if config.launcher != "ray":
         return LocalBackend(
             executor, state_dir=config.state_dir, job_cgroups=config.job_cgroups, max_starting=config.max_starting
@@ -26,4 +36,4 @@ def process_backend(config: Config, executor: BlockingExecutor) -> ProcessBacken
             f'launcher = "ray" needs the Ray extra, which is not installed ({exc.name or exc}): '
             "pip install 'mur-roost[ray]'"
         ) from None
-    return RayBackend(config, executor)
+    return RayBackend(config, executor, daemon_url=daemon_url, keeper_token=keeper_token)

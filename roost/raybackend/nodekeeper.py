@@ -116,10 +116,15 @@ class NodeKeeper:
         """Cache an artifact's bytes after checking they are the sha256 the daemon resolved."""
         await asyncio.to_thread(_put_artifact, self.cache, name, version, sha256, data)
 
-    async def fetch_artifact(self, name: str, version: str, sha256: str, url: str, ca_file: str | None) -> None:
-        """Fetch an artifact from the daemon by its sha256, verify it, cache it."""
-        data = await asyncio.to_thread(_fetch, url, ca_file)
-        await asyncio.to_thread(_put_artifact, self.cache, name, version, sha256, data)
+    async def fetch_artifact(self, name: str, version: str, sha256: str, url: str, token: str) -> None:
+        """Fetch the artifact from the daemon at ``url`` by its sha256 (``GET /artifacts/{sha256}``
+        with this node's keeper token), verified, and place it where the capsule host resolves it.
+        The daemon's TLS certificate is checked against ``MURMUR_ROOST_CA`` when this node has one."""
+        from roost.artifactfetch import fetch_artifact_blocking
+
+        ca = os.environ.get("MURMUR_ROOST_CA") or None
+        blob = await asyncio.to_thread(fetch_artifact_blocking, url, sha256, self.root / "blobs", token=token, ca=ca)
+        await asyncio.to_thread(_place_artifact, self.cache, name, version, sha256, blob)
 
     # -- a child's directory ---------------------------------------------------------------
     def place(self, job_id: str, uid: int | None) -> Place:
@@ -444,16 +449,25 @@ def _put_artifact(cache: Path, name: str, version: str, sha256: str, data: bytes
     write_atomic(directory / sidecar_filename(name, version), (sha256 + "\n").encode(), mode=0o644)
 
 
-def _fetch(url: str, ca_file: str | None, max_bytes: int = 512 * 1024 * 1024) -> bytes:
-    import ssl
-    import urllib.request
+def _place_artifact(cache: Path, name: str, version: str, sha256: str, blob: Path) -> None:
+    """Put a verified blob at its registry place (a hard link, else a copy), with its sidecar."""
+    import shutil
 
-    context = ssl.create_default_context(cafile=ca_file) if url.startswith("https:") else None
-    with urllib.request.urlopen(url, timeout=60, context=context) as resp:
-        data: bytes = resp.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise ValueError("the artifact is larger than the keeper accepts")
-    return data
+    from roost.fsutil import write_atomic
+    from roost.registry import artifact_filename, sidecar_filename
+
+    directory = _artifact_dir(cache, name, version)
+    directory.mkdir(parents=True, exist_ok=True, mode=0o755)
+    dest = directory / artifact_filename(name, version)
+    tmp = directory / f".{artifact_filename(name, version)}.{os.getpid()}.tmp"
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    try:
+        os.link(blob, tmp)
+    except OSError:
+        shutil.copyfile(blob, tmp)
+    os.replace(tmp, dest)
+    write_atomic(directory / sidecar_filename(name, version), (_check_sha(sha256) + "\n").encode(), mode=0o644)
 
 
 def _cached_artifacts(cache: Path) -> int:

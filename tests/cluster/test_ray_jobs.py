@@ -71,6 +71,11 @@ async def test_a_delegation_tree_spans_all_three_nodes(ray_daemon: RunningDaemon
         assert (wd / "meta" / "job_id.txt").read_text().strip() == job["job_id"]
         assert json.loads((wd / "input.json").read_text())["job_id"] == job["job_id"]
     assert len({Path(j["workdir"]).parent.parent for j in (boss, mid_job, kid_job)}) == 3
+    # Each node fetched its artifact from the daemon by sha256 (GET /artifacts/{sha256}) into its cache.
+    for job in (boss, mid_job, kid_job):
+        root = Path(job["workdir"]).parent.parent
+        assert (root / "blobs" / f"{job['sha256']}.mur.zip").is_file()
+        assert (root / "registry" / job["name"] / "0.1.0" / f"{job['name']}-0.1.0.mur.zip").is_file()
     # The leaf finishes: exactly one completion (its own), and both lines in mid's trace.
     kid_final = await delegated_final(d, kid_job["job_id"])
     assert kid_final["state"] == "complete", kid_final
