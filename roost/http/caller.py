@@ -21,7 +21,7 @@ from aiohttp import web
 
 from roost.peercred import owner_uid, tcp_peer_uid, unix_peer_uid
 
-__all__ = ["Caller", "caller_of", "forget_callers", "identify", "remember"]
+__all__ = ["Caller", "caller_of", "forget_callers", "identify", "is_loopback", "remember"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,12 @@ _UNKNOWN_TCP = Caller(uid=None, via="tcp", loopback=False)
 _CACHE: weakref.WeakKeyDictionary[object, Caller] = weakref.WeakKeyDictionary()
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(remote: str | None) -> bool:
+    """A peer address on this host: a loopback address (IPv4-mapped too), or no address at all
+    (a unix socket). The one loopback test; endpoints that answer only this host use it."""
+    if not remote:
+        return True
+    host = remote
     if host.startswith("127.") or host == "::1" or host.startswith("::ffff:127."):
         return True
     try:
@@ -70,7 +75,7 @@ def identify(sock: socket.socket | None) -> Caller:
         remote = sock.getpeername()
     except OSError:
         return _UNKNOWN_TCP
-    loopback = _is_loopback(str(remote[0]))
+    loopback = is_loopback(str(remote[0]))
     if _BENCH_NO_LOOKUP:
         return Caller(uid=os.geteuid() if loopback else None, via="tcp", loopback=loopback)
     return Caller(uid=tcp_peer_uid(sock), via="tcp", loopback=loopback)
@@ -94,7 +99,7 @@ def _identify_transport(transport: Any) -> Caller:
     local = transport.get_extra_info("sockname")
     if not remote or not local:
         return identify(sock)
-    loopback = _is_loopback(str(remote[0]))
+    loopback = is_loopback(str(remote[0]))
     if _BENCH_NO_LOOKUP:
         return Caller(uid=os.geteuid() if loopback else None, via="tcp", loopback=loopback)
     # The other end's socket has the peer's address as its own and ours as its peer.

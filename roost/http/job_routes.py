@@ -15,11 +15,10 @@ import statistics
 from aiohttp import web
 
 from roost.errors import Refused
-from roost.http.caller import caller_of
+from roost.http.caller import caller_of, is_loopback
 from roost.http.context import ROOST
 from roost.http.middleware import read_json
 from roost.identifiers import require_id
-from roost.launcher.service import is_loopback
 from roost.wire import CREDENTIAL_HEADER
 
 __all__ = ["routes"]

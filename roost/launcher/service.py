@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import os
 import time
 from collections import OrderedDict
@@ -136,16 +135,6 @@ def parse_request(body: dict[str, Any]) -> LaunchRequest:
         untrusted=untrusted,
         workdir=os.path.normpath(workdir) if isinstance(workdir, str) else None,
     )
-
-
-def is_loopback(remote: str | None) -> bool:
-    """True for a loopback peer, or no peer address at all (a unix socket)."""
-    if not remote:
-        return True
-    try:
-        return ipaddress.ip_address(remote.split("%", 1)[0]).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(eq=False)
