@@ -32,7 +32,8 @@ from roost.blocking import BlockingExecutor
 from roost.config import Config
 from roost.events import EventBus
 from roost.http.app import build_app
-from roost.http.guard import ConnectionGuard, GuardedRunner
+from roost.http.guard import ConnectionGuard
+from roost.http.server import PolicedRunner
 from roost.keys import KEY_FILE_NAME, KeyFileError, KeyRing
 from roost.launcher.service import Launcher
 from roost.logs import configure_logging
@@ -191,9 +192,9 @@ class Roost:
         self.guard = ConnectionGuard(
             header_timeout_secs=cfg.header_timeout_secs, max_per_uid=cfg.max_connections_per_uid
         )
-        self._runner = GuardedRunner(
+        self._runner = PolicedRunner(
             self.app,
-            guard=self.guard,
+            policy=self.guard,
             access_log=None,
             handle_signals=False,
             shutdown_timeout=10.0,
@@ -221,9 +222,8 @@ class Roost:
             self._runner = None
             raise StartupError(str(exc)) from None
         await self.probes.start()
-        server = site._server
-        sockets = getattr(server, "sockets", None) or []
-        self.port = sockets[0].getsockname()[1] if sockets else cfg.port
+        addresses = self._runner.addresses
+        self.port = int(addresses[0][1]) if addresses else cfg.port
         log.info(
             "listening",
             bind=cfg.bind,
