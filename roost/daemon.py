@@ -14,49 +14,52 @@ import os
 import signal
 import sqlite3
 import sys
-import time
-from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
 
-import psutil
 import structlog
 from aiohttp import web
 
 from a2a.client import A2AClient
 from roost import sdnotify
-from roost.admin import control as admin_control
-from roost.admin.server import AdminServer, AdminSocketError
+from roost.admin.bridge import JobSources
+from roost.admin.control import Control
+from roost.admin.server import AdminServer, AdminSocketError, build_admin_app
 from roost.artifacts import keeper_token
 from roost.blocking import BlockingExecutor
 from roost.config import Config
 from roost.events import EventBus
 from roost.http.app import build_app
+from roost.http.context import Services
 from roost.http.guard import ConnectionGuard
-from roost.http.server import PolicedRunner
-from roost.keys import KEY_FILE_NAME, KeyFileError, KeyRing
+from roost.http.server import PolicedRunner, bound_port
+from roost.keys import KeyFileError, KeyHolder, KeyRing
 from roost.launcher.service import Launcher
+from roost.lifecycle import Lifecycle
 from roost.logs import configure_logging
 from roost.metrics import Metrics
-from roost.network import check_listeners, start_network_listener, url_for
+from roost.network import check_listeners, start_network_listener
 from roost.peer.plane import PeerPlane
-from roost.probes import Probes, status_line
+from roost.probes import Probes
 from roost.raybackend.choose import process_backend
 from roost.referee import Referee, wall_ms
 from roost.registry import Registry
 from roost.relay import Relay
 from roost.retention import Retention
 from roost.sessions import SessionRecord, SessionTable
-from roost.sessionwatch import SessionWatch
+from roost.sessionwatch import SessionWatch, observe_session_end
+from roost.settings import Settings
 from roost.startup import (
-    EXIT_NO_KEY,
     StartupError,
     StateLock,
+    check_key_file,
     damaged_database,
+    instance_id,
     prepare_state_dir,
+    say_keys_reset,
 )
 from roost.store import Store, StoreDamaged, StoreError
 from roost.trace import TraceWriter
+from roost.traces import TraceFiles
 
 __all__ = ["Roost", "StartupError", "run"]
 
@@ -72,80 +75,165 @@ GC_THRESHOLDS = (20_000, 20, 20)
 
 log = structlog.get_logger("roost.daemon")
 
-# Trace files the daemon keeps open at once (one descriptor each); the least recently written
-# is closed first, and simply reopened if it is written again.
-MAX_OPEN_TRACES = 256
-
 
 class Roost:
-    """Everything one daemon instance holds. Tests build it in-process with an injected clock."""
+    """The composition root: builds every service with what it needs, starts and stops them in order.
+
+    It holds no behaviour of its own; tests build it in-process with an injected clock and reach
+    the services through its attributes."""
 
     def __init__(self, config: Config, *, clock: Callable[[], int] = wall_ms) -> None:
-        self.config = config
         self.clock = clock
         self.executor = BlockingExecutor()
+        self.settings = Settings(config, executor=self.executor)
         self.metrics = Metrics()
         self.table = SessionTable()
-        self.registry = Registry(config.registry_path)
-        self.keys: KeyRing = KeyRing.ephemeral()
+        self.key_holder = KeyHolder(
+            KeyRing.ephemeral(),
+            state_dir=None if config.ephemeral_keys else config.state_dir,
+            executor=self.executor,
+        )
         self.store = Store(None if config.ephemeral_keys else config.db_path, self.executor)
         self.state_lock = StateLock(config.state_dir)
         self.referee = Referee(
-            config=config,
+            settings=self.settings,
             table=self.table,
             store=self.store,
-            registry=self.registry,
-            keys=self.keys,
+            keys=self.key_holder,
             executor=self.executor,
             clock=clock,
         )
+        self.settings.on_reload.append(self.referee.forget_resolved)
         self.events = EventBus(clock=clock)
+        self.lifecycle = Lifecycle(config)
         # One client (one connection pool) for every outbound A2A call the daemon makes.
         self.a2a = A2AClient(connect_timeout=5.0, total_timeout=config.peer_timeout_secs)
-        # Open trace writers, least recently used first; each holds one descriptor.
-        self._traces: OrderedDict[str, TraceWriter] = OrderedDict()
-        self.referee.on_session_end.append(self._close_trace)
-        self.referee.on_session_end.append(self._observe_session_end)
-        self.relay = Relay(self)
-        self.peer_plane = PeerPlane(self)
+        self.traces = TraceFiles(self.executor)
+        self.referee.on_session_end.append(self.traces.close)
+        self.referee.on_session_end.append(observe_session_end(self.events))
+        self.relay = Relay(
+            sessions=self.referee,
+            doors=self.key_holder,
+            table=self.table,
+            a2a=self.a2a,
+            events=self.events,
+            metrics=self.metrics,
+            traces=self.traces,
+        )
+        self.referee.on_session_registered.append(self.relay.forget_doors)
+        self.peer_plane = PeerPlane(
+            settings=self.settings,
+            keys=self.key_holder,
+            table=self.table,
+            events=self.events,
+            metrics=self.metrics,
+            executor=self.executor,
+            a2a=self.a2a,
+            traces=self.traces,
+            clock=clock,
+        )
         self.launcher = Launcher(
             self,
             process_backend(
                 config,
                 self.executor,
-                daemon_url=lambda: self.advertise_url,
-                keeper_token=lambda node_id: keeper_token(self.keys, node_id),
+                daemon_url=lambda: self.lifecycle.advertise_url,
+                keeper_token=lambda node_id: keeper_token(self.key_holder.ring, node_id),
             ),
         )
-        self.session_watch = SessionWatch(self)
-        self.retention = Retention(self)
+        self.session_watch = SessionWatch(
+            sessions=self.referee, table=self.table, executor=self.executor, launched=self.launcher.launched_pid
+        )
+        self.retention = Retention(settings=self.settings, table=self.table, store=self.store, clock=clock)
+        self.probes = Probes(metrics=self.metrics, table=self.table, jobs=self.launcher, referee=self.referee)
+        self.control = Control(
+            referee=self.referee,
+            table=self.table,
+            jobs=self.launcher,
+            keys=self.key_holder,
+            settings=self.settings,
+            lifecycle=self.lifecycle,
+            status_line=self.probes.status_line,
+        )
+        self.services = Services(
+            referee=self.referee,
+            relay=self.relay,
+            peer_plane=self.peer_plane,
+            launcher=self.launcher,
+            probes=self.probes,
+            settings=self.settings,
+            keys=self.key_holder,
+            executor=self.executor,
+            metrics=self.metrics,
+            lifecycle=self.lifecycle,
+        )
+        self.admin = AdminServer(path=config.admin_socket_path, executor=self.executor, app=self._admin_app)
         self.app: web.Application | None = None
         self._runner: web.AppRunner | None = None
-        self.port: int | None = None
-        self.network_port: int | None = None  # the ``listen`` listener's, when there is one
-        self.started_at = time.time()
-        self.admin = AdminServer(self)
-        self.probes = Probes(self)
-        self.stopping = False  # /readyz answers 503 from the moment a stop begins
-        self.shutdown_event = asyncio.Event()  # ends admin streams so a stop is not held up by them
-        self.background: set[asyncio.Task[Any]] = set()
-        # Loop time at which a drain stops the daemon even with work left (None: wait for it).
-        self.drain_deadline: float | None = None
-        # Re-reads the config file on SIGHUP / POST /reload; None when there is nothing to re-read.
-        self.config_loader: Callable[[], Config] | None = None
-        self.stop_callback: Callable[[str], None] | None = None
-        # Operator actions that must not interleave with themselves (roost/admin/control.py).
-        self.rotate_lock = asyncio.Lock()
-        self.reload_lock = asyncio.Lock()
 
-    @staticmethod
-    def process_start_time(pid: int | None) -> float | None:
-        if pid is None:
-            return None
-        try:
-            return float(psutil.Process(pid).create_time())
-        except (psutil.Error, OSError):
-            return None
+    def _admin_app(self) -> web.Application:
+        jobs = JobSources(launcher=self.launcher, store=self.store, table=self.table)
+        return build_admin_app(self.services, control=self.control, events=self.events, jobs=jobs, table=self.table)
+
+    # What tests and the launcher read of the daemon: each answers from the service that owns it.
+
+    @property
+    def config(self) -> Config:
+        return self.settings.config
+
+    @property
+    def registry(self) -> Registry:
+        return self.settings.registry
+
+    @property
+    def keys(self) -> KeyRing:
+        return self.key_holder.ring
+
+    @property
+    def config_loader(self) -> Callable[[], Config] | None:
+        return self.settings.loader
+
+    @config_loader.setter
+    def config_loader(self, loader: Callable[[], Config] | None) -> None:
+        self.settings.loader = loader
+
+    @property
+    def stop_callback(self) -> Callable[[str], None] | None:
+        return self.lifecycle.stop_callback
+
+    @stop_callback.setter
+    def stop_callback(self, callback: Callable[[str], None] | None) -> None:
+        self.lifecycle.stop_callback = callback
+
+    @property
+    def port(self) -> int | None:
+        return self.lifecycle.port
+
+    @property
+    def url(self) -> str:
+        return self.lifecycle.url
+
+    @property
+    def stopping(self) -> bool:
+        return self.lifecycle.stopping
+
+    @property
+    def network_port(self) -> int | None:
+        return self.lifecycle.network_port
+
+    @property
+    def network_url(self) -> str | None:
+        return self.lifecycle.network_url
+
+    @property
+    def advertise_url(self) -> str:
+        return self.lifecycle.advertise_url
+
+    def trace_writer(self, rec: SessionRecord) -> TraceWriter | None:
+        return self.traces.writer(rec)
+
+    async def write_trace(self, rec: SessionRecord, event_type: str, payload: dict[str, object]) -> str | None:
+        return await self.traces.write(rec, event_type, payload)
 
     async def start(self) -> None:
         """Start, or raise :class:`StartupError` (one sentence, its own exit code)."""
@@ -162,18 +250,17 @@ class Roost:
             # Nothing in the state directory is read or written before the lock is held.
             await self.executor.run(prepare_state_dir, cfg.state_dir)
             await self.executor.run(self.state_lock.acquire)
-            reset = await self.executor.run(self._check_key_file)
+            reset = await self.executor.run(check_key_file, cfg)
             try:
-                self.keys = await self.executor.run(KeyRing.load_or_create, cfg.state_dir)
+                await self.key_holder.load()
             except KeyFileError as exc:
                 raise StartupError(str(exc)) from None
-            self.referee.keys = self.keys
         try:
             await self.store.open()
             await self.executor.run(self.referee.load)
-            self.events.run_id = await self.executor.run(self._instance_id)
+            self.events.run_id = await self.executor.run(instance_id, self.store, self.events.run_id)
             if not cfg.ephemeral_keys and reset:
-                self._say_what_the_reset_revoked()
+                say_keys_reset(self.table.running, len(self.table.reservations), self.keys.key_id)
             for service in (self.relay, self.peer_plane, self.launcher, self.session_watch):
                 await service.start()
         except StoreDamaged as exc:
@@ -185,10 +272,8 @@ class Roost:
         except StoreError as exc:
             raise StartupError(str(exc)) from None
         for forever in (self.referee.expire_forever(), self.retention.run_forever()):
-            sweep = asyncio.get_running_loop().create_task(forever)
-            self.background.add(sweep)
-            sweep.add_done_callback(self.background.discard)
-        self.app = build_app(self)
+            self.lifecycle.spawn(forever)
+        self.app = build_app(self.services)
         self.guard = ConnectionGuard(
             header_timeout_secs=cfg.header_timeout_secs, max_per_uid=cfg.max_connections_per_uid
         )
@@ -209,7 +294,7 @@ class Roost:
             await self._runner.cleanup()
             raise StartupError(f"failed to bind port {cfg.port}: {exc.strerror or exc}") from None
         try:
-            self.network_port = await start_network_listener(self, self._runner)
+            self.lifecycle.network_port = await start_network_listener(cfg, self.executor, self._runner)
         except StartupError:
             await self._runner.cleanup()
             self._runner = None
@@ -222,8 +307,7 @@ class Roost:
             self._runner = None
             raise StartupError(str(exc)) from None
         await self.probes.start()
-        addresses = self._runner.addresses
-        self.port = int(addresses[0][1]) if addresses else cfg.port
+        self.lifecycle.port = bound_port(site) or cfg.port
         log.info(
             "listening",
             bind=cfg.bind,
@@ -243,135 +327,10 @@ class Roost:
                 fix="create it or set registry_path; 'roostctl doctor' checks it",
             )
 
-    def _check_key_file(self) -> bool:
-        """Refuse a database without its key file, unless ``--reset-keys``; True if resetting.
-
-        A new key revokes every credential, approval and handle the database's sessions hold,
-        so that is never done silently."""
-        cfg = self.config
-        has_key = (cfg.state_dir / KEY_FILE_NAME).exists()
-        if has_key and not cfg.db_path.exists():
-            # Not a refusal (a fresh database is harmless), but never silent: the state is gone.
-            log.warning("state_database_missing", path=str(cfg.db_path), key_file=KEY_FILE_NAME)
-            print(
-                f"mur-roost: {cfg.db_path} is missing although {KEY_FILE_NAME} is there: starting with "
-                "empty state (no sessions, jobs or spent approvals are known)",
-                file=sys.stderr,
-                flush=True,
-            )
-        if has_key or not cfg.db_path.exists():
-            return False
-        if cfg.db_path.stat().st_size == 0:
-            return False
-        if not cfg.reset_keys:
-            raise StartupError(
-                f"the state directory {cfg.state_dir} has a database (roost.db) but no {KEY_FILE_NAME}: a new "
-                "key would revoke every credential, spawn approval and peer handle stored with it; restore "
-                f"{KEY_FILE_NAME} from a backup, or pass --reset-keys to start with a new key anyway",
-                EXIT_NO_KEY,
-            )
-        return True
-
-    def _say_what_the_reset_revoked(self) -> None:
-        running = self.table.running
-        pending = len(self.table.reservations)
-        log.warning("keys_reset", sessions_revoked=running, approvals_revoked=pending, key_id=self.keys.key_id)
-        print(
-            f"mur-roost: --reset-keys: started with a new key; the credentials of {running} running "
-            f"session(s), {pending} pending spawn approval(s) and every peer handle are revoked",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    def _instance_id(self) -> str:
-        """The daemon instance id (``runId`` of every event), kept across restarts."""
-        rows = self.store.rows("SELECT value FROM meta WHERE key = 'instance_id'")
-        if rows:
-            return str(rows[0]["value"])
-        run_id = self.events.run_id
-        self.store.write_sync([("INSERT INTO meta (key, value) VALUES ('instance_id', ?)", (run_id,))])
-        return run_id
-
-    def trace_writer(self, rec: SessionRecord) -> TraceWriter | None:
-        """The writer for a session's ``trace.jsonl``; None when roost does not know its workdir."""
-        if rec.workdir is None:
-            return None
-        writer = self._traces.get(rec.session_id)
-        if writer is not None:
-            self._traces.move_to_end(rec.session_id)
-            return writer
-        writer = self._traces[rec.session_id] = TraceWriter(rec.workdir, rec.session_id, uid=rec.uid)
-        if len(self._traces) > MAX_OPEN_TRACES:
-            _, evicted = self._traces.popitem(last=False)
-            self.executor.submit(evicted.close)
-        return writer
-
-    async def _observe_session_end(self, rec: SessionRecord) -> None:
-        """``roost.session.end``: every session end, with why (its own deregistration, a lapsed
-        lease, the operator, its process gone)."""
-        attrs: dict[str, Any] = {
-            "roost.session.id": rec.session_id,
-            "roost.session.capsule": rec.coordinates,
-            "roost.session.status": rec.status,
-            "roost.session.reason": rec.end_reason or "deregistered",
-        }
-        span = self.events.start("roost.session.end", subsystem="session", **attrs)
-        span.completed()
-
-    async def _close_trace(self, rec: SessionRecord) -> None:
-        writer = self._traces.pop(rec.session_id, None)
-        if writer is not None:
-            await self.executor.run(writer.close)
-
-    async def write_trace(self, rec: SessionRecord, event_type: str, payload: dict[str, object]) -> str | None:
-        """Append one line to the session's trace through the executor; returns its event id."""
-        writer = self.trace_writer(rec)
-        if writer is None:
-            return None
-        try:
-            return await self.executor.run(writer.write, event_type, payload)
-        except OSError as exc:
-            log.warning("trace_write_failed", session_id=rec.session_id, event_type=event_type, error=str(exc))
-            return None
-
-    @property
-    def url(self) -> str:
-        host = self.config.bind if ":" not in self.config.bind else f"[{self.config.bind}]"
-        return f"http://{host}:{self.port}"
-
-    @property
-    def network_url(self) -> str | None:
-        """The ``listen`` listener's URL (https with TLS), or None without one."""
-        address = self.config.listen_address
-        if address is None or self.network_port is None:
-            return None
-        return url_for(address[0], self.network_port, tls=self.config.tls_cert is not None)
-
-    @property
-    def advertise_url(self) -> str:
-        """The URL children on other nodes are given: ``advertise_url``, else the local URL."""
-        return self.config.advertise_url or self.url
-
-    def request_stop(self, reason: str) -> None:
-        """Ask the serving loop to stop (a finished drain); a no-op for in-process daemons."""
-        log.info("stop_requested", reason=reason)
-        if self.stop_callback is not None:
-            self.stop_callback(reason)
-
-    async def reload(self) -> dict[str, object]:
-        """SIGHUP / ``POST /reload``: RELOADING=1, re-read config and registry, READY=1 again."""
-        sdnotify.notify("RELOADING=1", f"MONOTONIC_USEC={time.monotonic_ns() // 1000}")
-        try:
-            return await admin_control.reload(self)
-        finally:
-            sdnotify.notify("READY=1", f"STATUS={status_line(self)}")
-
     async def stop(self) -> None:
-        self.stopping = True
-        self.shutdown_event.set()
+        self.lifecycle.begin_stop()
         await self.admin.stop()
-        for task in list(self.background):
-            task.cancel()
+        self.lifecycle.cancel_background()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -382,9 +341,7 @@ class Roost:
                 log.exception("service_stop_failed", service=type(service).__name__)
         await self.probes.stop()
         await self.a2a.close()
-        writers, self._traces = list(self._traces.values()), OrderedDict()
-        for writer in writers:
-            await self.executor.run(writer.close)
+        await self.traces.close_all()
         await self.store.close()
         self.executor.shutdown()
         self.state_lock.release()
@@ -400,7 +357,7 @@ def _is_damage(exc: sqlite3.DatabaseError) -> bool:
 
 async def _serve(config: Config, config_loader: Callable[[], Config] | None = None) -> int:
     roost = Roost(config)
-    roost.config_loader = config_loader
+    roost.settings.loader = config_loader
     try:
         await roost.start()
     except StartupError as exc:
@@ -419,21 +376,19 @@ async def _serve(config: Config, config_loader: Callable[[], Config] | None = No
     stop = asyncio.Event()
     signals_seen = 0
     # Both listeners are bound, so tell systemd we are ready.
-    sdnotify.notify("READY=1", f"STATUS={status_line(roost)}", f"MAINPID={os.getpid()}")
+    sdnotify.notify("READY=1", f"STATUS={roost.probes.status_line()}", f"MAINPID={os.getpid()}")
     roost.probes.start_notifications()
 
     def on_stop_request(reason: str) -> None:
-        roost.stopping = True
+        roost.lifecycle.stopping = True
         sdnotify.notify("STOPPING=1")
         stop.set()
 
-    roost.stop_callback = on_stop_request
+    roost.lifecycle.stop_callback = on_stop_request
 
     def on_hup() -> None:
         log.info("reload_requested", signal="SIGHUP")
-        task = loop.create_task(roost.reload())
-        roost.background.add(task)
-        task.add_done_callback(roost.background.discard)
+        roost.lifecycle.spawn(roost.control.reload())
 
     loop.add_signal_handler(signal.SIGHUP, on_hup)
 

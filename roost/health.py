@@ -14,10 +14,8 @@ import os
 import shutil
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from roost.daemon import Roost
+from roost.config import Config
 
 __all__ = ["Check", "readiness", "render"]
 
@@ -29,8 +27,7 @@ class Check:
     detail: str = ""
 
 
-def _state_dir_writable(roost: Roost) -> Check:
-    cfg = roost.config
+def _state_dir_writable(cfg: Config) -> Check:
     if cfg.ephemeral_keys:
         return Check("state-dir", True, "ephemeral keys: state is in memory")
     path = cfg.state_dir
@@ -38,21 +35,19 @@ def _state_dir_writable(roost: Roost) -> Check:
     return Check("state-dir", ok, str(path) if ok else f"{path} is not a writable directory")
 
 
-def _launcher_backend(roost: Roost) -> Check:
-    cmd = roost.config.capsule_command or (sys.executable, "-m", "roost.capsule")
+def _launcher_backend(cfg: Config) -> Check:
+    cmd = cfg.capsule_command or (sys.executable, "-m", "roost.capsule")
     exe = cmd[0]
     found = shutil.which(exe) if os.sep not in exe else (exe if os.access(exe, os.X_OK) else None)
     return Check("launcher", found is not None, f"{exe} found" if found else f"{exe} is not executable or not on PATH")
 
 
-def readiness(roost: Roost) -> list[Check]:
+def readiness(cfg: Config, *, draining: bool, stopping: bool) -> list[Check]:
     """Every readiness check (blocking: it touches the file system; run it through the executor)."""
     checks = [Check("config", True, "loaded")]
-    checks.append(_state_dir_writable(roost))
-    checks.append(_launcher_backend(roost))
-    draining = roost.referee.draining
+    checks.append(_state_dir_writable(cfg))
+    checks.append(_launcher_backend(cfg))
     checks.append(Check("not-draining", not draining, "draining: running jobs finish, no new work" if draining else ""))
-    stopping = getattr(roost, "stopping", False)
     checks.append(Check("not-stopping", not stopping, "the daemon is shutting down" if stopping else ""))
     return checks
 

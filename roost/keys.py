@@ -16,6 +16,7 @@ a relaunch with the same session id but a new salt cannot redeem the old ones.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import stat
@@ -26,9 +27,11 @@ from typing import Final
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from a2a import seal
+from roost.blocking import BlockingExecutor
 from roost.fsutil import write_atomic
 
-__all__ = ["KEY_FILE_NAME", "KEY_LEN", "KeyFileError", "KeyRing"]
+__all__ = ["KEY_FILE_NAME", "KEY_LEN", "KeyFileError", "KeyHolder", "KeyRing"]
 
 KEY_LEN: Final = 32
 KEY_FILE_NAME: Final = "master.key"
@@ -153,6 +156,61 @@ class KeyRing:
         master = os.urandom(KEY_LEN)
         write_atomic(state_dir / KEY_FILE_NAME, master, mode=0o600)
         return cls(master)
+
+
+class KeyHolder:
+    """The key ring in force, shared by everyone who signs or checks a token.
+
+    Why a holder: a rotation must reach the referee, the peer plane, the relay and the launcher
+    at once. Each holds this object and reads :attr:`ring` when it needs a key, so rotating is
+    one swap here and nobody is rewired. A :class:`KeyRing` itself never changes, so a cache
+    keyed on the ring (``is``) notices a rotation by itself.
+
+    ``state_dir`` None: the key lives in memory only (``--ephemeral-keys``).
+    """
+
+    def __init__(self, ring: KeyRing, *, state_dir: Path | None, executor: BlockingExecutor) -> None:
+        self._ring = ring
+        self._state_dir = state_dir
+        self._executor = executor
+        self._door_master: tuple[KeyRing, bytes] | None = None
+        # Two rotations at once would each write a key file and race to install theirs: the
+        # one in memory could then differ from the one on disk. One at a time.
+        self._rotating = asyncio.Lock()
+
+    @property
+    def ring(self) -> KeyRing:
+        return self._ring
+
+    @property
+    def persisted(self) -> bool:
+        """Whether the key is kept in ``state_dir/master.key`` (False: memory only)."""
+        return self._state_dir is not None
+
+    async def load(self) -> None:
+        """Start-up: load the key file, creating it if absent (:class:`KeyFileError` if unusable)."""
+        if self._state_dir is not None:
+            self._ring = await self._executor.run(KeyRing.load_or_create, self._state_dir)
+
+    async def rotate(self) -> tuple[KeyRing, KeyRing]:
+        """Replace the master key (on disk too unless ephemeral); answers (old ring, new ring)."""
+        async with self._rotating:
+            old = self._ring
+            if self._state_dir is None:
+                ring = KeyRing.ephemeral()
+            else:
+                ring = await self._executor.run(KeyRing.rotate, self._state_dir)
+            self._ring = ring
+            return old, ring
+
+    def door_key_for(self, session_id: str) -> bytes:
+        """The key a registered session's door checks the relay's seals with (docs/security.md)."""
+        ring = self._ring
+        cached = self._door_master
+        if cached is None or cached[0] is not ring:
+            cached = (ring, ring.subkey("door-seal"))
+            self._door_master = cached
+        return seal.door_key(cached[1], session_id)
 
 
 def _read_key(path: Path) -> bytes:

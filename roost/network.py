@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import ipaddress
 import ssl
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from roost.blocking import BlockingExecutor
 from roost.config import Config
+from roost.http.server import bound_port
 from roost.startup import EXIT_PLAINTEXT, StartupError
-
-if TYPE_CHECKING:
-    from roost.daemon import Roost
 
 __all__ = ["is_loopback_host", "plaintext_refusal", "server_ssl_context", "start_network_listener", "url_for"]
 
@@ -92,21 +90,19 @@ def url_for(host: str, port: int, *, tls: bool) -> str:
     return f"{'https' if tls else 'http'}://{shown}:{port}"
 
 
-async def start_network_listener(roost: Roost, runner: web.AppRunner) -> int | None:
+async def start_network_listener(cfg: Config, executor: BlockingExecutor, runner: web.AppRunner) -> int | None:
     """Open the ``listen`` listener on ``runner`` (same app, same guard); its port, or None.
 
     Raises :class:`StartupError` for a certificate that cannot be loaded or an address in use.
     """
-    cfg = roost.config
     address = cfg.listen_address
     if address is None:
         return None
-    ctx = await roost.executor.run(server_ssl_context, cfg)
+    ctx = await executor.run(server_ssl_context, cfg)
     host, port = address
     site = web.TCPSite(runner, host, port, ssl_context=ctx, reuse_address=True, backlog=4096)
     try:
         await site.start()
     except OSError as exc:
         raise StartupError(f"failed to listen on {cfg.listen}: {exc.strerror or exc}") from None
-    sockets = getattr(site._server, "sockets", None) or []
-    return int(sockets[0].getsockname()[1]) if sockets else port
+    return bound_port(site) or port

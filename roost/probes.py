@@ -11,18 +11,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import Any, Protocol
 
 import structlog
 
 from roost import sdnotify
-from roost.admin import bridge as jobs_view
+from roost.metrics import Metrics
+from roost.sessions import SessionTable
 
-if TYPE_CHECKING:
-    from roost.daemon import Roost
-
-__all__ = ["LAG_INTERVAL", "Probes", "refresh_gauges", "status_line"]
+__all__ = ["LAG_INTERVAL", "Draining", "LiveJob", "LiveJobs", "Probes", "counts_by_state", "status_line"]
 
 log = structlog.get_logger("roost.probes")
 
@@ -30,22 +28,44 @@ LAG_INTERVAL = 0.05
 STATUS_INTERVAL = 2.0
 
 
-def refresh_gauges(roost: Roost) -> None:
-    """Set the gauges that are cheaper to read at scrape time than to keep in step."""
-    m = roost.metrics
-    m.capsules.labels(state="running").set(roost.table.running)
-    m.capsules.labels(state="reserved").set(len(roost.table.reservations))
-    # roost_jobs{state} is kept in step by the launcher itself (it owns the transitions).
+class LiveJob(Protocol):
+    """What a probe reads of one job."""
+
+    @property
+    def job_id(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
 
 
-def status_line(roost: Roost) -> str:
+class LiveJobs(Protocol):
+    """The jobs the launcher holds in memory (every active job is there)."""
+
+    @property
+    def jobs(self) -> Mapping[str, LiveJob]: ...
+
+
+class Draining(Protocol):
+    """Whether the referee refuses new work because the daemon drains."""
+
+    @property
+    def draining(self) -> bool: ...
+
+
+def counts_by_state(jobs: Iterable[LiveJob]) -> dict[str, int]:
+    """Jobs per state."""
+    counts: dict[str, int] = {}
+    for job in jobs:
+        counts[job.state] = counts.get(job.state, 0) + 1
+    return counts
+
+
+def status_line(table: SessionTable, jobs: LiveJobs, referee: Draining) -> str:
     """The one-line ``STATUS=`` shown by ``systemctl status``."""
-    counts = jobs_view.counts_by_state(roost)
+    counts = counts_by_state(jobs.jobs.values())
     active = counts.get("starting", 0) + counts.get("running", 0)
-    text = (
-        f"{roost.table.running} capsules running, {active} jobs active, {len(roost.table.reservations)} slots reserved"
-    )
-    if roost.referee.draining:
+    text = f"{table.running} capsules running, {active} jobs active, {len(table.reservations)} slots reserved"
+    if referee.draining:
         text += "; draining"
     return text
 
@@ -53,8 +73,19 @@ def status_line(roost: Roost) -> str:
 class Probes:
     """Service object: started with the daemon, stopped before the store closes."""
 
-    def __init__(self, roost: Roost, *, notify: Callable[..., bool] = sdnotify.notify) -> None:
-        self.roost = roost
+    def __init__(
+        self,
+        *,
+        metrics: Metrics,
+        table: SessionTable,
+        jobs: LiveJobs,
+        referee: Draining,
+        notify: Callable[..., bool] = sdnotify.notify,
+    ) -> None:
+        self._metrics = metrics
+        self._table = table
+        self._jobs = jobs
+        self._referee = referee
         self.notify = notify
         self._tasks: list[asyncio.Task[None]] = []
         self._last_status = ""
@@ -71,8 +102,28 @@ class Probes:
             self._spawn(self._watchdog_loop(interval))
         self._spawn(self._status_loop())
 
+    def status_line(self) -> str:
+        """The one-line ``STATUS=`` now."""
+        return status_line(self._table, self._jobs, self._referee)
+
+    def job_counts(self) -> dict[str, int]:
+        """Jobs per state among those the launcher holds in memory."""
+        return counts_by_state(self._jobs.jobs.values())
+
+    def refresh_gauges(self) -> None:
+        """Set the gauges that are cheaper to read at scrape time than to keep in step."""
+        m = self._metrics
+        m.capsules.labels(state="running").set(self._table.running)
+        m.capsules.labels(state="reserved").set(len(self._table.reservations))
+        # roost_jobs{state} is kept in step by the launcher itself (it owns the transitions).
+
+    def scrape(self) -> bytes:
+        """The metrics text: scrape-time gauges refreshed, then the registry rendered."""
+        self.refresh_gauges()
+        return self._metrics.render()
+
     def push_status(self) -> None:
-        line = status_line(self.roost)
+        line = self.status_line()
         if line != self._last_status:
             self._last_status = line
             self.notify(f"STATUS={line}")
@@ -82,7 +133,7 @@ class Probes:
 
     async def _lag_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        hist = self.roost.metrics.loop_lag
+        hist = self._metrics.loop_lag
         while True:
             t0 = loop.time()
             await asyncio.sleep(LAG_INTERVAL)

@@ -31,7 +31,7 @@ from roost.envelope import Envelope, violation
 from roost.errors import IdentityRefused, Refused
 from roost.identifiers import require_id
 from roost.ids import token_id
-from roost.keys import KeyRing
+from roost.keys import KeyHolder, KeyRing
 from roost.leases import Leases
 from roost.quotas import RegistrationRate
 from roost.refusals import for_register, for_spawn, refusals
@@ -40,6 +40,7 @@ from roost.repos.sessions import SessionRepository
 from roost.repos.spent import SpentRepository
 from roost.reservelog import ReservationJournal, replay
 from roost.sessions import Reservation, SessionRecord, SessionTable, Slot, Trust
+from roost.settings import Settings
 from roost.store import Op, Store, StoreConflict
 from roost.workdirs import check_workdir
 
@@ -80,19 +81,17 @@ class Referee:
     def __init__(
         self,
         *,
-        config: Config,
+        settings: Settings,
         table: SessionTable,
         store: Store,
-        registry: Registry,
-        keys: KeyRing,
+        keys: KeyHolder,
         executor: BlockingExecutor,
         clock: Clock = wall_ms,
     ) -> None:
-        self.config = config
+        self._settings = settings
         self.table = table
         self.store = store
-        self.registry = registry
-        self.keys = keys
+        self._keys = keys
         self.executor = executor
         self.clock = clock
         self.sessions = SessionRepository(store)
@@ -106,6 +105,25 @@ class Referee:
         self.draining = False
         self._leases = Leases()
         self._registrations = RegistrationRate()
+
+    @property
+    def config(self) -> Config:
+        """The configuration in force (a reload swaps it in :class:`roost.settings.Settings`)."""
+        return self._settings.config
+
+    @property
+    def registry(self) -> Registry:
+        return self._settings.registry
+
+    @property
+    def keys(self) -> KeyRing:
+        """The key ring in force (a rotation swaps it in :class:`roost.keys.KeyHolder`)."""
+        return self._keys.ring
+
+    def start_draining(self) -> bool:
+        """Refuse new spawns, top-level registrations and launches from now on; True if it already did."""
+        already, self.draining = self.draining, True
+        return already
 
     # -- identity --------------------------------------------------------------------------
     def authenticate(self, credential: str | None) -> SessionRecord:

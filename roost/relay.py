@@ -22,27 +22,26 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import structlog
 from yarl import URL
 
 from a2a import seal, traceparent
-from a2a.client import Endpoint
+from a2a.client import A2AClient, Endpoint
 from a2a.errors import A2AError, JsonRpcError, PeerHTTPError, PeerUnreachable, UnsupportedPeerURL
 from a2a.ids import prefixed
 from a2a.models import Message, Part, Task, build, parse_part, text_part
 from a2a.origin import Origin, Trust, outbound_headers
 from roost.bodies import require_str
 from roost.errors import BadGateway, BadRequest, Refused
-from roost.events import ObservedError
+from roost.events import EventBus, ObservedError
+from roost.metrics import Metrics
 from roost.netrule import allows
-from roost.sessions import SessionRecord
+from roost.sessions import SessionRecord, SessionTable
+from roost.traces import TraceSink
 
-if TYPE_CHECKING:
-    from roost.daemon import Roost
-
-__all__ = ["Relay", "SendRequest", "network_refusal", "parse_send"]
+__all__ = ["Authenticator", "DoorKeys", "Relay", "SendRequest", "network_refusal", "parse_send"]
 
 log = structlog.get_logger("roost.relay")
 
@@ -141,42 +140,60 @@ def _attrs(session_id: str, method: str) -> dict[str, Any]:
     return {"roost.relay.session_id": session_id, "roost.relay.method": method}
 
 
+class Authenticator(Protocol):
+    """The relay's view of the referee: who a credential belongs to."""
+
+    def authenticate(self, credential: str | None) -> SessionRecord: ...
+
+
+class DoorKeys(Protocol):
+    """The relay's view of the keys: the key a registered session's door checks seals with."""
+
+    def door_key_for(self, session_id: str) -> bytes: ...
+
+
 class Relay:
     """``POST /a2a/send``, ``/a2a/tasks/get``, ``/a2a/tasks/cancel`` for authenticated sessions."""
 
-    def __init__(self, roost: Roost) -> None:
-        self.roost = roost
+    def __init__(
+        self,
+        *,
+        sessions: Authenticator,
+        doors: DoorKeys,
+        table: SessionTable,
+        a2a: A2AClient,
+        events: EventBus,
+        metrics: Metrics,
+        traces: TraceSink,
+    ) -> None:
+        self._sessions = sessions
+        self._door_keys = doors
+        self._table = table
+        self._a2a = a2a
+        self._events = events
+        self._metrics = metrics
+        self._traces = traces
         self._doors: dict[str, str | None] = {}  # door origin -> the registered session serving it
-        self._seal_master: tuple[object, bytes] | None = None
-        self._counted: tuple[object, dict[tuple[str, str], Any]] = (None, {})
-        roost.referee.on_session_registered.append(lambda _rec: self._doors.clear())
+        self._counted: dict[tuple[str, str], Any] = {}
+
+    def forget_doors(self, _rec: SessionRecord | None = None) -> None:
+        """A session registered (its door may be at a known origin): look doors up afresh."""
+        self._doors.clear()
 
     def _count(self, method: str, outcome: str) -> None:
         """Count a relay request; the labelled counters are looked up once (``labels`` is not cheap)."""
-        counter = self.roost.metrics.relay_requests
-        if self._counted[0] is not counter:
-            self._counted = (counter, {})
-        children = self._counted[1]
+        children = self._counted
         child = children.get((method, outcome))
         if child is None:
-            child = children[method, outcome] = counter.labels(method, outcome)
+            child = children[method, outcome] = self._metrics.relay_requests.labels(method, outcome)
         child.inc()
 
     # -- sealing ---------------------------------------------------------------------------------
 
-    def door_key(self, session_id: str) -> bytes:
-        """The key a registered session's door checks seals with (handed over at registration)."""
-        keys = self.roost.keys
-        cached = self._seal_master
-        if cached is None or cached[0] is not keys:
-            cached = (keys, keys.subkey("door-seal"))
-            self._seal_master = cached
-        return seal.door_key(cached[1], session_id)
-
     def _receiver(self, url: str) -> str | None:
         """The running session whose door is at ``url``'s origin, if this daemon registered one."""
         origin = _origin(url)
-        table = self.roost.table
+        table = self._table
         if origin in self._doors:
             sid = self._doors[origin]
             rec = table.running_session(sid) if sid is not None else None
@@ -198,7 +215,7 @@ class Relay:
         if receiver is None:
             return
         headers[seal.SEAL_HEADER] = seal.seal(
-            self.door_key(receiver),
+            self._door_keys.door_key_for(receiver),
             sender=sender.session_id,
             receiver=receiver,
             origin=Origin.PEER.value,
@@ -210,7 +227,7 @@ class Relay:
     async def _endpoint(self, rec: SessionRecord, peer_url: str) -> Endpoint:
         """The interface the peer's card selects; Refused when the network rule does not cover its URL."""
         try:
-            endpoint = await self.roost.a2a.resolve(peer_url)
+            endpoint = await self._a2a.resolve(peer_url)
         except UnsupportedPeerURL as exc:
             raise BadGateway(str(exc)) from None
         if not _allows(rec.envelope.network_allow, endpoint.url):
@@ -224,7 +241,7 @@ class Relay:
         """Nothing to stop: the shared client is closed by the daemon."""
 
     def _authorize(self, credential: str | None, peer_url: str) -> SessionRecord:
-        rec = self.roost.referee.authenticate(credential)
+        rec = self._sessions.authenticate(credential)
         if not _allows(rec.envelope.network_allow, peer_url):
             raise Refused(network_refusal(peer_url))
         return rec
@@ -250,11 +267,11 @@ class Relay:
                 "metadata": None,
             },
         )
-        span = self.roost.events.start("roost.relay.send", **_attrs(rec.session_id, "send"))
+        span = self._events.start("roost.relay.send", **_attrs(rec.session_id, "send"))
         try:
             endpoint = await self._endpoint(rec, req.peer_url)
             self._seal(headers, rec, endpoint.url, sent_tp, req.message_id)
-            task = await self.roost.a2a.send_message(endpoint.url, message, dialect=endpoint.dialect, headers=headers)
+            task = await self._a2a.send_message(endpoint.url, message, dialect=endpoint.dialect, headers=headers)
         except Refused:
             span.failed(ObservedError("Refused", "validation"))
             count("send", "refused")
@@ -266,7 +283,7 @@ class Relay:
             log.info("relay_failed", session_id=rec.session_id, method="send", error=observed.name)
             raise BadGateway(sentence) from None
         state = task.status.state.value
-        await self.roost.write_trace(
+        await self._traces.write(
             rec,
             "a2a_send",
             {
@@ -308,8 +325,8 @@ class Relay:
             count(method, "refused")
             raise
         tp, headers = stamp(_TRUST[rec.trust], None, None)
-        span = self.roost.events.start("roost.relay.send", **_attrs(rec.session_id, method))
-        client = self.roost.a2a
+        span = self._events.start("roost.relay.send", **_attrs(rec.session_id, method))
+        client = self._a2a
         try:
             ep = await self._endpoint(rec, peer_url)
             self._seal(headers, rec, ep.url, tp, task_id)

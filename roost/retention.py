@@ -20,8 +20,8 @@ docs/operations.md ("Retention") lists the settings.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import structlog
 
@@ -29,10 +29,9 @@ from roost.repos.jobs import prune_sql as prune_jobs
 from roost.repos.journal import JournalRepository
 from roost.repos.sessions import prune_sql as prune_sessions
 from roost.repos.spent import prune_sql as prune_spent
-from roost.store import Op, StoreError
-
-if TYPE_CHECKING:
-    from roost.daemon import Roost
+from roost.sessions import SessionTable
+from roost.settings import Settings
+from roost.store import Op, Store, StoreError
 
 __all__ = ["BATCH", "Retention", "SweepCounts"]
 
@@ -61,23 +60,25 @@ class SweepCounts:
 class Retention:
     """The periodic sweep; :meth:`sweep` is one pass (tests call it directly)."""
 
-    def __init__(self, roost: Roost) -> None:
-        self.roost = roost
+    def __init__(self, *, settings: Settings, table: SessionTable, store: Store, clock: Callable[[], int]) -> None:
+        self._settings = settings
+        self._table = table
+        self._store = store
+        self._clock = clock
         self.last: SweepCounts | None = None
 
     async def run_forever(self) -> None:
         while True:
-            await asyncio.sleep(self.roost.config.retention_sweep_secs)
+            await asyncio.sleep(self._settings.config.retention_sweep_secs)
             try:
                 await self.sweep()
             except StoreError as exc:
                 log.error("retention_sweep_failed", error=str(exc))
 
     async def sweep(self) -> SweepCounts:
-        roost = self.roost
-        cfg = roost.config
-        now = roost.clock()
-        table = roost.table
+        cfg = self._settings.config
+        now = self._clock()
+        table = self._table
         table.prune(now)
         table.forget_spent(now)
         forgotten = table.forget_ended(now - int(cfg.session_memory_secs * 1000))
@@ -85,7 +86,7 @@ class Retention:
         totals = [0, 0, 0]
         ops: list[Op] = [(PRUNE_SESSIONS, (history_cutoff,)), (PRUNE_JOBS, (history_cutoff,)), (PRUNE_SPENT, (now,))]
         while ops:
-            counts = await roost.store.prune([*ops, JournalRepository.compact_op(now)])
+            counts = await self._store.prune([*ops, JournalRepository.compact_op(now)])
             again: list[Op] = []
             for i, op in enumerate(ops):
                 slot = [PRUNE_SESSIONS, PRUNE_JOBS, PRUNE_SPENT].index(op[0])
@@ -95,7 +96,7 @@ class Retention:
             ops = again
             if ops:
                 await asyncio.sleep(0)  # let requests in between batches
-        await roost.store.checkpoint()
+        await self._store.checkpoint()
         self.last = SweepCounts(forgotten, *totals)
         if self.last.any:
             log.info(

@@ -17,18 +17,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import psutil
 import structlog
 
+from roost.blocking import BlockingExecutor
+from roost.events import EventBus
 from roost.launcher.supervise import ProcessWatch
-from roost.sessions import SessionRecord
+from roost.sessions import SessionRecord, SessionTable
 
-if TYPE_CHECKING:
-    from roost.daemon import Roost
-
-__all__ = ["SessionWatch", "pid_holds_connection"]
+__all__ = [
+    "SessionEnds",
+    "SessionWatch",
+    "observe_session_end",
+    "pid_holds_connection",
+    "process_start_time",
+]
 
 log = structlog.get_logger("roost.sessions")
 
@@ -53,6 +59,16 @@ def pid_holds_connection(pid: int, peer: tuple[str, int], local: tuple[str, int]
     return False
 
 
+def process_start_time(pid: int | None) -> float | None:
+    """Blocking: when process ``pid`` started (to tell it from a later one with its pid)."""
+    if pid is None:
+        return None
+    try:
+        return float(psutil.Process(pid).create_time())
+    except (psutil.Error, OSError):
+        return None
+
+
 def _same_process(pid: int, start: float | None) -> bool:
     try:
         proc = psutil.Process(pid)
@@ -69,24 +85,66 @@ def _unwatchable(rec: SessionRecord) -> bool:
     return rec.pid is None and rec.job_id is None
 
 
+class SessionEnds(Protocol):
+    """The session watch's view of the referee: leases, ends, and news of registrations."""
+
+    @property
+    def on_session_registered(self) -> list[Callable[[SessionRecord], None]]: ...
+
+    def lease(self, rec: SessionRecord, now_ms: int | None = None) -> None: ...
+
+    async def end_session(self, rec: SessionRecord, status: str, reason: str | None = None) -> bool: ...
+
+
+def observe_session_end(events: EventBus) -> Callable[[SessionRecord], Any]:
+    """The referee's session-end hook for ``roost.session.end``: every session end, with why (its
+    own deregistration, a lapsed lease, the operator, its process gone)."""
+
+    async def observe(rec: SessionRecord) -> None:
+        attrs: dict[str, Any] = {
+            "roost.session.id": rec.session_id,
+            "roost.session.capsule": rec.coordinates,
+            "roost.session.status": rec.status,
+            "roost.session.reason": rec.end_reason or "deregistered",
+        }
+        span = events.start("roost.session.end", subsystem="session", **attrs)
+        span.completed()
+
+    return observe
+
+
 class SessionWatch:
-    def __init__(self, roost: Roost) -> None:
-        self.roost = roost
+    """Ends a session whose process is gone; gives a session without a watchable process a lease.
+
+    ``launched`` says whether a pid is a child the launcher supervises itself."""
+
+    def __init__(
+        self,
+        *,
+        sessions: SessionEnds,
+        table: SessionTable,
+        executor: BlockingExecutor,
+        launched: Callable[[int], bool],
+    ) -> None:
+        self._sessions = sessions
+        self._table = table
+        self._executor = executor
+        self._launched = launched
         self._watches: dict[str, ProcessWatch] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
-        self.roost.referee.on_session_registered.append(self._on_registered)
-        for rec in list(self.roost.table.iter_running()):
+        self._sessions.on_session_registered.append(self._on_registered)
+        for rec in list(self._table.iter_running()):
             if _unwatchable(rec):
-                self.roost.referee.lease(rec)  # a fresh lease: nobody could renew it while we were away
-            if rec.pid is None or self.roost.launcher.launched_pid(rec.pid):
+                self._sessions.lease(rec)  # a fresh lease: nobody could renew it while we were away
+            if rec.pid is None or self._launched(rec.pid):
                 continue
-            if await self.roost.executor.run(_same_process, rec.pid, rec.pid_start):
+            if await self._executor.run(_same_process, rec.pid, rec.pid_start):
                 self._watch(rec)
             else:
                 log.info("session_process_gone", session_id=rec.session_id, pid=rec.pid)
-                await self.roost.referee.end_session(rec, "failed")
+                await self._sessions.end_session(rec, "failed")
 
     async def stop(self) -> None:
         for watch in self._watches.values():
@@ -97,8 +155,8 @@ class SessionWatch:
 
     def _on_registered(self, rec: SessionRecord) -> None:
         if _unwatchable(rec):
-            self.roost.referee.lease(rec)
-        elif rec.pid is not None and not self.roost.launcher.launched_pid(rec.pid):
+            self._sessions.lease(rec)
+        elif rec.pid is not None and not self._launched(rec.pid):
             self._watch(rec)
 
     def _watch(self, rec: SessionRecord) -> None:
@@ -116,4 +174,4 @@ class SessionWatch:
             self._watches.pop(rec.session_id, None)
             if rec.running:
                 log.info("session_process_exited", session_id=rec.session_id, pid=rec.pid)
-                await self.roost.referee.end_session(rec, "failed")
+                await self._sessions.end_session(rec, "failed")

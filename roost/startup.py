@@ -21,8 +21,16 @@ import contextlib
 import fcntl
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Final
+
+import structlog
+
+from roost.config import Config
+from roost.keys import KEY_FILE_NAME
+from roost.repos.meta import MetaRepository
+from roost.store import Store
 
 __all__ = [
     "EXIT_DAMAGED",
@@ -34,9 +42,14 @@ __all__ = [
     "LOCK_FILE_NAME",
     "StartupError",
     "StateLock",
+    "check_key_file",
     "damaged_database",
+    "instance_id",
     "prepare_state_dir",
+    "say_keys_reset",
 ]
+
+log = structlog.get_logger("roost.daemon")  # what the daemon says while it starts
 
 EXIT_OTHER: Final = 1
 EXIT_HELD: Final = 3
@@ -138,3 +151,54 @@ def damaged_database(path: Path, detail: str) -> StartupError:
         "(docs/operations.md, Backup of the state dir)",
         EXIT_DAMAGED,
     )
+
+
+def check_key_file(cfg: Config) -> bool:
+    """Blocking: refuse a database without its key file, unless ``--reset-keys``; True if resetting.
+
+    A new key revokes every credential, approval and handle the database's sessions hold,
+    so that is never done silently."""
+    has_key = (cfg.state_dir / KEY_FILE_NAME).exists()
+    if has_key and not cfg.db_path.exists():
+        # Not a refusal (a fresh database is harmless), but never silent: the state is gone.
+        log.warning("state_database_missing", path=str(cfg.db_path), key_file=KEY_FILE_NAME)
+        print(
+            f"mur-roost: {cfg.db_path} is missing although {KEY_FILE_NAME} is there: starting with "
+            "empty state (no sessions, jobs or spent approvals are known)",
+            file=sys.stderr,
+            flush=True,
+        )
+    if has_key or not cfg.db_path.exists():
+        return False
+    if cfg.db_path.stat().st_size == 0:
+        return False
+    if not cfg.reset_keys:
+        raise StartupError(
+            f"the state directory {cfg.state_dir} has a database (roost.db) but no {KEY_FILE_NAME}: a new "
+            "key would revoke every credential, spawn approval and peer handle stored with it; restore "
+            f"{KEY_FILE_NAME} from a backup, or pass --reset-keys to start with a new key anyway",
+            EXIT_NO_KEY,
+        )
+    return True
+
+
+def say_keys_reset(running: int, pending: int, key_id: str) -> None:
+    """Say what ``--reset-keys`` revoked: in the log and on stderr."""
+    log.warning("keys_reset", sessions_revoked=running, approvals_revoked=pending, key_id=key_id)
+    print(
+        f"mur-roost: --reset-keys: started with a new key; the credentials of {running} running "
+        f"session(s), {pending} pending spawn approval(s) and every peer handle are revoked",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def instance_id(store: Store, fresh: str) -> str:
+    """Blocking: the daemon instance id (``runId`` of every event), kept across restarts; ``fresh``
+    becomes it on the first start."""
+    meta = MetaRepository(store)
+    known = meta.get_sync("instance_id")
+    if known is not None:
+        return known
+    meta.put_sync("instance_id", fresh)
+    return fresh

@@ -10,6 +10,7 @@ one-completion rule apply exactly as on ``POST /jobs``.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,14 +18,17 @@ from roost.errors import NotFound, Unavailable
 from roost.launcher.jobs import Job
 from roost.launcher.records import LOG_FILE
 from roost.repos.jobs import JobRepository
+from roost.sessions import SessionTable
+from roost.store import Store
 from roost.wire import ACTIVE_JOB_STATES, JOB_STATES
 
 if TYPE_CHECKING:
-    from roost.daemon import Roost
+    from roost.launcher.service import Launcher
 
 __all__ = [
     "ACTIVE_STATES",
     "JOB_STATES",
+    "JobSources",
     "cancel",
     "counts_by_state",
     "get_job",
@@ -37,11 +41,20 @@ __all__ = [
 ACTIVE_STATES = frozenset(ACTIVE_JOB_STATES)
 
 
-def _repo(roost: Roost) -> JobRepository:
+@dataclass(frozen=True, slots=True)
+class JobSources:
+    """Where the admin API's view of jobs and their logs comes from."""
+
+    launcher: Launcher
+    store: Store
+    table: SessionTable
+
+
+def _repo(roost: JobSources) -> JobRepository:
     return JobRepository(roost.store)
 
 
-async def list_jobs(roost: Roost, state: str | None = None) -> list[dict[str, Any]]:
+async def list_jobs(roost: JobSources, state: str | None = None) -> list[dict[str, Any]]:
     """Every job (memory wins over the table: it is ahead of write-behind), oldest first."""
     merged = {j.job_id: j for j in await _repo(roost).newest(state)}
     merged.update({k: j for k, j in roost.launcher.jobs.items() if state is None or j.state == state})
@@ -51,7 +64,7 @@ async def list_jobs(roost: Roost, state: str | None = None) -> list[dict[str, An
     return [j.view() for j in jobs]
 
 
-def counts_by_state(roost: Roost) -> dict[str, int]:
+def counts_by_state(roost: JobSources) -> dict[str, int]:
     """Jobs per state among those the launcher holds in memory (every active job is there)."""
     counts: dict[str, int] = {}
     for job in roost.launcher.jobs.values():
@@ -59,7 +72,7 @@ def counts_by_state(roost: Roost) -> dict[str, int]:
     return counts
 
 
-async def _job(roost: Roost, job_id: str) -> Job:
+async def _job(roost: JobSources, job_id: str) -> Job:
     job = roost.launcher.jobs.get(job_id)
     if job is None:
         job = await _repo(roost).get(job_id)
@@ -68,31 +81,31 @@ async def _job(roost: Roost, job_id: str) -> Job:
     return job
 
 
-async def get_job(roost: Roost, job_id: str) -> dict[str, Any]:
+async def get_job(roost: JobSources, job_id: str) -> dict[str, Any]:
     return (await _job(roost, job_id)).view()
 
 
-async def launch(roost: Roost, body: dict[str, Any]) -> dict[str, Any]:
+async def launch(roost: JobSources, body: dict[str, Any]) -> dict[str, Any]:
     """A top-level launch on the operator's behalf: referee'd like a loopback ``POST /jobs``."""
     job = await roost.launcher.launch(body, None, loopback=True, uid=os.geteuid(), operator=True)
     return job.view()
 
 
-async def cancel(roost: Roost, job_id: str) -> dict[str, Any]:
+async def cancel(roost: JobSources, job_id: str) -> dict[str, Any]:
     job = await _job(roost, job_id)
     if job.final:
         return job.view()
     return (await roost.launcher.cancel_as_operator(job_id)).view()
 
 
-def reconcile_report(roost: Roost) -> dict[str, Any]:
+def reconcile_report(roost: JobSources) -> dict[str, Any]:
     report = roost.launcher.last_reconcile
     if report is None:
         raise Unavailable("the launcher has not reconciled yet")
     return dict(report)
 
 
-def log_paths(roost: Roost, ident: str) -> list[Path]:
+def log_paths(roost: JobSources, ident: str) -> list[Path]:
     """Log files of a job or session (blocking): the child's ``.murmur/launcher.log`` (stderr, and
     later stdout lines), any ``*.log`` in the session's records dir ``<workdir>/.murmur/<sid>/``,
     and the task's output ``out/result.txt`` once the capsule host has written it.
@@ -122,7 +135,7 @@ def log_paths(roost: Roost, ident: str) -> list[Path]:
     return paths
 
 
-def active(roost: Roost, ident: str) -> bool:
+def active(roost: JobSources, ident: str) -> bool:
     """Whether the job or session still runs (a ``logs -f`` follows only while it does)."""
     rec = roost.table.get(ident)
     if rec is not None:

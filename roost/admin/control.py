@@ -1,199 +1,196 @@
 """Operator actions shared by the admin API and the signal handlers: drain, key rotation, reload.
 
 Why here and not in the handlers: SIGHUP and ``POST /reload`` must do exactly the same thing,
-and so must a drain started by ``roostctl drain`` and one a test starts in-process.
+and so must a drain started by ``roostctl drain`` and one a test starts in-process. Each action
+asks the owner of the state it changes: the referee drains, the key holder rotates, the
+settings reload; nothing here is rewired.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 import structlog
 
-from roost.admin import bridge
-from roost.config import NETWORK_KEYS, Config, ConfigError
-from roost.keys import KeyRing
-from roost.registry import Registry
+from roost import sdnotify
+from roost.keys import KeyHolder
+from roost.lifecycle import Lifecycle
+from roost.probes import LiveJob, counts_by_state
+from roost.sessions import Reservation, SessionTable
+from roost.settings import Settings
+from roost.wire import ACTIVE_JOB_STATES
 
-if TYPE_CHECKING:
-    from roost.daemon import Roost
-
-__all__ = ["RESTART_ONLY", "active_jobs", "active_work", "drain", "drain_status", "reload", "rotate_keys"]
+__all__ = ["Control", "DrainedJob", "DrainedJobs", "DrainingReferee"]
 
 log = structlog.get_logger("roost.admin")
 
-# Settings a running daemon cannot take over without rebinding or reopening state.
-RESTART_ONLY = ("port", "bind", "allow_remote", "state_dir", "ephemeral_keys", "admin_socket", *NETWORK_KEYS)
 DRAIN_POLL_SECS = 0.2
 
 
-def active_work(roost: Roost) -> tuple[int, int]:
-    """(running sessions, active jobs): what a drain waits for."""
-    counts = bridge.counts_by_state(roost)
-    return roost.table.running, sum(counts.get(s, 0) for s in bridge.ACTIVE_STATES)
+class DrainingReferee(Protocol):
+    """The control's view of the referee: draining, and releasing the slots of pending approvals."""
+
+    @property
+    def draining(self) -> bool: ...
+
+    def start_draining(self) -> bool: ...
+
+    def release_slots_of(self, parent_id: str) -> list[Reservation]: ...
 
 
-def active_jobs(roost: Roost) -> list[dict[str, Any]]:
-    """The jobs a drain is waiting for, oldest first (what ``roostctl drain --wait`` lists)."""
-    jobs = [j for j in roost.launcher.jobs.values() if j.state in bridge.ACTIVE_STATES]
-    jobs.sort(key=lambda j: (j.created_ms, j.job_id))
-    return [
-        {
-            "job_id": j.job_id,
-            "name": j.name,
-            "version": j.version,
-            "state": j.state,
-            "created_ms": j.created_ms,
-            "parent_session_id": j.parent_id,
+class DrainedJob(LiveJob, Protocol):
+    """What ``roostctl drain --wait`` shows of a job it waits for."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def created_ms(self) -> int: ...
+
+    @property
+    def parent_id(self) -> str | None: ...
+
+
+class DrainedJobs(Protocol):
+    """The jobs the launcher holds in memory (every active job is there)."""
+
+    @property
+    def jobs(self) -> Mapping[str, DrainedJob]: ...
+
+
+class Control:
+    def __init__(
+        self,
+        *,
+        referee: DrainingReferee,
+        table: SessionTable,
+        jobs: DrainedJobs,
+        keys: KeyHolder,
+        settings: Settings,
+        lifecycle: Lifecycle,
+        status_line: Callable[[], str],
+    ) -> None:
+        self._referee = referee
+        self._table = table
+        self._jobs = jobs
+        self._keys = keys
+        self._settings = settings
+        self._lifecycle = lifecycle
+        self._status_line = status_line
+        # Loop time at which a drain stops the daemon even with work left (None: wait for it).
+        self.drain_deadline: float | None = None
+
+    # -- drain -----------------------------------------------------------------------------------
+
+    def active_work(self) -> tuple[int, int]:
+        """(running sessions, active jobs): what a drain waits for."""
+        counts = counts_by_state(self._jobs.jobs.values())
+        return self._table.running, sum(counts.get(s, 0) for s in ACTIVE_JOB_STATES)
+
+    def active_jobs(self) -> list[dict[str, Any]]:
+        """The jobs a drain is waiting for, oldest first (what ``roostctl drain --wait`` lists)."""
+        jobs = [j for j in self._jobs.jobs.values() if j.state in ACTIVE_JOB_STATES]
+        jobs.sort(key=lambda j: (j.created_ms, j.job_id))
+        return [
+            {
+                "job_id": j.job_id,
+                "name": j.name,
+                "version": j.version,
+                "state": j.state,
+                "created_ms": j.created_ms,
+                "parent_session_id": j.parent_id,
+            }
+            for j in jobs
+        ]
+
+    def drain(self, *, timeout_secs: float | None = None) -> dict[str, Any]:
+        """Refuse new spawns and launches, wait for running work to end, then ask the daemon to stop.
+
+        Idempotent: a second drain does not start a second waiter, but its deadline applies (the
+        earlier of the two wins), so ``drain --deadline`` on a daemon already draining is honoured.
+        """
+        already = self._referee.start_draining()
+        loop = asyncio.get_running_loop()
+        if timeout_secs is not None:
+            wanted = loop.time() + timeout_secs
+            if self.drain_deadline is None or wanted < self.drain_deadline:
+                self.drain_deadline = wanted
+        sessions, jobs = self.active_work()
+        if not already:
+            log.info("drain_started", running_sessions=sessions, active_jobs=jobs, timeout_secs=timeout_secs)
+            self._lifecycle.spawn(self._drain_then_stop())
+        elif timeout_secs is not None:
+            log.info("drain_deadline_set", timeout_secs=timeout_secs)
+        return {"already_draining": already, **self.drain_status()}
+
+    def drain_status(self) -> dict[str, Any]:
+        """Whether the daemon drains, what it still waits for, and how long until it stops anyway."""
+        sessions, jobs = self.active_work()
+        deadline = self.drain_deadline
+        left = None if deadline is None else round(max(0.0, deadline - asyncio.get_running_loop().time()), 3)
+        return {
+            "draining": self._referee.draining,
+            "running_sessions": sessions,
+            "active_jobs": jobs,
+            "deadline_in_secs": left,
+            "jobs": self.active_jobs(),
         }
-        for j in jobs
-    ]
 
+    async def _drain_then_stop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while any(self.active_work()):
+            deadline = self.drain_deadline
+            if deadline is not None and loop.time() >= deadline:
+                sessions, jobs = self.active_work()
+                log.warning("drain_timeout", running_sessions=sessions, active_jobs=jobs)
+                break
+            await asyncio.sleep(DRAIN_POLL_SECS)
+        log.info("drain_finished")
+        self._lifecycle.request_stop("drain")
 
-def drain(roost: Roost, *, timeout_secs: float | None = None) -> dict[str, Any]:
-    """Refuse new spawns and launches, wait for running work to end, then ask the daemon to stop.
+    # -- keys ------------------------------------------------------------------------------------
 
-    Idempotent: a second drain does not start a second waiter, but its deadline applies (the
-    earlier of the two wins), so ``drain --deadline`` on a daemon already draining is honoured.
-    """
-    already = roost.referee.draining
-    roost.referee.draining = True
-    loop = asyncio.get_running_loop()
-    if timeout_secs is not None:
-        wanted = loop.time() + timeout_secs
-        if roost.drain_deadline is None or wanted < roost.drain_deadline:
-            roost.drain_deadline = wanted
-    sessions, jobs = active_work(roost)
-    if not already:
-        log.info("drain_started", running_sessions=sessions, active_jobs=jobs, timeout_secs=timeout_secs)
-        task = loop.create_task(_drain_then_stop(roost))
-        roost.background.add(task)
-        task.add_done_callback(roost.background.discard)
-    elif timeout_secs is not None:
-        log.info("drain_deadline_set", timeout_secs=timeout_secs)
-    return {"already_draining": already, **drain_status(roost)}
+    async def rotate_keys(self) -> dict[str, Any]:
+        """Replace the master key; every credential, approval and handle dies (all derive from it).
 
+        With ``--ephemeral-keys`` the new key lives in memory only, like the old one. Pending
+        reservations are released at once: their approvals can no longer be redeemed, so keeping
+        their slots would only block new spawns for up to 60 s.
+        """
+        old, ring = await self._keys.rotate()
+        table = self._table
+        pending = 0
+        for parent_id in list(table.reservations_of):
+            pending += len(self._referee.release_slots_of(parent_id))
+        affected = table.running
+        log.warning(
+            "keys_rotated",
+            previous_key_id=old.key_id,
+            key_id=ring.key_id,
+            sessions_affected=affected,
+            approvals_revoked=pending,
+            ephemeral=not self._keys.persisted,
+        )
+        return {
+            "key_id": ring.key_id,
+            "previous_key_id": old.key_id,
+            "sessions_affected": affected,
+            "approvals_revoked": pending,
+            "persisted": self._keys.persisted,
+        }
 
-def drain_status(roost: Roost) -> dict[str, Any]:
-    """Whether the daemon drains, what it still waits for, and how long until it stops anyway."""
-    sessions, jobs = active_work(roost)
-    deadline = roost.drain_deadline
-    left = None if deadline is None else round(max(0.0, deadline - asyncio.get_running_loop().time()), 3)
-    return {
-        "draining": roost.referee.draining,
-        "running_sessions": sessions,
-        "active_jobs": jobs,
-        "deadline_in_secs": left,
-        "jobs": active_jobs(roost),
-    }
+    # -- reload ----------------------------------------------------------------------------------
 
-
-async def _drain_then_stop(roost: Roost) -> None:
-    loop = asyncio.get_running_loop()
-    while any(active_work(roost)):
-        deadline = roost.drain_deadline
-        if deadline is not None and loop.time() >= deadline:
-            sessions, jobs = active_work(roost)
-            log.warning("drain_timeout", running_sessions=sessions, active_jobs=jobs)
-            break
-        await asyncio.sleep(DRAIN_POLL_SECS)
-    log.info("drain_finished")
-    roost.request_stop("drain")
-
-
-async def rotate_keys(roost: Roost) -> dict[str, Any]:
-    """Replace the master key; every credential, approval and handle dies (all derive from it).
-
-    With ``--ephemeral-keys`` the new key lives in memory only, like the old one. Pending
-    reservations are released at once: their approvals can no longer be redeemed, so keeping
-    their slots would only block new spawns for up to 60 s.
-    """
-    # Two rotations at once would each write a key file and race to install theirs: the one in
-    # memory could then differ from the one on disk. One at a time.
-    async with roost.rotate_lock:
-        return await _rotate_keys(roost)
-
-
-async def _rotate_keys(roost: Roost) -> dict[str, Any]:
-    old = roost.keys.key_id
-    if roost.config.ephemeral_keys:
-        ring = KeyRing.ephemeral()
-    else:
-        ring = await roost.executor.run(KeyRing.rotate, roost.config.state_dir)
-    roost.keys = ring
-    roost.referee.keys = ring
-    table = roost.table
-    pending = 0
-    for parent_id in list(table.reservations_of):
-        pending += len(roost.referee.release_slots_of(parent_id))
-    affected = table.running
-    log.warning(
-        "keys_rotated",
-        previous_key_id=old,
-        key_id=ring.key_id,
-        sessions_affected=affected,
-        approvals_revoked=pending,
-        ephemeral=roost.config.ephemeral_keys,
-    )
-    return {
-        "key_id": ring.key_id,
-        "previous_key_id": old,
-        "sessions_affected": affected,
-        "approvals_revoked": pending,
-        "persisted": not roost.config.ephemeral_keys,
-    }
-
-
-def _merge(old: Config, new: Config) -> tuple[Config, list[str]]:
-    """The new config with restart-only settings kept from the old one; names of those that differ."""
-    kept = [k for k in RESTART_ONLY if getattr(old, k) != getattr(new, k)]
-    if not kept:
-        return new, []
-    values = new.model_dump()
-    for k in kept:
-        values[k] = getattr(old, k)
-    return Config.model_validate(values), kept
-
-
-async def reload(roost: Roost) -> dict[str, Any]:
-    """Re-read the config file and forget registry caches; running sessions and jobs are untouched.
-
-    Reloads run one at a time: each merges onto the configuration the one before it installed.
-    """
-    async with roost.reload_lock:
-        return await _reload(roost)
-
-
-async def _reload(roost: Roost) -> dict[str, Any]:
-    loader = roost.config_loader
-    changed: list[str] = []
-    needs_restart: list[str] = []
-    error: str | None = None
-    if loader is not None:
+    async def reload(self) -> dict[str, Any]:
+        """SIGHUP / ``POST /reload``: RELOADING=1, re-read config and registry, READY=1 again."""
+        sdnotify.notify("RELOADING=1", f"MONOTONIC_USEC={time.monotonic_ns() // 1000}")
         try:
-            fresh = await roost.executor.run(loader)
-        except ConfigError as exc:
-            error = str(exc)
-            log.error("reload_failed", error=error)
-        else:
-            merged, needs_restart = _merge(roost.config, fresh)
-            changed = [k for k in Config.model_fields if getattr(merged, k) != getattr(roost.config, k)]
-            if "registry_path" in changed:
-                roost.registry = Registry(merged.registry_path)
-                roost.referee.registry = roost.registry
-            roost.config = merged
-            roost.referee.config = merged
-            if "log_level" in changed or "log_format" in changed:
-                from roost.logs import configure_logging
-
-                configure_logging(merged.log_format, merged.log_level)
-    roost.referee.forget_resolved()
-    with contextlib.suppress(Exception):
-        await roost.executor.run(roost.registry.clear_cache)
-    log.info("reloaded", changed=",".join(changed), needs_restart=",".join(needs_restart), failed=error is not None)
-    out: dict[str, Any] = {"reloaded": error is None, "changed": changed, "needs_restart": needs_restart}
-    if error is not None:
-        out["error"] = error
-    return out
+            return await self._settings.reload()
+        finally:
+            sdnotify.notify("READY=1", f"STATUS={self._status_line()}")

@@ -11,7 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
-from roost.http.context import ROOST
+from roost.http.context import LAUNCHER, SETTINGS
 
 __all__ = ["routes"]
 
@@ -20,7 +20,6 @@ routes = web.RouteTableDef()
 
 @routes.get("/cluster")
 async def cluster(request: web.Request) -> web.Response:
-    roost = request.app[ROOST]
-    report = getattr(roost.launcher.backend, "report", None)
-    body: dict[str, Any] = await report() if report is not None else {"launcher": roost.config.launcher}
+    report = getattr(request.app[LAUNCHER].backend, "report", None)
+    body: dict[str, Any] = await report() if report is not None else {"launcher": request.app[SETTINGS].config.launcher}
     return web.json_response(body)

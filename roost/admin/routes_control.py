@@ -19,10 +19,10 @@ from typing import Any
 from aiohttp import web
 
 from roost import __version__
-from roost.admin import bridge, control
+from roost.admin.context import CONTROL, EVENTS, TABLE
 from roost.errors import BadRequest
 from roost.http import ops_routes
-from roost.http.context import ROOST
+from roost.http.context import KEYS, LIFECYCLE, PROBES, REFEREE, SETTINGS
 from roost.http.middleware import read_json
 
 __all__ = ["routes"]
@@ -32,27 +32,28 @@ routes = web.RouteTableDef()
 
 @routes.get("/status")
 async def status(request: web.Request) -> web.Response:
-    roost = request.app[ROOST]
-    counts = bridge.counts_by_state(roost)
+    app = request.app
+    cfg, lifecycle, table = app[SETTINGS].config, app[LIFECYCLE], app[TABLE]
+    counts = app[PROBES].job_counts()
     body: dict[str, Any] = {
         "version": __version__,
         "pid": os.getpid(),
-        "uptime_secs": round(time.time() - roost.started_at, 3),
-        "url": roost.url,
-        "network_url": roost.network_url,
-        "advertise_url": roost.advertise_url,
-        "admin_socket": str(roost.config.admin_socket_path),
-        "state_dir": str(roost.config.state_dir),
-        "ephemeral_keys": roost.config.ephemeral_keys,
-        "key_id": roost.keys.key_id,
-        "run_id": roost.events.run_id,
-        "draining": roost.referee.draining,
+        "uptime_secs": round(time.time() - lifecycle.started_at, 3),
+        "url": lifecycle.url,
+        "network_url": lifecycle.network_url,
+        "advertise_url": lifecycle.advertise_url,
+        "admin_socket": str(cfg.admin_socket_path),
+        "state_dir": str(cfg.state_dir),
+        "ephemeral_keys": cfg.ephemeral_keys,
+        "key_id": app[KEYS].ring.key_id,
+        "run_id": app[EVENTS].run_id,
+        "draining": app[REFEREE].draining,
         "sessions": {
-            "running": roost.table.running,
-            "total": len(roost.table.sessions),
-            "reserved_slots": len(roost.table.reservations),
+            "running": table.running,
+            "total": len(table.sessions),
+            "reserved_slots": len(table.reservations),
         },
-        "max_live_capsules": roost.config.max_live_capsules,
+        "max_live_capsules": cfg.max_live_capsules,
         "jobs": counts,
     }
     return web.json_response(body)
@@ -60,7 +61,7 @@ async def status(request: web.Request) -> web.Response:
 
 @routes.get("/config")
 async def config(request: web.Request) -> web.Response:
-    return web.json_response(request.app[ROOST].config.public())
+    return web.json_response(request.app[SETTINGS].config.public())
 
 
 @routes.post("/drain")
@@ -69,30 +70,29 @@ async def drain(request: web.Request) -> web.Response:
     timeout = body.get("timeout_secs")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0):
         raise BadRequest("timeout_secs must be a number of seconds, zero or more")
-    return web.json_response(control.drain(request.app[ROOST], timeout_secs=timeout))
+    return web.json_response(request.app[CONTROL].drain(timeout_secs=timeout))
 
 
 @routes.get("/drain")
 async def drain_status(request: web.Request) -> web.Response:
-    return web.json_response(control.drain_status(request.app[ROOST]))
+    return web.json_response(request.app[CONTROL].drain_status())
 
 
 @routes.post("/keys/rotate")
 async def rotate(request: web.Request) -> web.Response:
-    return web.json_response(await control.rotate_keys(request.app[ROOST]))
+    return web.json_response(await request.app[CONTROL].rotate_keys())
 
 
 @routes.post("/reload")
 async def reload(request: web.Request) -> web.Response:
-    return web.json_response(await request.app[ROOST].reload())
+    return web.json_response(await request.app[CONTROL].reload())
 
 
 @routes.post("/registry/forget")
 async def registry_forget(request: web.Request) -> web.Response:
-    roost = request.app[ROOST]
-    roost.referee.forget_resolved()
-    await roost.executor.run(roost.registry.clear_cache)
-    return web.json_response({"forgotten": True, "registry_path": str(roost.config.registry_path)})
+    settings = request.app[SETTINGS]
+    await settings.forget_registry_caches()
+    return web.json_response({"forgotten": True, "registry_path": str(settings.config.registry_path)})
 
 
 routes.get("/metrics")(ops_routes.metrics)

@@ -13,8 +13,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from roost.admin import bridge
+from roost.admin.context import JOBS
 from roost.errors import BadRequest, Refused
-from roost.http.context import ROOST
+from roost.http.context import REFEREE
 from roost.http.middleware import read_json
 from roost.identifiers import require_id
 
@@ -28,32 +29,29 @@ async def jobs(request: web.Request) -> web.Response:
     state = request.query.get("state")
     if state is not None and state not in bridge.JOB_STATES:
         raise BadRequest(f"state must be one of {', '.join(bridge.JOB_STATES)}")
-    return web.json_response({"jobs": await bridge.list_jobs(request.app[ROOST], state)})
+    return web.json_response({"jobs": await bridge.list_jobs(request.app[JOBS], state)})
 
 
 @routes.get("/jobs/{job_id}")
 async def job(request: web.Request) -> web.Response:
     return web.json_response(
-        await bridge.get_job(request.app[ROOST], require_id("job_id", request.match_info["job_id"]))
+        await bridge.get_job(request.app[JOBS], require_id("job_id", request.match_info["job_id"]))
     )
 
 
 @routes.post("/jobs")
 async def launch(request: web.Request) -> web.Response:
-    roost = request.app[ROOST]
     body = await read_json(request)
-    if roost.referee.draining:
+    if request.app[REFEREE].draining:
         raise Refused("this daemon is draining: it finishes running jobs and launches no new ones", "draining")
-    return web.json_response(await bridge.launch(roost, body), status=201)
+    return web.json_response(await bridge.launch(request.app[JOBS], body), status=201)
 
 
 @routes.post("/jobs/{job_id}/cancel")
 async def cancel(request: web.Request) -> web.Response:
-    return web.json_response(
-        await bridge.cancel(request.app[ROOST], require_id("job_id", request.match_info["job_id"]))
-    )
+    return web.json_response(await bridge.cancel(request.app[JOBS], require_id("job_id", request.match_info["job_id"])))
 
 
 @routes.get("/reconcile")
 async def reconcile(request: web.Request) -> web.Response:
-    return web.json_response(bridge.reconcile_report(request.app[ROOST]))
+    return web.json_response(bridge.reconcile_report(request.app[JOBS]))

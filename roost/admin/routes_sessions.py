@@ -13,8 +13,9 @@ import structlog
 from aiohttp import web
 
 from roost.admin import views
+from roost.admin.context import TABLE
 from roost.errors import BadRequest, Conflict, NotFound
-from roost.http.context import ROOST
+from roost.http.context import LAUNCHER, REFEREE
 from roost.http.middleware import read_json
 from roost.identifiers import require_id
 from roost.sessions import SessionRecord
@@ -36,9 +37,8 @@ def _state(request: web.Request, default: str) -> str:
 
 @routes.get("/sessions")
 async def sessions(request: web.Request) -> web.Response:
-    roost = request.app[ROOST]
     state = _state(request, "running")
-    table = roost.table
+    table = request.app[TABLE]
     recs = [r for r in table.sessions.values() if state == "all" or r.status == state]
     recs.sort(key=lambda r: (r.created_ms, r.session_id))
     return web.json_response({"sessions": [views.session_view(r, table.live_children(r.session_id)) for r in recs]})
@@ -48,34 +48,34 @@ async def sessions(request: web.Request) -> web.Response:
 async def end_session(request: web.Request) -> web.Response:
     """End a running session with a recorded reason: its children's lifelines close, and an
     observation event (``roost.session.end``) says so. 404 unknown, 409 already ended."""
-    roost = request.app[ROOST]
+    referee, table = request.app[REFEREE], request.app[TABLE]
     body = await read_json(request) if request.can_read_body else {}
     reason = body.get("reason", OPERATOR_REASON)
     if not isinstance(reason, str) or not reason.strip() or len(reason) > 500:
         raise BadRequest("reason must be a non-empty string of at most 500 characters")
     sid = require_id("session_id", request.match_info["session_id"])
-    rec = roost.table.running_session(sid)
+    rec = table.running_session(sid)
     if rec is None:
-        known = await roost.referee.lookup(sid)
-        rec = roost.table.running_session(sid)  # it may have registered during the lookup
+        known = await referee.lookup(sid)
+        rec = table.running_session(sid)  # it may have registered during the lookup
         if rec is None and known is None:
             raise NotFound("session not found")
         if rec is None:
             raise Conflict(f"session {sid} has already ended ({known.status if known else 'ended'})")
     # No await between the check above and the end: a concurrent end finds it ended.
-    await roost.referee.end_session(rec, "failed", reason)
+    await referee.end_session(rec, "failed", reason)
     log.info("session_ended_by_operator", session_id=sid, reason=reason)
-    return web.json_response(views.session_view(rec, roost.table.live_children(sid)))
+    return web.json_response(views.session_view(rec, table.live_children(sid)))
 
 
 @routes.get("/sessions/{session_id}")
 async def session(request: web.Request) -> web.Response:
-    roost = request.app[ROOST]
-    rec = await roost.referee.lookup(require_id("session_id", request.match_info["session_id"]))
+    table = request.app[TABLE]
+    rec = await request.app[REFEREE].lookup(require_id("session_id", request.match_info["session_id"]))
     if rec is None:
         raise NotFound("session not found")
-    body = views.session_view(rec, roost.table.live_children(rec.session_id))
-    body["children"] = sorted(r.session_id for r in roost.table.sessions.values() if r.parent_id == rec.session_id)
+    body = views.session_view(rec, table.live_children(rec.session_id))
+    body["children"] = sorted(r.session_id for r in table.sessions.values() if r.parent_id == rec.session_id)
     return web.json_response(body)
 
 
@@ -94,16 +94,15 @@ def _with_family(recs: dict[str, SessionRecord], keep: set[str]) -> set[str]:
 
 @routes.get("/tree")
 async def tree(request: web.Request) -> web.Response:
-    roost = request.app[ROOST]
     state = _state(request, "running")
-    recs = roost.table.sessions
+    recs = request.app[TABLE].sessions
     if state == "all":
         chosen = set(recs)
     else:
         chosen = _with_family(recs, {sid for sid, r in recs.items() if r.status == state})
         # Children of a shown session are shown too (a finished worker under a running orchestrator).
         chosen |= {sid for sid, r in recs.items() if r.parent_id in chosen}
-    jobs = roost.launcher.jobs.values()
+    jobs = request.app[LAUNCHER].jobs.values()
     job_states = {j.job_id: str(j.state) for j in jobs}
     job_ends = {j.job_id: {"outcome": j.outcome, "reason": j.reason} for j in jobs if j.final}
     roots = views.tree((recs[s] for s in chosen), job_states=job_states, job_ends=job_ends)

@@ -24,8 +24,9 @@ from typing import Any
 from aiohttp import web
 
 from roost.admin import bridge
+from roost.admin.context import EVENTS, JOBS
 from roost.errors import BadRequest
-from roost.http.context import ROOST
+from roost.http.context import EXECUTOR, LIFECYCLE
 from roost.identifiers import require_id
 from roost.launcher.records import LOG_FILE, STDOUT_PREFIX
 
@@ -68,14 +69,14 @@ async def _ndjson(request: web.Request) -> web.StreamResponse:
 
 @routes.get("/events")
 async def events(request: web.Request) -> web.StreamResponse:
-    roost = request.app[ROOST]
+    bus = request.app[EVENTS]
     replay = _count(request, "replay", 100)
     if not _follow(request):
-        return web.json_response({"events": roost.events.recent(replay) if replay else []})
-    sub = roost.events.subscribe(replay=replay)
+        return web.json_response({"events": bus.recent(replay) if replay else []})
+    sub = bus.subscribe(replay=replay)
     try:
         resp = await _ndjson(request)
-        stop = roost.shutdown_event
+        stop = request.app[LIFECYCLE].shutdown_event
         while not stop.is_set():
             getter = asyncio.ensure_future(sub.get())
             stopper = asyncio.ensure_future(stop.wait())
@@ -156,26 +157,26 @@ def _read_new(paths: list[Path], ends: dict[str, int]) -> list[dict[str, Any]]:
 
 @routes.get("/logs/{ident}")
 async def logs(request: web.Request) -> web.StreamResponse:
-    roost = request.app[ROOST]
+    jobs, executor = request.app[JOBS], request.app[EXECUTOR]
     ident = require_id("ident", request.match_info["ident"])
     n = _count(request, "tail", 100)
-    paths = await roost.executor.run(bridge.log_paths, roost, ident)
-    lines, ends = await roost.executor.run(_tail, paths, n)
+    paths = await executor.run(bridge.log_paths, jobs, ident)
+    lines, ends = await executor.run(_tail, paths, n)
     if not _follow(request):
         return web.json_response({"files": [str(p) for p in paths], "lines": lines})
     resp = await _ndjson(request)
     for item in lines:
         await resp.write(_line(item))
-    stop = roost.shutdown_event
+    stop = request.app[LIFECYCLE].shutdown_event
     loop = asyncio.get_running_loop()
     last_write = loop.time()
     while not stop.is_set():
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), FOLLOW_POLL_SECS)
-        active = bridge.active(roost, ident)
+        active = bridge.active(jobs, ident)
         # New log files may appear (a session registers after its job starts).
-        paths = await roost.executor.run(bridge.log_paths, roost, ident)
-        for item in await roost.executor.run(_read_new, paths, ends):
+        paths = await executor.run(bridge.log_paths, jobs, ident)
+        for item in await executor.run(_read_new, paths, ends):
             await resp.write(_line(item))
             last_write = loop.time()
         if not active:

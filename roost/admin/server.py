@@ -17,26 +17,28 @@ import errno
 import os
 import socket
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from roost.admin.bridge import JobSources
+from roost.admin.context import CONTROL, EVENTS, JOBS, TABLE
+from roost.admin.control import Control
 from roost.admin.routes_cluster import routes as cluster_routes
 from roost.admin.routes_control import routes as control_routes
 from roost.admin.routes_jobs import routes as job_routes
 from roost.admin.routes_sessions import routes as session_routes
 from roost.admin.routes_stream import routes as stream_routes
+from roost.blocking import BlockingExecutor
+from roost.events import EventBus
 from roost.http.caller import caller_of
-from roost.http.context import ROOST
+from roost.http.context import Services
 from roost.http.middleware import MAX_BODY_BYTES, error_middleware, json_error
 from roost.peercred import unix_peer_uid
-
-if TYPE_CHECKING:
-    from roost.daemon import Roost
+from roost.sessions import SessionTable
 
 __all__ = ["AdminServer", "AdminSocketError", "build_admin_app", "peer_uid", "unix_address"]
 
@@ -78,11 +80,17 @@ async def peer_uid_middleware(request: web.Request, handler: Handler) -> web.Str
     return await handler(request)
 
 
-def build_admin_app(roost: Roost) -> web.Application:
+def build_admin_app(
+    services: Services, *, control: Control, events: EventBus, jobs: JobSources, table: SessionTable
+) -> web.Application:
     app = web.Application(middlewares=[peer_uid_middleware, error_middleware], client_max_size=MAX_BODY_BYTES)
-    app[ROOST] = roost
-    for table in (control_routes, session_routes, job_routes, stream_routes, cluster_routes):
-        app.add_routes(table)
+    services.install(app)
+    app[CONTROL] = control
+    app[EVENTS] = events
+    app[JOBS] = jobs
+    app[TABLE] = table
+    for route_table in (control_routes, session_routes, job_routes, stream_routes, cluster_routes):
+        app.add_routes(route_table)
     return app
 
 
@@ -146,20 +154,20 @@ def bind_admin_socket(path: Path) -> socket.socket:
 class AdminServer:
     """Service object: ``start`` binds the socket and serves; ``stop`` closes it and removes the file."""
 
-    def __init__(self, roost: Roost) -> None:
-        self.roost = roost
+    def __init__(self, *, path: Path, executor: BlockingExecutor, app: Callable[[], web.Application]) -> None:
+        self._socket_path = path
+        self._executor = executor
+        self._app = app
         self.path: Path | None = None
         self._runner: web.AppRunner | None = None
         self._inode: tuple[int, int] | None = None
 
     async def start(self) -> None:
-        path = self.roost.config.admin_socket_path
-        sock = await self.roost.executor.run(bind_admin_socket, path)
+        path = self._socket_path
+        sock = await self._executor.run(bind_admin_socket, path)
         st = os.stat(path)
         self._inode = (st.st_dev, st.st_ino)
-        self._runner = web.AppRunner(
-            build_admin_app(self.roost), access_log=None, handle_signals=False, shutdown_timeout=5.0
-        )
+        self._runner = web.AppRunner(self._app(), access_log=None, handle_signals=False, shutdown_timeout=5.0)
         await self._runner.setup()
         await web.SockSite(self._runner, sock).start()
         self.path = path

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from aiohttp import web
 
 from roost.http import artifact_routes, job_routes, ops_routes, peer_routes, referee_routes, relay_routes
-from roost.http.context import ROOST
+from roost.http.context import Services
 from roost.http.middleware import MAX_BODY_BYTES, error_middleware
 from roost.http.reach import reach_middleware
-
-if TYPE_CHECKING:
-    from roost.daemon import Roost
 
 __all__ = ["build_app"]
 
 
-def build_app(roost: Roost) -> web.Application:
+def build_app(services: Services) -> web.Application:
     app = web.Application(middlewares=[error_middleware, reach_middleware], client_max_size=MAX_BODY_BYTES)
-    app[ROOST] = roost
+    services.install(app)
     app.add_routes(referee_routes.routes)
     app.add_routes(relay_routes.routes)
     app.add_routes(peer_routes.routes)

@@ -17,7 +17,7 @@ from aiohttp import web
 
 from roost.artifacts import SHA256_HEADER, ArtifactIndex, keeper_node, require_sha256
 from roost.errors import NotFound
-from roost.http.context import ROOST
+from roost.http.context import EXECUTOR, KEYS, SETTINGS
 
 __all__ = ["ARTIFACT_INDEX", "install"]
 
@@ -30,10 +30,10 @@ _CHUNK: Final = 256 * 1024
 
 @routes.get("/artifacts/{sha256}", allow_head=False)
 async def get_artifact(request: web.Request) -> web.StreamResponse:
-    roost = request.app[ROOST]
-    node = keeper_node(roost.keys, request.headers.get("authorization"))
+    executor = request.app[EXECUTOR]
+    node = keeper_node(request.app[KEYS].ring, request.headers.get("authorization"))
     sha256 = require_sha256(request.match_info["sha256"])
-    opened = await roost.executor.run(request.app[ARTIFACT_INDEX].open, roost.registry, sha256)
+    opened = await executor.run(request.app[ARTIFACT_INDEX].open, request.app[SETTINGS].registry, sha256)
     if opened is None:
         raise NotFound(f"no artifact with sha256 {sha256} in the registry")
     try:
@@ -44,7 +44,7 @@ async def get_artifact(request: web.Request) -> web.StreamResponse:
         digest = hashlib.sha256()
         left = opened.size
         while left > 0:
-            chunk = await roost.executor.run(os.read, opened.fd, min(_CHUNK, left))
+            chunk = await executor.run(os.read, opened.fd, min(_CHUNK, left))
             if not chunk:
                 break
             left -= len(chunk)
@@ -57,7 +57,7 @@ async def get_artifact(request: web.Request) -> web.StreamResponse:
             await resp.write(chunk)
         await resp.write_eof()
     finally:
-        await roost.executor.run(os.close, opened.fd)
+        await executor.run(os.close, opened.fd)
     log.info("artifact_served", node=node, sha256=sha256[:16], coordinates=opened.artifact.coordinates)
     return resp
 

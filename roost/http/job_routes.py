@@ -16,7 +16,7 @@ from aiohttp import web
 
 from roost.errors import Refused
 from roost.http.caller import caller_of, is_loopback
-from roost.http.context import ROOST
+from roost.http.context import LAUNCHER, PROBES
 from roost.http.middleware import read_json
 from roost.identifiers import require_id
 from roost.wire import CREDENTIAL_HEADER
@@ -28,9 +28,8 @@ routes = web.RouteTableDef()
 
 @routes.post("/jobs")
 async def launch(request: web.Request) -> web.Response:
-    roost = request.app[ROOST]
     body = await read_json(request)
-    job = await roost.launcher.launch(
+    job = await request.app[LAUNCHER].launch(
         body,
         request.headers.get(CREDENTIAL_HEADER),
         loopback=is_loopback(request.remote),
@@ -41,8 +40,7 @@ async def launch(request: web.Request) -> web.Response:
 
 @routes.get("/jobs/{job_id}")
 async def get_job(request: web.Request) -> web.Response:
-    roost = request.app[ROOST]
-    job = await roost.launcher.find(
+    job = await request.app[LAUNCHER].find(
         require_id("job_id", request.match_info["job_id"]),
         request.headers.get(CREDENTIAL_HEADER),
         loopback=is_loopback(request.remote),
@@ -52,8 +50,7 @@ async def get_job(request: web.Request) -> web.Response:
 
 @routes.post("/jobs/{job_id}/cancel")
 async def cancel_job(request: web.Request) -> web.Response:
-    roost = request.app[ROOST]
-    job = await roost.launcher.cancel(
+    job = await request.app[LAUNCHER].cancel(
         require_id("job_id", request.match_info["job_id"]),
         request.headers.get(CREDENTIAL_HEADER),
         loopback=is_loopback(request.remote),
@@ -65,7 +62,7 @@ async def cancel_job(request: web.Request) -> web.Response:
 async def loop_lag(request: web.Request) -> web.Response:
     if not is_loopback(request.remote):
         raise Refused("the loop-lag probe answers only this host")
-    probes = request.app[ROOST].probes
+    probes = request.app[PROBES]
     samples = sorted(probes.lag_samples)
     if request.query.get("reset"):
         probes.lag_samples.clear()

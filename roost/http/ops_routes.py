@@ -8,33 +8,22 @@ carries a charset, which aiohttp's ``content_type=`` rejects, so it goes through
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from roost.health import readiness, render
-from roost.http.context import ROOST
+from roost.http.context import EXECUTOR, LIFECYCLE, PROBES, REFEREE, SETTINGS
 from roost.openapi import openapi_document
-from roost.probes import refresh_gauges
 
-if TYPE_CHECKING:
-    from roost.daemon import Roost
-
-__all__ = ["metrics_response", "routes"]
+__all__ = ["routes"]
 
 routes = web.RouteTableDef()
 
 
-def metrics_response(roost: Roost) -> web.Response:
-    """Refresh the scrape-time gauges, then render the registry."""
-    refresh_gauges(roost)
-    return web.Response(body=roost.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-
 @routes.get("/metrics")
 async def metrics(request: web.Request) -> web.Response:
-    return metrics_response(request.app[ROOST])
+    """Refresh the scrape-time gauges, then render the registry."""
+    return web.Response(body=request.app[PROBES].scrape(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 @routes.get("/openapi.json")
@@ -49,8 +38,9 @@ async def livez(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    roost = request.app[ROOST]
-    checks = await roost.executor.run(readiness, roost)
+    app = request.app
+    draining, stopping = app[REFEREE].draining, app[LIFECYCLE].stopping
+    checks = await app[EXECUTOR].run(readiness, app[SETTINGS].config, draining=draining, stopping=stopping)
     status, text = render(checks, "verbose" in request.query)
     return web.Response(status=status, text=text)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from roost.http.context import ROOST
+from roost.http.context import PEER_PLANE, REFEREE
 from roost.http.middleware import read_json
 from roost.peer.errors import PeerError
 from roost.wire import CREDENTIAL_HEADER
@@ -22,11 +22,10 @@ routes = web.RouteTableDef()
 
 @routes.post("/handles")
 async def mint_handle(request: web.Request) -> web.Response:
-    roost = request.app[ROOST]
-    rec = roost.referee.authenticate(request.headers.get(CREDENTIAL_HEADER))
+    rec = request.app[REFEREE].authenticate(request.headers.get(CREDENTIAL_HEADER))
     body = await read_json(request)
     try:
-        answer = await roost.peer_plane.mint(rec, body)
+        answer = await request.app[PEER_PLANE].mint(rec, body)
     except PeerError as err:
         raise err.coded() from None
     return web.json_response(answer)
@@ -34,11 +33,10 @@ async def mint_handle(request: web.Request) -> web.Response:
 
 @routes.post("/peer-fetch")
 async def peer_fetch(request: web.Request) -> web.Response:
-    roost = request.app[ROOST]
-    rec = roost.referee.authenticate(request.headers.get(CREDENTIAL_HEADER))
+    rec = request.app[REFEREE].authenticate(request.headers.get(CREDENTIAL_HEADER))
     body = await read_json(request)
     try:
-        answer = await roost.peer_plane.fetch(rec, body)
+        answer = await request.app[PEER_PLANE].fetch(rec, body)
     except PeerError as err:
         raise err.coded() from None
     return web.json_response(answer)
@@ -47,4 +45,4 @@ async def peer_fetch(request: web.Request) -> web.Response:
 @routes.route("*", "/resources/peer")
 @routes.route("*", "/resources/peer/{tail:.*}")
 async def redeem_handle(request: web.Request) -> web.StreamResponse:
-    return await request.app[ROOST].peer_plane.redeem(request)
+    return await request.app[PEER_PLANE].redeem(request)

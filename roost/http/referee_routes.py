@@ -13,10 +13,10 @@ from aiohttp import web
 from roost.bodies import parse_deregister, parse_register, parse_spawn
 from roost.errors import BadRequest, NotFound, Refused, RoostError
 from roost.http.caller import caller_of
-from roost.http.context import ROOST
+from roost.http.context import EXECUTOR, KEYS, METRICS, REFEREE, SETTINGS
 from roost.http.middleware import json_ok, read_json
 from roost.identifiers import require_id
-from roost.sessionwatch import pid_holds_connection
+from roost.sessionwatch import pid_holds_connection, process_start_time
 from roost.wire import APPROVAL_HEADER, CREDENTIAL_HEADER
 
 __all__ = ["routes"]
@@ -38,25 +38,25 @@ async def health(request: web.Request) -> web.Response:
 
 @routes.post("/spawn")
 async def spawn(request: web.Request) -> web.Response:
-    roost = request.app[ROOST]
+    referee, metrics = request.app[REFEREE], request.app[METRICS]
     try:
         req = parse_spawn(await read_json(request))
-        grant = await roost.referee.spawn(request.headers.get(CREDENTIAL_HEADER), req.name, req.version)
+        grant = await referee.spawn(request.headers.get(CREDENTIAL_HEADER), req.name, req.version)
     except RoostError as exc:
         outcome = _outcome(exc)
-        roost.metrics.spawn_decision(outcome)
+        metrics.spawn_decision(outcome)
         log.info("spawn_refused", outcome=outcome, status=exc.status)
         raise
-    roost.metrics.spawn_decision("granted")
+    metrics.spawn_decision("granted")
     return json_ok(grant.answer())
 
 
 @routes.post("/register")
 async def register(request: web.Request) -> web.Response:
-    roost = request.app[ROOST]
+    referee, executor = request.app[REFEREE], request.app[EXECUTOR]
     req = parse_register(await read_json(request))
     workdir, pid = req.workdir, req.pid
-    if workdir is not None and not await roost.executor.run(os.path.isdir, workdir):
+    if workdir is not None and not await executor.run(os.path.isdir, workdir):
         raise BadRequest("workdir must be an existing directory")
     pid_start = None
     if pid is not None:
@@ -65,14 +65,14 @@ async def register(request: web.Request) -> web.Response:
         local = request.transport.get_extra_info("sockname") if request.transport else None
         owns = False
         if peer and local:
-            owns = await roost.executor.run(pid_holds_connection, pid, (peer[0], peer[1]), (local[0], local[1]))
+            owns = await executor.run(pid_holds_connection, pid, (peer[0], peer[1]), (local[0], local[1]))
         if owns:
-            pid_start = await roost.executor.run(roost.process_start_time, pid)
+            pid_start = await executor.run(process_start_time, pid)
         else:
             log.info("register_pid_unverified", pid=pid)
             pid = None
     try:
-        credential, _rec = await roost.referee.register(
+        credential, _rec = await referee.register(
             request.headers.get(APPROVAL_HEADER),
             session_id=req.session_id,
             name=req.name,
@@ -88,30 +88,28 @@ async def register(request: web.Request) -> web.Response:
         log.info("register_refused", outcome=_outcome(exc), status=exc.status, capsule=f"{req.name}@{req.version}")
         raise
     # The session's door checks the relay's seals with this key (docs/security.md).
-    return json_ok({"credential": credential, "door_key": roost.relay.door_key(_rec.session_id).hex()})
+    return json_ok({"credential": credential, "door_key": request.app[KEYS].door_key_for(_rec.session_id).hex()})
 
 
 @routes.post("/deregister")
 async def deregister(request: web.Request) -> web.Response:
-    roost = request.app[ROOST]
     req = parse_deregister(await read_json(request))
-    await roost.referee.deregister(request.headers.get(CREDENTIAL_HEADER), req.outcome)
+    await request.app[REFEREE].deregister(request.headers.get(CREDENTIAL_HEADER), req.outcome)
     return json_ok({})
 
 
 @routes.post("/renew")
 async def renew(request: web.Request) -> web.Response:
     """Renew the calling session's lease (any authenticated call does; this one does nothing else)."""
-    roost = request.app[ROOST]
-    rec = roost.referee.authenticate(request.headers.get(CREDENTIAL_HEADER))
-    until = roost.referee.renew(rec)
-    return json_ok({"lease_expires_at_ms": until, "lease_secs": roost.config.session_lease_secs})
+    referee = request.app[REFEREE]
+    rec = referee.authenticate(request.headers.get(CREDENTIAL_HEADER))
+    until = referee.renew(rec)
+    return json_ok({"lease_expires_at_ms": until, "lease_secs": request.app[SETTINGS].config.session_lease_secs})
 
 
 @routes.get("/status/{session_id}")
 async def status(request: web.Request) -> web.Response:
-    roost = request.app[ROOST]
-    answer = await roost.referee.status_of(require_id("session_id", request.match_info["session_id"]))
+    answer = await request.app[REFEREE].status_of(require_id("session_id", request.match_info["session_id"]))
     if answer is None:
         raise NotFound("session not found")
     return json_ok(answer)

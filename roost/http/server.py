@@ -10,6 +10,8 @@ for either. What is used, and why each is needed:
   new :class:`~aiohttp.web_protocol.RequestHandler`; ours must pass the same.
 * ``RequestHandler._request_count`` — whether a connection has sent a complete request head yet;
   no public attribute says so.
+* ``BaseSite._server`` — the listening sockets of one site, to read the port the kernel chose
+  for port 0 (``runner.addresses`` mixes every site of a runner, and the TLS listener is a second one).
 
 Checked against aiohttp 3.10, 3.11, 3.12, 3.13 and 3.14 (``pyproject.toml`` allows ``>=3.10,<4``);
 the connection-limit tests (``tests/trust/test_connection_limits.py``) fail if any of it changes.
@@ -25,7 +27,7 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_server import Server
 
-__all__ = ["ConnectionPolicy", "PolicedRunner"]
+__all__ = ["ConnectionPolicy", "PolicedRunner", "bound_port"]
 
 
 class ConnectionPolicy(Protocol):
@@ -100,3 +102,9 @@ class PolicedRunner(web.AppRunner):
         server.__class__ = _PolicedServer
         server.policy = self.policy  # type: ignore[attr-defined]
         return server
+
+
+def bound_port(site: web.BaseSite) -> int | None:
+    """The port a started site listens on (the one the kernel chose when 0 was asked), or None."""
+    sockets = getattr(site._server, "sockets", None) or []
+    return int(sockets[0].getsockname()[1]) if sockets else None

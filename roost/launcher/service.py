@@ -869,7 +869,7 @@ class Launcher:
         await self.backend.write_completion(self._dir(job), first)
         if handle is None or not handle.addressed:
             return first
-        seal_key = self.roost.relay.door_key(handle.session_id)  # so the parent's door believes the trust
+        seal_key = self.roost.key_holder.door_key_for(handle.session_id)  # so the parent's door believes the trust
         error = await deliver(self.roost.a2a, handle, first, window_secs=self.delivery_window_secs, seal_key=seal_key)
         final = replace(first, delivered=error is None, delivery_error=error)
         await self.backend.write_completion(self._dir(job), final)

@@ -50,7 +50,7 @@ from roost.trace import redact_text
 from roost.wire import AUDIENCE_HEADER
 
 if TYPE_CHECKING:
-    from roost.peer.plane import PeerPlane
+    from roost.peer.context import PeerServices
 
 __all__ = ["fetch", "normalize_etag", "parse_fetch_body"]
 
@@ -92,12 +92,11 @@ class _Refusal(Exception):
         self.err = err
 
 
-async def fetch(plane: PeerPlane, rec: SessionRecord, body: dict[str, Any]) -> dict[str, Any]:
+async def fetch(plane: PeerServices, rec: SessionRecord, body: dict[str, Any]) -> dict[str, Any]:
     """Fetch a handle into ``rec``'s ``peer-in/``; raise :class:`PeerError` (already traced)."""
-    roost = plane.roost
     peer, handle, want_etag = parse_fetch_body(body)
     handle_id = token_id(handle)
-    span = roost.events.start(
+    span = plane.events.start(
         "roost.peer.fetch", **span_attrs({"roost.session_id": rec.session_id, "roost.peer.handle_id": handle_id})
     )
     try:
@@ -107,7 +106,7 @@ async def fetch(plane: PeerPlane, rec: SessionRecord, body: dict[str, Any]) -> d
             ObservedError(name="PeerFetchRefused", category="network", code=r.outcome, status_code=r.err.status)
         )
         log.info("peer_fetch_refused", session_id=rec.session_id, handle_id=handle_id, outcome=r.outcome)
-        await roost.write_trace(
+        await plane.traces.write(
             rec,
             "peer_file_fetch",
             {
@@ -123,7 +122,7 @@ async def fetch(plane: PeerPlane, rec: SessionRecord, body: dict[str, Any]) -> d
         raise r.err from None
     span.completed(**span_attrs({"roost.peer.outcome": "ok", "roost.peer.bytes": result["bytes"]}))
     log.info("peer_file_fetched", session_id=rec.session_id, handle_id=handle_id, bytes=result["bytes"])
-    await roost.write_trace(
+    await plane.traces.write(
         rec,
         "peer_file_fetch",
         {
@@ -140,10 +139,9 @@ async def fetch(plane: PeerPlane, rec: SessionRecord, body: dict[str, Any]) -> d
 
 
 async def _fetch(
-    plane: PeerPlane, rec: SessionRecord, peer: str, handle: str, handle_id: str, want_etag: str | None
+    plane: PeerServices, rec: SessionRecord, peer: str, handle: str, handle_id: str, want_etag: str | None
 ) -> dict[str, Any]:
-    roost = plane.roost
-    cfg = roost.config
+    cfg = plane.config
     if not netrule.allows(rec.manifest.capabilities.peer_fetch.allow, peer):
         msg = f"network policy: '{peer}' not in capabilities.peer_fetch.allow"
         raise _Refusal("peer_not_allowed", BadPeerRequest(403, "peer_not_allowed", msg))
@@ -178,17 +176,17 @@ async def _fetch(
         async with asyncio.timeout(cfg.peer_timeout_secs):
             result = await _exchange(plane, url, peer, own, writer, name, want_etag, cfg.peer_fetch_max_bytes)
     except TimeoutError:
-        await roost.executor.run(writer.abort)
+        await plane.executor.run(writer.abort)
         msg = f"'{peer}' did not answer the redeem within {cfg.peer_timeout_secs:g} s"
         raise _Refusal("peer_unreachable", BadPeerRequest(504, "peer_unreachable", msg)) from None
     except BaseException:
-        await roost.executor.run(writer.abort)
+        await plane.executor.run(writer.abort)
         raise
     return result
 
 
 async def _exchange(
-    plane: PeerPlane,
+    plane: PeerServices,
     url: URL,
     peer: str,
     own_audience: str,
@@ -197,7 +195,6 @@ async def _exchange(
     want_etag: str | None,
     ceiling: int,
 ) -> dict[str, Any]:
-    roost = plane.roost
     headers = {AUDIENCE_HEADER: own_audience, "accept-encoding": "identity"}
     try:
         async with plane.http().get(url, headers=headers, allow_redirects=False) as resp:
@@ -209,7 +206,7 @@ async def _exchange(
             if length is not None and length > ceiling:
                 raise _Refusal("too_large", _too_large(peer, ceiling))
             try:
-                await roost.executor.run(writer.open)
+                await plane.executor.run(writer.open)
             except OSError as exc:
                 raise _Refusal("io_error", _io_error(exc)) from None
             h = hashlib.sha256()
@@ -220,7 +217,7 @@ async def _exchange(
                     raise _Refusal("too_large", _too_large(peer, ceiling))
                 h.update(chunk)
                 try:
-                    await roost.executor.run(writer.write, chunk)
+                    await plane.executor.run(writer.write, chunk)
                 except OSError as exc:
                     raise _Refusal("io_error", _io_error(exc)) from None
             if length is not None and total != length:
@@ -242,7 +239,7 @@ async def _exchange(
         raise _Refusal("etag_mismatch", BadPeerRequest(412, "etag_mismatch", msg))
     final = name.split("/", 1)[1]
     try:
-        await roost.executor.run(writer.commit, final)
+        await plane.executor.run(writer.commit, final)
     except OSError as exc:
         raise _Refusal("io_error", _io_error(exc)) from None
     return {"stored_path": name, "bytes": total, "sha256": sha}

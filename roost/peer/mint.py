@@ -39,7 +39,7 @@ from roost.peer.resolve import follows_links, mint_target, root_components
 from roost.sessions import SessionRecord
 
 if TYPE_CHECKING:
-    from roost.peer.plane import PeerPlane
+    from roost.peer.context import PeerServices
 
 __all__ = ["mint", "parse_mint_body"]
 
@@ -67,19 +67,18 @@ def parse_mint_body(body: dict[str, Any]) -> tuple[str, str, int | None]:
     return out[0], out[1].strip(), ttl
 
 
-async def mint(plane: PeerPlane, rec: SessionRecord, body: dict[str, Any]) -> dict[str, Any]:
+async def mint(plane: PeerServices, rec: SessionRecord, body: dict[str, Any]) -> dict[str, Any]:
     """Mint a handle for ``rec``; raise :class:`PeerError` (already traced) on refusal."""
-    roost = plane.roost
     asked_path, peer, ttl = parse_mint_body(body)
-    span = roost.events.start("roost.peer.mint", **span_attrs({"roost.session_id": rec.session_id}))
+    span = plane.events.start("roost.peer.mint", **span_attrs({"roost.session_id": rec.session_id}))
     audience = ""
 
     async def refuse(err: PeerError, outcome: str | None = None) -> PeerError:
         code = outcome or err.code
-        roost.metrics.handles_minted.labels(outcome=code).inc()
+        plane.metrics.handles_minted.labels(outcome=code).inc()
         span.failed(ObservedError(name=type(err).__name__, category="validation", code=code, status_code=err.status))
         log.info("peer_mint_refused", session_id=rec.session_id, outcome=code)
-        await roost.write_trace(
+        await plane.traces.write(
             rec,
             "peer_handle_mint",
             {
@@ -113,14 +112,14 @@ async def mint(plane: PeerPlane, rec: SessionRecord, body: dict[str, Any]) -> di
             "peer_unreachable",
         )
     try:
-        async with asyncio.timeout(roost.config.peer_timeout_secs):
-            card = await roost.a2a.fetch_card(peer)
+        async with asyncio.timeout(plane.config.peer_timeout_secs):
+            card = await plane.a2a.fetch_card(peer)
         audience = audience_from_card(card)
     except a2a_errors.UnsupportedPeerURL as exc:
         raise await refuse(BadPeerRequest(400, "unsupported_peer_url", str(exc)), "peer_unreachable") from None
     except TimeoutError:
         reason = (
-            f"peer_unreachable: reading the agent card of '{peer}' timed out after {roost.config.peer_timeout_secs:g} s"
+            f"peer_unreachable: reading the agent card of '{peer}' timed out after {plane.config.peer_timeout_secs:g} s"
         )
         raise await refuse(BadPeerRequest(502, "peer_unreachable", reason)) from None
     except (a2a_errors.A2AError, AudienceError) as exc:
@@ -132,7 +131,7 @@ async def mint(plane: PeerPlane, rec: SessionRecord, body: dict[str, Any]) -> di
     except paths.PathRefused:
         raise await refuse(OutsideRoot("the path names a location outside the peer export root")) from None
     try:
-        components = await roost.executor.run(
+        components = await plane.executor.run(
             mint_target,
             rec.workdir,
             root_components(plane_cfg.root),
@@ -144,15 +143,15 @@ async def mint(plane: PeerPlane, rec: SessionRecord, body: dict[str, Any]) -> di
         raise await refuse(_mint_sentence(err)) from None
 
     lifetime = plane_cfg.max_ttl if ttl is None else min(ttl, plane_cfg.max_ttl)
-    exp = min(roost.clock() + lifetime * 1000, _U64_MAX)
+    exp = min(plane.clock() + lifetime * 1000, _U64_MAX)
     canonical = paths.canonical(components)
-    key = roost.keys.handle_key(rec.session_id, rec.handle_salt)
+    key = plane.keys.handle_key(rec.session_id, rec.handle_salt)
     handle = tokens.mint_handle(key, iss=rec.session_id, path=canonical, exp_ms=exp, audience=audience)
     handle_id = token_id(handle)
-    roost.metrics.handles_minted.labels(outcome="ok").inc()
+    plane.metrics.handles_minted.labels(outcome="ok").inc()
     span.completed(**span_attrs({"roost.peer.handle_id": handle_id, "roost.peer.outcome": "ok"}))
     log.info("peer_handle_minted", session_id=rec.session_id, handle_id=handle_id, expires_at_ms=exp)
-    await roost.write_trace(
+    await plane.traces.write(
         rec,
         "peer_handle_mint",
         {

@@ -1,9 +1,10 @@
 """Service object for the peer plane: mint, redeem and fetch of ``mh1`` peer-file handles.
 
-Constructed by :class:`roost.daemon.Roost`, started after the store is open and stopped before
-it closes. It holds what outlives one request: the etag cache (so an unchanged large file is
-hashed once, see :mod:`roost.peer.redeem`) and the HTTP client the fetch side redeems with (a
-pool of its own, without auto-decompression, separate from the A2A client's).
+Constructed by the daemon with what it uses (it offers :class:`roost.peer.context.PeerServices`
+to the steps), started after the store is open and stopped before it closes. It holds what
+outlives one request: the etag cache (so an unchanged large file is hashed once, see
+:mod:`roost.peer.redeem`) and the HTTP client the fetch side redeems with (a pool of its own,
+without auto-decompression, separate from the A2A client's).
 
 Keys: a handle is MACed with ``KeyRing.handle_key(session_id, handle_salt)``, derived per
 session; a handle is accepted only while the session that minted it is running, so ending a
@@ -19,20 +20,26 @@ its own line to be on disk before it answers, so a trace is never behind the res
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import aiohttp
 import structlog
 from aiohttp import web
 
+from a2a.client import A2AClient
+from roost.blocking import BlockingExecutor
+from roost.config import Config
+from roost.events import EventBus
+from roost.keys import KeyHolder, KeyRing
+from roost.metrics import Metrics
 from roost.peer import fetch as fetch_mod
 from roost.peer import mint as mint_mod
 from roost.peer import redeem as redeem_mod
-from roost.sessions import SessionRecord
+from roost.sessions import SessionRecord, SessionTable
+from roost.settings import Settings
 from roost.trace import TraceWriter
-
-if TYPE_CHECKING:
-    from roost.daemon import Roost
+from roost.traces import TraceFiles
 
 __all__ = ["PeerPlane"]
 
@@ -42,12 +49,44 @@ _Line = tuple[TraceWriter, str, str, dict[str, object], "asyncio.Future[None]"]
 
 
 class PeerPlane:
-    def __init__(self, roost: Roost) -> None:
-        self.roost = roost
+    """The peer plane's state and dependencies; it offers :class:`roost.peer.context.PeerServices`
+    to the mint, redeem and fetch steps."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        keys: KeyHolder,
+        table: SessionTable,
+        events: EventBus,
+        metrics: Metrics,
+        executor: BlockingExecutor,
+        a2a: A2AClient,
+        traces: TraceFiles,
+        clock: Callable[[], int],
+    ) -> None:
+        self._settings = settings
+        self._keys = keys
+        self.table = table
+        self.events = events
+        self.metrics = metrics
+        self.executor = executor
+        self.a2a = a2a
+        self.traces = traces
+        self.clock = clock
         self.etags = redeem_mod.EtagCache()
         self._http: aiohttp.ClientSession | None = None
         self._lines: list[_Line] = []
         self._writer_task: asyncio.Task[None] | None = None
+
+    @property
+    def config(self) -> Config:
+        return self._settings.config
+
+    @property
+    def keys(self) -> KeyRing:
+        """The key ring in force: handles are MACed with its per-session handle keys."""
+        return self._keys.ring
 
     async def start(self) -> None:
         """Nothing to open eagerly: the fetch client is created on first use."""
@@ -62,7 +101,7 @@ class PeerPlane:
     def http(self) -> aiohttp.ClientSession:
         """The fetch-side client: no auto-decompression, connect timeout from the config."""
         if self._http is None or self._http.closed:
-            timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(5.0, self.roost.config.peer_timeout_secs))
+            timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(5.0, self.config.peer_timeout_secs))
             self._http = aiohttp.ClientSession(timeout=timeout, auto_decompress=False, raise_for_status=False)
         return self._http
 
@@ -77,7 +116,7 @@ class PeerPlane:
 
     async def trace(self, rec: SessionRecord, event_type: str, payload: dict[str, object]) -> None:
         """Append one line to ``rec``'s trace through the group writer; wait until it is written."""
-        writer = self.roost.trace_writer(rec)
+        writer = self.traces.writer(rec)
         if writer is None:
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -90,7 +129,7 @@ class PeerPlane:
         while self._lines:
             batch, self._lines = self._lines, []
             try:
-                failed = await self.roost.executor.run(_write_lines, batch)
+                failed = await self.executor.run(_write_lines, batch)
                 for sid, event_type, error in failed:
                     log.warning("trace_write_failed", session_id=sid, event_type=event_type, error=error)
             except Exception:

@@ -58,6 +58,7 @@ from roost import tokens
 from roost.events import ObservedError
 from roost.http.middleware import json_error
 from roost.ids import token_id
+from roost.keys import KeyRing
 from roost.peer import paths, span_attrs
 from roost.peer.errors import (
     HandleExpired,
@@ -77,7 +78,7 @@ from roost.sessions import SessionRecord
 from roost.wire import AUDIENCE_HEADER
 
 if TYPE_CHECKING:
-    from roost.peer.plane import PeerPlane
+    from roost.peer.context import PeerServices
 
 __all__ = ["PREFIX", "SMALL_FILE", "EtagCache", "Verified", "claimed_session", "redeem", "verify"]
 
@@ -119,7 +120,7 @@ def claimed_session(token: str, lookup: Callable[[str], SessionRecord | None]) -
 
 
 def _verified_claimant(
-    token: str, audience_values: list[str], lookup: Callable[[str], SessionRecord | None], roost: Any
+    token: str, audience_values: list[str], lookup: Callable[[str], SessionRecord | None], keys: KeyRing
 ) -> SessionRecord | None:
     """The session a refused token names, only if its MAC verifies (so its trace may record it)."""
     rec = claimed_session(token, lookup)
@@ -129,7 +130,7 @@ def _verified_claimant(
         parts = tokens.split(token, tokens.HANDLE_TAG)
     except tokens.Malformed:
         return None
-    key = roost.keys.handle_key(rec.session_id, rec.handle_salt)
+    key = keys.handle_key(rec.session_id, rec.handle_salt)
     audience = audience_values[0].strip()
     return rec if tokens.mac_ok(key, tokens.HANDLE_DOMAIN, parts.payload_segment, parts.mac, audience) else None
 
@@ -285,9 +286,8 @@ def _category(err: PeerError) -> Any:
     return "validation"
 
 
-async def redeem(plane: PeerPlane, request: web.Request) -> web.StreamResponse:
+async def redeem(plane: PeerServices, request: web.Request) -> web.StreamResponse:
     """Answer one redeem (any method: the 405 is decided here, before anything else)."""
-    roost = plane.roost
     raw = request.rel_url.raw_path
     token = raw[len(PREFIX) + 1 :] if raw.startswith(PREFIX + "/") else ""
     if request.method != "GET":
@@ -297,8 +297,8 @@ async def redeem(plane: PeerPlane, request: web.Request) -> web.StreamResponse:
     handle_id = token_id(token)
     audience_values = request.headers.getall(AUDIENCE_HEADER, [])
     asserted = audience_values[0] if audience_values else None
-    span = roost.events.start("roost.peer.redeem", **span_attrs({"roost.peer.handle_id": handle_id}))
-    table = roost.table
+    span = plane.events.start("roost.peer.redeem", **span_attrs({"roost.peer.handle_id": handle_id}))
+    table = plane.table
 
     def lookup(sid: str) -> SessionRecord | None:
         return table.running_session(sid)
@@ -311,7 +311,7 @@ async def redeem(plane: PeerPlane, request: web.Request) -> web.StreamResponse:
         sha: str | None = None,
     ) -> dict[str, object] | None:
         outcome = "ok" if err is None else err.code
-        roost.metrics.handle_redemptions.labels(outcome=outcome).inc()
+        plane.metrics.handle_redemptions.labels(outcome=outcome).inc()
         if err is None:
             span.completed(**span_attrs({"roost.peer.outcome": "ok", "roost.peer.bytes": size}))
         else:
@@ -344,12 +344,12 @@ async def redeem(plane: PeerPlane, request: web.Request) -> web.StreamResponse:
             token,
             audience_values,
             lookup=lookup,
-            key_for=lambda rec: roost.keys.handle_key(rec.session_id, rec.handle_salt),
-            now_ms=roost.clock(),
+            key_for=lambda rec: plane.keys.handle_key(rec.session_id, rec.handle_salt),
+            now_ms=plane.clock(),
         )
     except PeerError as err:
         # A forgery costs nothing: no trace line, no file, unless the MAC verified.
-        return await refuse(_verified_claimant(token, audience_values, lookup, roost), None, err)
+        return await refuse(_verified_claimant(token, audience_values, lookup, plane.keys), None, err)
 
     rec, path = v.rec, v.claims.p
     plane_cfg = rec.manifest.exports.peer_files
@@ -357,7 +357,7 @@ async def redeem(plane: PeerPlane, request: web.Request) -> web.StreamResponse:
     if rec.workdir is None:
         return await refuse(rec, path, NotFound())
     try:
-        got = await roost.executor.run(
+        got = await plane.executor.run(
             _open_and_read,
             rec.workdir,
             root_components(plane_cfg.root),
@@ -389,7 +389,7 @@ async def redeem(plane: PeerPlane, request: web.Request) -> web.StreamResponse:
 
 
 async def _serve_large(
-    plane: PeerPlane,
+    plane: PeerServices,
     request: web.Request,
     rec: SessionRecord,
     path: str,
@@ -398,11 +398,10 @@ async def _serve_large(
     record: Callable[..., dict[str, object] | None],
     refuse: Callable[..., Any],
 ) -> web.StreamResponse:
-    roost = plane.roost
     sha = plane.etags.get(opened.identity)
     if sha is None:
         try:
-            sha = await roost.executor.run(_hash_fd, opened)
+            sha = await plane.executor.run(_hash_fd, opened)
         except OSError as exc:
             return await refuse(rec, path, IoError(exc.strerror or "unexpected error"))  # type: ignore[no-any-return]
         if sha is None:
@@ -442,11 +441,11 @@ async def _serve_large(
     return resp
 
 
-async def _send_chunks(plane: PeerPlane, resp: web.StreamResponse, opened: OpenedFile) -> None:
+async def _send_chunks(plane: PeerServices, resp: web.StreamResponse, opened: OpenedFile) -> None:
     """Fallback when the transport cannot sendfile: chunks read through the executor."""
     offset = 0
     while offset < opened.size:
-        chunk = await plane.roost.executor.run(os.pread, opened.fd, min(_HASH_CHUNK, opened.size - offset), offset)
+        chunk = await plane.executor.run(os.pread, opened.fd, min(_HASH_CHUNK, opened.size - offset), offset)
         if not chunk:
             raise ConnectionResetError("the file shrank while it was served")
         await resp.write(chunk)

@@ -26,7 +26,6 @@ from hostile import alive as _alive
 from hostile import hostile_payload
 from hostile import recorded_pids as _pids
 
-from roost.admin import control
 from roost.launcher.cgroups import JobCgroups
 
 from .conftest import job_final, wait_for
@@ -105,7 +104,7 @@ async def test_drain(daemon_factory: Any, registry: RegistryBuilder, tmp_path: P
     _job_id, pids = await _launch(d, tmp_path / "wd")
     stopped = asyncio.Event()
     d.roost.stop_callback = lambda _reason: stopped.set()
-    control.drain(d.roost, timeout_secs=0.5)
+    d.roost.control.drain(timeout_secs=0.5)
     await asyncio.wait_for(stopped.wait(), 20)
     await d.roost.stop()
     await _none_left(pids)

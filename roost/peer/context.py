@@ -1,0 +1,72 @@
+"""What the peer plane's mint, redeem and fetch steps need from the service that runs them.
+
+A :class:`typing.Protocol` rather than :class:`roost.peer.plane.PeerPlane` itself, so the steps
+do not import the plane that imports them, and a step can be exercised with any object that
+offers these (docs/architecture.md, "The import direction").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+import aiohttp
+
+from a2a.client import A2AClient
+from roost.blocking import BlockingExecutor
+from roost.config import Config
+from roost.events import EventBus
+from roost.keys import KeyRing
+from roost.metrics import Metrics
+from roost.sessions import SessionRecord, SessionTable
+from roost.traces import TraceSink
+
+__all__ = ["EtagStore", "PeerServices"]
+
+FileIdentity = tuple[int, int, int, int, int]
+
+
+class EtagStore(Protocol):
+    """sha256 by file identity, so an unchanged large file is hashed once."""
+
+    def get(self, key: FileIdentity) -> str | None: ...
+
+    def put(self, key: FileIdentity, value: str) -> None: ...
+
+
+class PeerServices(Protocol):
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def keys(self) -> KeyRing: ...
+
+    @property
+    def table(self) -> SessionTable: ...
+
+    @property
+    def events(self) -> EventBus: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    @property
+    def executor(self) -> BlockingExecutor: ...
+
+    @property
+    def a2a(self) -> A2AClient: ...
+
+    @property
+    def traces(self) -> TraceSink: ...
+
+    @property
+    def etags(self) -> EtagStore: ...
+
+    @property
+    def clock(self) -> Callable[[], int]: ...
+
+    def http(self) -> aiohttp.ClientSession:
+        """The fetch side's HTTP client."""
+
+    async def trace(self, rec: SessionRecord, event_type: str, payload: dict[str, object]) -> None:
+        """Append a redeem's trace line (grouped with others); return once it is written."""
