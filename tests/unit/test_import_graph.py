@@ -168,9 +168,16 @@ def test_the_graph_sees_every_kind_of_import(tmp_path: Path) -> None:
     assert "p.a (line 3) -> p.b" in describe(cycles(tiny), tiny)
 
 
+def _launcher_takes_the_daemon() -> bool:
+    """The launcher still imports ``roost.daemon`` (its constructor took the whole daemon)."""
+    edges = graph()
+    return any("roost.daemon" in edges[m] for m in edges if m.startswith("roost.launcher."))
+
+
 @pytest.mark.xfail(
+    condition=_launcher_takes_the_daemon(),
     strict=True,
-    reason="services still take the whole roost.daemon.Roost; the cycle through it is being cut step by step",
+    reason="roost/launcher/service.py imports roost.daemon (Launcher(roost)) until the launcher takes explicit deps",
 )
 def test_roost_has_no_import_cycle() -> None:
     edges = graph()
