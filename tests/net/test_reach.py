@@ -220,7 +220,7 @@ async def test_every_declared_route_exists(tmp_path: Path) -> None:
 
     roost = Roost(Config.model_validate({"registry_path": tmp_path, "state_dir": tmp_path / "s"}))
     try:
-        app = build_app(roost)
+        app = build_app(roost.services)
         served = {(r.method, r.resource.canonical) for r in app.router.routes() if r.resource is not None}
         assert set(REMOTE_ROUTES) <= served, set(REMOTE_ROUTES) - served
         local_only = {k for k in served if remote_need(*k) is None}
