@@ -13,6 +13,8 @@ from aiohttp import web
 from roost.http.context import PEER_PLANE, REFEREE
 from roost.http.middleware import read_json
 from roost.peer.errors import PeerError
+from roost.peer.fetch import parse_fetch_body
+from roost.peer.mint import parse_mint_body
 from roost.wire import CREDENTIAL_HEADER
 
 __all__ = ["routes"]
@@ -25,7 +27,7 @@ async def mint_handle(request: web.Request) -> web.Response:
     rec = request.app[REFEREE].authenticate(request.headers.get(CREDENTIAL_HEADER))
     body = await read_json(request)
     try:
-        answer = await request.app[PEER_PLANE].mint(rec, body)
+        answer = await request.app[PEER_PLANE].mint(rec, parse_mint_body(body))
     except PeerError as err:
         raise err.coded() from None
     return web.json_response(answer)
@@ -36,7 +38,7 @@ async def peer_fetch(request: web.Request) -> web.Response:
     rec = request.app[REFEREE].authenticate(request.headers.get(CREDENTIAL_HEADER))
     body = await read_json(request)
     try:
-        answer = await request.app[PEER_PLANE].fetch(rec, body)
+        answer = await request.app[PEER_PLANE].fetch(rec, parse_fetch_body(body))
     except PeerError as err:
         raise err.coded() from None
     return web.json_response(answer)

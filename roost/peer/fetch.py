@@ -38,6 +38,7 @@ from yarl import URL
 from a2a import errors as a2a_errors
 from a2a.client import normalize_peer_url
 from roost import netrule
+from roost.api_models import PeerFetchRequest
 from roost.events import ObservedError
 from roost.ids import token_id
 from roost.peer import span_attrs
@@ -62,8 +63,8 @@ _ETAG_RE: Final = re.compile(r'"?(?:sha256:)?([0-9a-fA-F]{64})"?')
 _CHUNK: Final = 256 * 1024
 
 
-def parse_fetch_body(body: dict[str, Any]) -> tuple[str, str, str | None]:
-    """``(peer, handle, etag)``, or a 400 ``invalid_request``."""
+def parse_fetch_body(body: dict[str, Any]) -> PeerFetchRequest:
+    """The typed request (peer, handle, etag) from a ``POST /peer-fetch`` body, or a 400 ``invalid_request``."""
     peer, handle = body.get("peer"), body.get("handle")
     if not isinstance(peer, str) or not peer.strip():
         raise BadPeerRequest(400, "invalid_request", "POST /peer-fetch requires a non-empty string 'peer'")
@@ -74,7 +75,7 @@ def parse_fetch_body(body: dict[str, Any]) -> tuple[str, str, str | None]:
         raise BadPeerRequest(
             400, "invalid_request", "etag must be a sha256 etag: '\"sha256:<64 hex>\"', 'sha256:<64 hex>' or 64 hex"
         )
-    return peer.strip(), handle.strip(), etag
+    return PeerFetchRequest.model_construct(peer=peer.strip(), handle=handle.strip(), etag=etag)
 
 
 def normalize_etag(value: str) -> str | None:
@@ -92,9 +93,9 @@ class _Refusal(Exception):
         self.err = err
 
 
-async def fetch(plane: PeerServices, rec: SessionRecord, body: dict[str, Any]) -> dict[str, Any]:
+async def fetch(plane: PeerServices, rec: SessionRecord, req: PeerFetchRequest) -> dict[str, Any]:
     """Fetch a handle into ``rec``'s ``peer-in/``; raise :class:`PeerError` (already traced)."""
-    peer, handle, want_etag = parse_fetch_body(body)
+    peer, handle, want_etag = req.peer, req.handle, req.etag
     handle_id = token_id(handle)
     span = plane.events.start(
         "roost.peer.fetch", **span_attrs({"roost.session_id": rec.session_id, "roost.peer.handle_id": handle_id})

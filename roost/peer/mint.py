@@ -30,6 +30,7 @@ import structlog
 
 from a2a import errors as a2a_errors
 from roost import netrule, tokens
+from roost.api_models import HandleRequest
 from roost.events import ObservedError
 from roost.ids import token_id
 from roost.peer import paths, span_attrs
@@ -48,8 +49,8 @@ log = structlog.get_logger("roost.peer")
 _U64_MAX = 2**64 - 1
 
 
-def parse_mint_body(body: dict[str, Any]) -> tuple[str, str, int | None]:
-    """``(path, peer, ttl_secs)`` from a request body, or a 400 ``invalid_request``."""
+def parse_mint_body(body: dict[str, Any]) -> HandleRequest:
+    """The typed request (path, peer, ttl_secs) from a ``POST /handles`` body, or a 400 ``invalid_request``."""
     out: list[str] = []
     for key in ("path", "peer"):
         value = body.get(key)
@@ -64,12 +65,12 @@ def parse_mint_body(body: dict[str, Any]) -> tuple[str, str, int | None]:
             "ttl_secs must be a positive integer number of seconds (it can only shorten a handle)",
         )
     # The path is not trimmed: a name with spaces is a name. The peer is an address: trimmed.
-    return out[0], out[1].strip(), ttl
+    return HandleRequest.model_construct(path=out[0], peer=out[1].strip(), ttl_secs=ttl)
 
 
-async def mint(plane: PeerServices, rec: SessionRecord, body: dict[str, Any]) -> dict[str, Any]:
+async def mint(plane: PeerServices, rec: SessionRecord, req: HandleRequest) -> dict[str, Any]:
     """Mint a handle for ``rec``; raise :class:`PeerError` (already traced) on refusal."""
-    asked_path, peer, ttl = parse_mint_body(body)
+    asked_path, peer, ttl = req.path, req.peer, req.ttl_secs
     span = plane.events.start("roost.peer.mint", **span_attrs({"roost.session_id": rec.session_id}))
     audience = ""
 

@@ -28,6 +28,7 @@ import structlog
 from aiohttp import web
 
 from a2a.client import A2AClient
+from roost.api_models import HandleRequest, PeerFetchRequest
 from roost.blocking import BlockingExecutor
 from roost.config import Config
 from roost.events import EventBus
@@ -105,14 +106,14 @@ class PeerPlane:
             self._http = aiohttp.ClientSession(timeout=timeout, auto_decompress=False, raise_for_status=False)
         return self._http
 
-    async def mint(self, rec: SessionRecord, body: dict[str, Any]) -> dict[str, Any]:
-        return await mint_mod.mint(self, rec, body)
+    async def mint(self, rec: SessionRecord, req: HandleRequest) -> dict[str, Any]:
+        return await mint_mod.mint(self, rec, req)
 
     async def redeem(self, request: web.Request) -> web.StreamResponse:
         return await redeem_mod.redeem(self, request)
 
-    async def fetch(self, rec: SessionRecord, body: dict[str, Any]) -> dict[str, Any]:
-        return await fetch_mod.fetch(self, rec, body)
+    async def fetch(self, rec: SessionRecord, req: PeerFetchRequest) -> dict[str, Any]:
+        return await fetch_mod.fetch(self, rec, req)
 
     async def trace(self, rec: SessionRecord, event_type: str, payload: dict[str, object]) -> None:
         """Append one line to ``rec``'s trace through the group writer; wait until it is written."""
