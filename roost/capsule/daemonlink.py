@@ -17,7 +17,7 @@ import aiohttp
 
 from roost.capsule.prepare import LaunchRefused, Prepared, register_refusal, say
 from roost.tlsclient import TrustError, context_for, untrusted_sentence
-from roost.wire import CREDENTIAL_HEADER
+from roost.wire import APPROVAL_HEADER, CREDENTIAL_HEADER
 
 __all__ = ["DaemonLink"]
 
@@ -66,7 +66,7 @@ class DaemonLink:
             "pid": os.getpid(),
             "capsule_url": capsule_url,
         }
-        headers = {"x-murmur-spawn-approval": p.approval} if p.approval else {}
+        headers = {APPROVAL_HEADER: p.approval} if p.approval else {}
         assert self._http is not None
         try:
             async with self._http.post(
