@@ -7,7 +7,7 @@ Messages are sentences a person can act on and never contain a token (only its 1
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 __all__ = [
     "IDENTITY_REFUSAL",
@@ -43,7 +43,7 @@ class RoostError(Exception):
     def status(self) -> int:
         return self.default_status
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> dict[str, str]:
         return {"error": self.message}
 
 
@@ -107,5 +107,5 @@ class CodedError(RoostError):
     def status(self) -> int:
         return self._status
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> dict[str, str]:
         return {"error": self.code, "message": self.message}

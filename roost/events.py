@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from a2a.ids import uuid7_hex
 
-__all__ = ["EventBus", "ObservedError", "Scalar", "Span", "Subscription"]
+__all__ = ["Category", "EventBus", "ObservedError", "Scalar", "Span", "Subscription"]
 
 Scalar = str | int | float | bool | None
 Category = Literal[
@@ -53,8 +53,8 @@ class ObservedError:
     retryable: bool | None = None
     message: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "category": self.category}
+    def as_dict(self) -> dict[str, str | int | bool]:
+        out: dict[str, str | int | bool] = {"name": self.name, "category": self.category}
         if self.code is not None:
             out["code"] = self.code
         if self.status_code is not None:
@@ -66,7 +66,7 @@ class ObservedError:
         return out
 
 
-def _scalars(attrs: dict[str, Any]) -> dict[str, Scalar]:
+def _scalars(attrs: dict[str, object]) -> dict[str, Scalar]:
     out: dict[str, Scalar] = {}
     for key, value in attrs.items():
         if value is None or isinstance(value, (str, int, float, bool)):
@@ -122,20 +122,20 @@ class Span:
     attributes: dict[str, Scalar] = field(default_factory=dict)
     done: bool = False
 
-    def completed(self, *, result_count: int | None = None, **attributes: Any) -> None:
+    def completed(self, *, result_count: int | None = None, **attributes: object) -> None:
         if self.done:
             return
         self.done = True
-        extra: dict[str, Any] = {"durationMs": round((time.monotonic() - self.started) * 1000, 3)}
+        extra: dict[str, object] = {"durationMs": round((time.monotonic() - self.started) * 1000, 3)}
         if result_count is not None:
             extra["resultCount"] = result_count
         self.bus._emit("operation.completed", self, {**self.attributes, **_scalars(attributes)}, extra)
 
-    def failed(self, error: ObservedError, **attributes: Any) -> None:
+    def failed(self, error: ObservedError, **attributes: object) -> None:
         if self.done:
             return
         self.done = True
-        extra: dict[str, Any] = {
+        extra: dict[str, object] = {
             "durationMs": round((time.monotonic() - self.started) * 1000, 3),
             "error": error.as_dict(),
         }
@@ -167,7 +167,7 @@ class EventBus:
         subsystem: str | None = None,
         parent: Span | None = None,
         item_count: int | None = None,
-        **attributes: Any,
+        **attributes: object,
     ) -> Span:
         """Report ``operation.started`` and return the span to finish later."""
         sub = subsystem or operation.split(".")[1]
@@ -180,13 +180,13 @@ class EventBus:
             started=time.monotonic(),
             attributes=_scalars(attributes),
         )
-        extra: dict[str, Any] = {}
+        extra: dict[str, object] = {}
         if item_count is not None:
             extra["itemCount"] = item_count
         self._emit("operation.started", span, span.attributes, extra)
         return span
 
-    def _emit(self, kind: str, span: Span, attributes: dict[str, Scalar], extra: dict[str, Any]) -> None:
+    def _emit(self, kind: str, span: Span, attributes: dict[str, Scalar], extra: dict[str, object]) -> None:
         seq = self._sequence
         self._sequence += 1
         event: dict[str, Any] = {

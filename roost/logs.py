@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import MutableMapping
 from typing import Any
 
 import orjson
 import structlog
-from structlog.typing import Processor
+from structlog.typing import EventDict, Processor, WrappedLogger
 
 from roost.trace import redact
 
@@ -46,20 +45,20 @@ def enabled_for(level: int) -> bool:
     return level >= _min_level
 
 
-def _below_level(_logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+def _below_level(_logger: WrappedLogger, method: str, event: EventDict) -> EventDict:
     if _METHOD_LEVELS.get(method, logging.INFO) < _min_level:
         raise structlog.DropEvent
     return event
 
 
-def _redact_tokens(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+def _redact_tokens(_logger: WrappedLogger, _name: str, event: EventDict) -> EventDict:
     for key, value in event.items():
         if isinstance(value, str):
             event[key] = redact(value)
     return event
 
 
-def _to_bytes(_logger: Any, _name: str, line: Any) -> Any:
+def _to_bytes(_logger: WrappedLogger, _name: str, line: Any) -> Any:
     """After the console renderer: its line as bytes, so one logger serves both formats."""
     return line.encode("utf-8", "replace")
 
@@ -79,7 +78,7 @@ class _StdlibBridge(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             method = next((m for lvl, m in _STDLIB_METHODS if record.levelno >= lvl), "debug")
-            fields: dict[str, Any] = {"logger": record.name}
+            fields: dict[str, object] = {"logger": record.name}
             exc = record.exc_info[1] if record.exc_info else None
             if exc is not None:
                 fields["error"] = type(exc).__name__

@@ -11,7 +11,7 @@ Parsing never resolves ``${VAR}`` secrets, so the daemon needs no provider key (
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
@@ -304,7 +304,7 @@ def _first_error(exc: ValidationError) -> str:
 def parse_manifest(text: str | bytes) -> Manifest:
     """Parse ``murmur.yaml`` text into a :class:`Manifest`; raise :class:`ManifestError` with one sentence."""
     try:
-        data: Any = yaml.safe_load(text)
+        data: object = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ManifestError(f"murmur.yaml is not valid YAML: {exc}".replace("\n", " ")) from None
     if not isinstance(data, dict):

@@ -94,7 +94,7 @@ def build_line(
 ) -> tuple[str, bytes]:
     """Return ``(event_id, encoded line)`` with the five envelope fields first, payload redacted."""
     eid = evt_id or event_id()
-    line: dict[str, Any] = {
+    line: dict[str, object] = {
         "event_type": event_type,
         "event_id": eid,
         "parent_id": parent_id,

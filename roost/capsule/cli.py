@@ -17,6 +17,7 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ class HostError(Exception):
         self.code = code
 
 
-def _call(verb: str, method: str, path: str, body: dict[str, Any] | None, timeout: float = 120.0) -> Any:
+def _call(verb: str, method: str, path: str, body: Mapping[str, object] | None, timeout: float = 120.0) -> Any:
     """One request to the host socket; the daemon's JSON answer, or HostError with an exit code."""
     sock_path = os.environ.get("MURMUR_HOST_SOCKET", "").strip()
     if not sock_path:
@@ -84,7 +85,7 @@ def _call(verb: str, method: str, path: str, body: dict[str, Any] | None, timeou
     raise HostError(EXIT_FAILED, f"{status}: {text}")
 
 
-def _print(obj: Any) -> None:
+def _print(obj: object) -> None:
     sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
     sys.stdout.flush()
 
@@ -97,7 +98,7 @@ def _coords(value: str) -> tuple[str, str]:
 
 
 def _cmd_send(a: argparse.Namespace) -> int:
-    body: dict[str, Any] = {"peer_url": a.peer, "text": a.text}
+    body: dict[str, object] = {"peer_url": a.peer, "text": a.text}
     if a.context_id:
         body["context_id"] = a.context_id
     if a.traceparent:
@@ -107,7 +108,7 @@ def _cmd_send(a: argparse.Namespace) -> int:
 
 
 def _cmd_share(a: argparse.Namespace) -> int:
-    body: dict[str, Any] = {"path": a.path, "peer": a.peer}
+    body: dict[str, object] = {"path": a.path, "peer": a.peer}
     if a.ttl is not None:
         body["ttl_secs"] = a.ttl
     _print(_call("share", "POST", "/share", body))
@@ -115,7 +116,7 @@ def _cmd_share(a: argparse.Namespace) -> int:
 
 
 def _cmd_fetch(a: argparse.Namespace) -> int:
-    body: dict[str, Any] = {"peer": a.peer, "handle": a.handle}
+    body: dict[str, object] = {"peer": a.peer, "handle": a.handle}
     if a.etag:
         body["etag"] = a.etag
     _print(_call("fetch", "POST", "/fetch", body))
@@ -145,7 +146,7 @@ def _result_text(job: dict[str, Any]) -> str | None:
 
 def _cmd_delegate(a: argparse.Namespace) -> int:
     name, version = a.capsule
-    body: dict[str, Any] = {"name": name, "version": version, "task": a.task}
+    body: dict[str, object] = {"name": name, "version": version, "task": a.task}
     if a.deadline_secs is not None:
         body["deadline_secs"] = a.deadline_secs
     if a.untrusted:

@@ -31,7 +31,6 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from roost.capsule import landlock
 from roost.capsule.probe import Decision, HostProbe
@@ -362,12 +361,12 @@ def _noop() -> None:
     return None
 
 
-def effective_grants(manifest: Manifest, probe: HostProbe, d: Decision, g: Grants | None) -> dict[str, Any]:
+def effective_grants(manifest: Manifest, probe: HostProbe, d: Decision, g: Grants | None) -> dict[str, object]:
     """The seeds' ``effective_grants`` (the fields this host can fill truthfully), plus what the
     rules actually are and what stays advisory."""
     caps = manifest.capabilities
     enforced = d.achieved != "advisory" and g is not None
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "declared_containment": d.declared,
         "achieved_containment": d.achieved,
         "floor_met": d.floor_met,

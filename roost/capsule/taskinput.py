@@ -12,7 +12,6 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from roost.fsutil import write_atomic
 
@@ -102,7 +101,7 @@ def read_job_id(workdir: Path, env: dict[str, str] | os._Environ[str]) -> str | 
     return text or None
 
 
-def result_envelope(output: str, job_id: str | None) -> dict[str, Any]:
+def result_envelope(output: str, job_id: str | None) -> dict[str, object]:
     return {
         "schema": SCHEMA,
         "type": RESULT_TYPE,

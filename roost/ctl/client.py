@@ -124,7 +124,7 @@ class AdminClient:
             "(pass --socket or --state-dir, or set ROOST_SOCKET)"
         )
 
-    def _send(self, method: str, path: str, body: Any, timeout: float | None) -> _Response:
+    def _send(self, method: str, path: str, body: object, timeout: float | None) -> _Response:
         data = b"" if body is None else json.dumps(body).encode()
         head = f"{method} {path} HTTP/1.1\r\nHost: roost\r\nAccept: application/json\r\nConnection: close\r\n"
         if body is not None:
@@ -156,7 +156,7 @@ class AdminClient:
         text = raw.decode("utf-8", "replace").strip() or f"HTTP {status}"
         return ApiError(status, text)
 
-    def call(self, method: str, path: str, body: Any = None) -> Any:
+    def call(self, method: str, path: str, body: object = None) -> Any:
         """One request; the decoded JSON answer, or :class:`ApiError` / :class:`Unreachable`."""
         resp = self._send(method, path, body, self.timeout)
         try:

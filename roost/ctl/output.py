@@ -106,11 +106,11 @@ class Output:
         text = str(state if state is not None else "-")
         return self.paint(text, _STATE_COLORS.get(text))
 
-    def json(self, data: Any) -> None:
+    def json(self, data: object) -> None:
         self.out.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
         self.out.flush()
 
-    def json_line(self, data: Any) -> None:
+    def json_line(self, data: object) -> None:
         self.out.write(json.dumps(data, separators=(",", ":"), ensure_ascii=False) + "\n")
         self.out.flush()
 

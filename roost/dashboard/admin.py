@@ -42,7 +42,7 @@ class AdminSocket:
         if self._session is not None:
             await self._session.close()
 
-    async def _call(self, method: str, path: str, body: Any = None, *, text: bool = False) -> Any:
+    async def _call(self, method: str, path: str, body: object = None, *, text: bool = False) -> Any:
         try:
             async with self._http().request(
                 method, f"http://admin{path}", json=body, timeout=aiohttp.ClientTimeout(total=30)
@@ -64,7 +64,7 @@ class AdminSocket:
     async def get(self, path: str) -> Any:
         return await self._call("GET", path)
 
-    async def post(self, path: str, body: Any = None) -> Any:
+    async def post(self, path: str, body: object = None) -> Any:
         return await self._call("POST", path, body if body is not None else {})
 
     async def text(self, path: str) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from roost.dashboard import render
 from roost.dashboard.admin import AdminError, AdminSocket
@@ -76,7 +77,7 @@ def _peer_uid(request: web.Request) -> int | None:
 
 
 @web.middleware
-async def guard_mw(request: web.Request, handler: Any) -> web.StreamResponse:
+async def guard_mw(request: web.Request, handler: Handler) -> web.StreamResponse:
     guard = request.app[GUARD]
     if _peer_uid(request) != os.getuid():
         return _forbidden()

@@ -75,7 +75,7 @@ def _wait(ctx: Context) -> None:
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
-    body: dict[str, Any] = {}
+    body: dict[str, object] = {}
     if args.drain_timeout is not None:
         body["timeout_secs"] = args.drain_timeout
     answer = ctx.client.call("POST", "/drain", body)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
 
 from roost.ctl.context import Context
 from roost.ctl.errors import CtlError, Unreachable
@@ -109,7 +108,7 @@ def _add(ctx: Context, args: argparse.Namespace, root: Path) -> int:
         pass
     except CtlError as exc:
         ctx.out.error(f"packed, but the daemon did not forget its cache: {exc.message}")
-    body: dict[str, Any] = {
+    body: dict[str, object] = {
         "name": result.name,
         "version": result.version,
         "sha256": result.sha256,

@@ -147,7 +147,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     if args.task is None:
         raise Usage("--task is required (use --task - to read it from stdin)")
     task = sys.stdin.read() if args.task == "-" else args.task
-    body: dict[str, Any] = {"name": name, "version": version, "task": task}
+    body: dict[str, object] = {"name": name, "version": version, "task": task}
     if args.workdir:
         body["workdir"] = args.workdir
     if args.deadline is not None:
