@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from roost.startup import EXIT_DAMAGED, EXIT_HELD, EXIT_NO_KEY, EXIT_STATE_DIR
 from tests.support.daemon import DaemonProcess, start_daemon_process
@@ -70,32 +73,38 @@ def test_state_dir_of_another_user_is_refused(tmp_path: Path, registry: Registry
     assert "belongs to uid 65534" in _one_sentence(proc)
 
 
-def test_damaged_database_is_refused_with_the_command_to_check_it(
-    tmp_path: Path, registry: RegistryBuilder, daemon_processes: list[DaemonProcess]
-) -> None:
-    state = tmp_path / "state"
-    _populated(state, registry, daemon_processes)
-    db = state / "roost.db"
+def _damage_pages(db: Path) -> None:
     raw = bytearray(db.read_bytes())
     raw[100:4096] = b"\xa5" * (4096 - 100)  # the schema page, past the header
     for page in range(4096, len(raw), 4096):
         raw[page : page + 64] = b"\x5a" * 64
     db.write_bytes(bytes(raw))
-    proc = _run(state, registry.root)
-    assert proc.returncode == EXIT_DAMAGED, proc.stderr
-    line = _one_sentence(proc)
-    assert "is damaged" in line and "PRAGMA integrity_check" in line
 
 
-def test_not_a_database_is_refused(
-    tmp_path: Path, registry: RegistryBuilder, daemon_processes: list[DaemonProcess]
+def _not_sqlite(db: Path) -> None:
+    db.write_bytes(b"this is not sqlite" * 500)
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [(_damage_pages, ("is damaged", "PRAGMA integrity_check")), (_not_sqlite, ("is damaged",))],
+    ids=["damaged_pages_name_the_command_to_check_it", "not_a_database"],
+)
+def test_damaged_database_is_refused(
+    tmp_path: Path,
+    registry: RegistryBuilder,
+    daemon_processes: list[DaemonProcess],
+    damage: Callable[[Path], None],
+    said: tuple[str, ...],
 ) -> None:
     state = tmp_path / "state"
     _populated(state, registry, daemon_processes)
-    (state / "roost.db").write_bytes(b"this is not sqlite" * 500)
+    damage(state / "roost.db")
     proc = _run(state, registry.root)
     assert proc.returncode == EXIT_DAMAGED, proc.stderr
-    assert "is damaged" in _one_sentence(proc)
+    line = _one_sentence(proc)
+    for words in said:
+        assert words in line
 
 
 def test_missing_key_with_a_populated_database(

@@ -126,9 +126,21 @@ def test_manifest_missing(root: Path) -> None:
     assert isinstance(ei.value, RegistryError)
 
 
-def test_manifest_in_subdirectory_does_not_count(root: Path) -> None:
-    write_zip(root, entries=[("sub/murmur.yaml", MANIFEST, 0o100644)])
-    with pytest.raises(ManifestExtractionError):
+@pytest.mark.parametrize(
+    ("entry", "error", "match"),
+    [
+        (("sub/murmur.yaml", MANIFEST), ManifestExtractionError, None),
+        (
+            ("murmur.yaml", b"name: demo\nversion: 0.1.0\nentrypoint: 'sh -c x'\n"),
+            ManifestParseError,
+            r"entrypoint: must be a list",
+        ),
+    ],
+    ids=["in_subdirectory_does_not_count", "invalid_model"],
+)
+def test_manifest_refused(root: Path, entry: tuple[str, bytes], error: type[RegistryError], match: str | None) -> None:
+    write_zip(root, entries=[(*entry, 0o100644)])
+    with pytest.raises(error, match=match):
         Registry(root).resolve("demo", "0.1.0")
 
 
@@ -154,12 +166,6 @@ def test_manifest_not_yaml(root: Path) -> None:
     assert str(ei.value).startswith("manifest parse error: murmur.yaml of 'demo@0.1.0': ")
     assert "not valid YAML" in str(ei.value)
     assert "\n" not in str(ei.value)
-
-
-def test_manifest_invalid_model(root: Path) -> None:
-    write_zip(root, entries=[("murmur.yaml", b"name: demo\nversion: 0.1.0\nentrypoint: 'sh -c x'\n", 0o100644)])
-    with pytest.raises(ManifestParseError, match=r"entrypoint: must be a list"):
-        Registry(root).resolve("demo", "0.1.0")
 
 
 def test_coordinates_mismatch(root: Path) -> None:
