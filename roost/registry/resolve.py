@@ -20,9 +20,6 @@ from roost.manifest import Manifest, ManifestError, parse_manifest
 from roost.registry.base import RegistryBase
 from roost.registry.errors import ArtifactNotFound, ManifestExtractionError, ManifestParseError, RegistryError
 from roost.registry.layout import (
-    DEFAULT_MAX_EXTRACT_BYTES,
-    DEFAULT_MAX_EXTRACT_ENTRIES,
-    DEFAULT_MAX_MANIFEST_BYTES,
     FILE_FLAGS,
     MANIFEST_NAME,
     MAX_SIDECAR_BYTES,
@@ -55,20 +52,9 @@ class _CacheEntry:
 class Resolver(RegistryBase):
     """Resolves and caches; safe to share between executor threads."""
 
-    def __init__(
-        self,
-        root: Path,
-        *,
-        max_manifest_bytes: int = DEFAULT_MAX_MANIFEST_BYTES,
-        max_extract_bytes: int = DEFAULT_MAX_EXTRACT_BYTES,
-        max_extract_entries: int = DEFAULT_MAX_EXTRACT_ENTRIES,
-    ) -> None:
-        super().__init__(
-            root,
-            max_manifest_bytes=max_manifest_bytes,
-            max_extract_bytes=max_extract_bytes,
-            max_extract_entries=max_extract_entries,
-        )
+    def __init__(self, root: Path, **ceilings: int) -> None:
+        """``ceilings``: the keyword-only ceilings :class:`RegistryBase` takes."""
+        super().__init__(root, **ceilings)
         self._cache: dict[tuple[str, str], _CacheEntry] = {}
         self._hits = 0
         self._misses = 0
