@@ -30,7 +30,7 @@ from aiohttp import web
 from a2a.client import A2AClient
 from a2a.errors import JsonRpcError
 from a2a.models import TaskState
-from roost.capsule.confine import Confinement, effective_grants, plan_grants
+from roost.capsule.confine import effective_grants, plan_grants
 from roost.capsule.daemonlink import DaemonLink
 from roost.capsule.entrypoint import task_env
 from roost.capsule.hostsock import HostSocket
@@ -38,6 +38,7 @@ from roost.capsule.lifeline import LifelineWatch
 from roost.capsule.limits import rlimit_plan
 from roost.capsule.prepare import ContainmentRefused, LaunchRefused, Prepared, RunOptions, prepare, say
 from roost.capsule.reaper import KILL_GRACE_SECS, become_subreaper, descendants, kill_tree, reap_orphans
+from roost.capsule.sandbox import Confinement
 from roost.capsule.serving import EXIT_STATUS, TaskServer, build_door
 from roost.capsule.taskinput import read_initial_task, read_job_id
 from roost.completion import CompletionRecord, report, write_completion

@@ -25,10 +25,10 @@ from aiohttp import web
 from a2a.door import DEFAULT_BLOCKING_CAP_SECS, Door, DoorTask, TaskOutcome
 from a2a.models import TaskState
 from a2a.origin import Origin
-from roost.capsule.confine import Confinement
 from roost.capsule.entrypoint import Launch, run_entrypoint
 from roost.capsule.limits import apply_rlimits
 from roost.capsule.prepare import Prepared
+from roost.capsule.sandbox import Confinement
 from roost.capsule.taskinput import write_results
 from roost.http.caller import caller_of
 from roost.trace import TraceWriter
