@@ -107,7 +107,7 @@ def _text(flag: str) -> Callable[[str], str]:
 
 
 # flag -> (config key, converter, repeatable)
-_VALUE_FLAGS: dict[str, tuple[str, Callable[[str], Any], bool]] = {
+_VALUE_FLAGS: dict[str, tuple[str, Callable[[str], object], bool]] = {
     "--port": ("port", _int("--port"), False),
     "--registry-path": ("registry_path", _text("--registry-path"), False),
     "--spawn-allow": ("spawn_allow", _text("--spawn-allow"), True),

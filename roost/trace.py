@@ -57,7 +57,7 @@ def redact_text(text: str) -> str:
     return _SPAWN_TOKEN_RE.sub(lambda m: f"<token:{token_id(m.group(0))}>", text)
 
 
-def redact(value: Any) -> Any:
+def redact(value: object) -> object:
     """Recursively redact tokens from every string inside a JSON-like value."""
     if isinstance(value, str):
         return redact_text(value)
@@ -87,7 +87,7 @@ def build_line(
     event_type: str,
     session_id: str,
     parent_id: str | None,
-    payload: Mapping[str, Any],
+    payload: Mapping[str, object],
     *,
     timestamp_ms: int | None = None,
     evt_id: str | None = None,
@@ -210,7 +210,7 @@ class TraceWriter:
     def write(
         self,
         event_type: str,
-        payload: Mapping[str, Any],
+        payload: Mapping[str, object],
         *,
         parent_id: str | _Parent | None = SESSION_NODE,
     ) -> str:
