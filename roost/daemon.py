@@ -133,13 +133,24 @@ class Roost:
             clock=clock,
         )
         self.launcher = Launcher(
-            self,
-            process_backend(
+            config=lambda: self.config,
+            clock=clock,
+            referee=self.referee,
+            table=self.table,
+            store=self.store,
+            executor=self.executor,
+            metrics=self.metrics,
+            events=self.events,
+            trace=self.write_trace,
+            backend=process_backend(
                 config,
                 self.executor,
                 daemon_url=lambda: self.lifecycle.advertise_url,
                 keeper_token=lambda node_id: keeper_token(self.key_holder.ring, node_id),
             ),
+            a2a=self.a2a,
+            url=lambda: self.url,
+            door_key=self.key_holder.door_key_for,
         )
         self.session_watch = SessionWatch(
             sessions=self.referee, table=self.table, executor=self.executor, launched=self.launcher.launched_pid

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from roost.errors import NotFound, Unavailable
 from roost.launcher.jobs import Job
 from roost.launcher.records import LOG_FILE
+from roost.launcher.request import parse_request
 from roost.repos.jobs import JobRepository
 from roost.sessions import SessionTable
 from roost.store import Store
@@ -87,7 +88,7 @@ async def get_job(roost: JobSources, job_id: str) -> dict[str, Any]:
 
 async def launch(roost: JobSources, body: dict[str, Any]) -> dict[str, Any]:
     """A top-level launch on the operator's behalf: referee'd like a loopback ``POST /jobs``."""
-    job = await roost.launcher.launch(body, None, loopback=True, uid=os.geteuid(), operator=True)
+    job = await roost.launcher.launch(parse_request(body), None, loopback=True, uid=os.geteuid(), operator=True)
     return job.view()
 
 

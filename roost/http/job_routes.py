@@ -19,6 +19,7 @@ from roost.http.caller import caller_of, is_loopback
 from roost.http.context import LAUNCHER, PROBES
 from roost.http.middleware import read_json
 from roost.identifiers import require_id
+from roost.launcher.request import parse_request
 from roost.wire import CREDENTIAL_HEADER
 
 __all__ = ["routes"]
@@ -28,9 +29,9 @@ routes = web.RouteTableDef()
 
 @routes.post("/jobs")
 async def launch(request: web.Request) -> web.Response:
-    body = await read_json(request)
+    req = parse_request(await read_json(request))
     job = await request.app[LAUNCHER].launch(
-        body,
+        req,
         request.headers.get(CREDENTIAL_HEADER),
         loopback=is_loopback(request.remote),
         uid=caller_of(request).uid,

@@ -99,6 +99,10 @@ class Job:
     # In-memory only: set once the exit has been handled (completion, trace, record).
     done: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     completion: dict[str, Any] | None = field(default=None, repr=False)
+    readopted: bool = field(default=False, repr=False)
+    """In memory: found running or lost by reconcile (a previous daemon may have written its lines)."""
+    finalizing: bool = field(default=False, repr=False)
+    """In memory: its exit is being handled (a second caller returns at once)."""
 
     @property
     def final(self) -> bool:

@@ -1,0 +1,122 @@
+"""The parent's side of a delegation: its ``delegation_start`` and ``delegation`` trace lines.
+
+A delegated job leaves two lines in its parent session's trace: ``delegation_start`` once the
+child reported ready, and ``delegation`` when it ended (or was refused, or failed to start),
+with its outcome and reason. Each is written once: a job the launcher re-adopted after a restart
+first looks whether the line is already there, since a previous daemon may have written it
+just before it died (``docs/architecture.md``, the job's life).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from roost.blocking import BlockingExecutor
+from roost.launcher.jobs import Job
+from roost.sessions import SessionRecord
+from roost.trace import read_trace, trace_path
+
+__all__ = ["DelegationTrace", "TraceSink"]
+
+TraceSink = Callable[[SessionRecord, str, dict[str, object]], Awaitable[str | None]]
+"""Appends one line to a session's trace (the daemon's trace writers); returns its event id."""
+
+
+def relative(path: str, base: str | None) -> str:
+    """``path`` relative to ``base`` (both absolute; the child dir is always under the parent's)."""
+    try:
+        return str(Path(path).relative_to(base or "/"))
+    except ValueError:
+        return path
+
+
+class DelegationTrace:
+    """Writes a job's lines into its parent's trace, each once."""
+
+    def __init__(self, write: TraceSink, executor: BlockingExecutor) -> None:
+        self._write = write
+        self._executor = executor
+
+    async def has(self, parent: SessionRecord, event_type: str, delegation_id: str) -> bool:
+        """Whether the parent's trace already holds that line for that delegation."""
+        if parent.workdir is None:
+            return False
+
+        def scan() -> bool:
+            path = trace_path(parent.workdir or "", parent.session_id)
+            try:
+                lines = read_trace(path)
+            except OSError:
+                return False
+            return any(ln.get("event_type") == event_type and ln.get("delegation_id") == delegation_id for ln in lines)
+
+        return await self._executor.run(scan)
+
+    async def start_line(self, job: Job, parent: SessionRecord, *, readopted: bool) -> None:
+        """``delegation_start`` for a child that reported ready (once)."""
+        if job.start_written:
+            return
+        if readopted and await self.has(parent, "delegation_start", job.delegation_id):
+            job.start_written = True
+            return
+        await self._write(
+            parent,
+            "delegation_start",
+            {
+                "delegation_id": job.delegation_id,
+                "capsule": job.name,
+                "version": job.version,
+                "child_session_id": job.session_id,
+                "child_workdir": relative(job.workdir, parent.workdir),
+            },
+        )
+        job.start_written = True
+
+    async def end_line(
+        self, job: Job, parent: SessionRecord, duration: int, outcome: str, reason: str | None, *, readopted: bool
+    ) -> None:
+        """``delegation`` for a job that ended (once)."""
+        if readopted and await self.has(parent, "delegation", job.delegation_id):
+            job.end_written = True
+            return
+        await self._write(
+            parent,
+            "delegation",
+            {
+                "capsule": job.name,
+                "version": job.version,
+                "delegation_id": job.delegation_id,
+                "child_session_id": job.session_id,
+                "duration_ms": duration,
+                "outcome": outcome,
+                "reason": reason,
+            },
+        )
+        job.end_written = True
+
+    async def not_started(
+        self,
+        parent: SessionRecord,
+        name: str,
+        version: str,
+        t0: float,
+        outcome: str,
+        reason: str | None,
+    ) -> None:
+        """``delegation`` for a launch that was refused or never got a child running
+        (no delegation id or child session yet); ``t0`` is the launch's monotonic start."""
+        await self._write(
+            parent,
+            "delegation",
+            {
+                "capsule": name,
+                "version": version,
+                "delegation_id": None,
+                "child_session_id": None,
+                "duration_ms": int((time.monotonic() - t0) * 1000),
+                "outcome": outcome,
+                "reason": reason,
+            },
+        )

@@ -1,0 +1,197 @@
+"""A process backend for tests: children that are scripts of events, directories in memory.
+
+:class:`FakeBackend` implements :class:`roost.launcher.backend.ProcessBackend` (a test double of
+that interface, nothing of the launcher's own): a :class:`FakeChild` prints the stdout lines it
+is given, exits when told, reacts to SIGTERM and to its lifeline closing as configured, and
+records what was done to it, so a test can drive a :class:`roost.launcher.runner.JobRunner`
+through every path a real child can take without starting one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from roost.completion import CompletionRecord
+from roost.launcher.backend import (
+    ChildDir,
+    ChildRef,
+    NodeRef,
+    RunningChild,
+    StartSpec,
+)
+from roost.manifest import ResourceCaps
+
+__all__ = ["FakeBackend", "FakeChild", "FakeDir"]
+
+
+class FakeChild:
+    """A child that does what its test says.
+
+    ``on_term``: ``"exit"`` (dies of SIGTERM) or ``"ignore"``; ``on_lifeline``: ``"exit"``
+    (ends its session and exits 0 when its lifeline closes) or ``"ignore"``.
+    """
+
+    def __init__(self, job_id: str, pid: int, *, on_term: str = "exit", on_lifeline: str = "exit") -> None:
+        self.job_id = job_id
+        self.pid = pid
+        self.pid_start: float | None = 1000.0 + pid
+        self.node: NodeRef | None = None
+        self.on_term = on_term
+        self.on_lifeline = on_lifeline
+        self._exited: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._stdout: asyncio.Queue[bytes] = asyncio.Queue()
+        self.signals: list[str] = []
+        self.closed = False
+        self.stdin = b""
+
+    # what the test does
+    def say(self, line: bytes) -> None:
+        self._stdout.put_nowait(line)
+
+    def exit(self, status: str) -> None:
+        if not self._exited.done():
+            self._exited.set_result(status)
+            self._stdout.put_nowait(b"")
+
+    # ChildHandle
+    @property
+    def exited(self) -> asyncio.Future[str]:
+        return self._exited
+
+    @property
+    def alive(self) -> bool:
+        return not self._exited.done()
+
+    @property
+    def ref(self) -> ChildRef:
+        return ChildRef(self.job_id, self.pid, self.pid_start, self.node)
+
+    async def readline(self) -> bytes:
+        line = await self._stdout.get()
+        if line == b"":
+            self._stdout.put_nowait(b"")  # EOF stays EOF
+        if len(line) > 64 * 1024:
+            raise ValueError("Separator is not found, and chunk exceed the limit")
+        return line
+
+    async def stop(self, grace: float) -> bool:
+        if not self.alive:
+            return False
+        self.signals.append("SIGTERM")
+        if self.on_term == "exit":
+            self.exit("killed by SIGTERM")
+            return False
+        try:
+            await asyncio.wait_for(asyncio.shield(self._exited), grace)
+            return False
+        except TimeoutError:
+            self.kill()
+            return True
+
+    def kill(self) -> None:
+        if self.alive:
+            self.signals.append("SIGKILL")
+            self.exit("killed by SIGKILL")
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@dataclass
+class FakeDir:
+    """One job directory, in memory."""
+
+    task: dict[str, str | None] | None = None
+    completion: CompletionRecord | None = None
+    stderr: list[str] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
+    session_end: str | None = None
+
+
+class FakeBackend:
+    """Children and directories in memory; ``next_child`` shapes the next started child."""
+
+    def __init__(self) -> None:
+        self.dirs: dict[str, FakeDir] = {}
+        self.children: dict[str, FakeChild] = {}
+        self.lifelines: set[str] = set()
+        self.finished_off: list[tuple[str, int | None]] = []
+        self.next_child: dict[str, str] = {}
+        self.gate = asyncio.Semaphore(4)
+        self._pid = 1000
+        self.opened = False
+
+    async def open(self) -> None:
+        self.opened = True
+
+    async def close(self) -> None:
+        self.lifelines.clear()
+
+    @property
+    def containment(self) -> str | None:
+        return None
+
+    async def place(self, job_id: str, capsule: str, resources: ResourceCaps, uid: int | None) -> NodeRef | None:
+        return None
+
+    def start_gate(self, node: NodeRef | None) -> asyncio.Semaphore:
+        return self.gate
+
+    async def prepare_dir(self, dir: ChildDir, task: dict[str, str | None] | None, *, fresh: bool) -> ChildDir:
+        self.dirs[dir.job_id] = FakeDir(task=task)
+        return dir
+
+    async def read_completion(self, dir: ChildDir) -> CompletionRecord | None:
+        return self.dirs[dir.job_id].completion
+
+    async def write_completion(self, dir: ChildDir, rec: CompletionRecord) -> None:
+        self.dirs[dir.job_id].completion = rec
+
+    async def stderr_tail(self, dir: ChildDir) -> list[str]:
+        return list(self.dirs[dir.job_id].stderr)
+
+    async def own_session_end(self, dir: ChildDir, session_id: str) -> str | None:
+        return self.dirs[dir.job_id].session_end
+
+    async def append_log(self, dir: ChildDir, lines: Sequence[str]) -> None:
+        self.dirs[dir.job_id].log.extend(lines)
+
+    def check_run_as(self, uid: int | None) -> None:
+        return None
+
+    async def start(self, spec: StartSpec) -> FakeChild:
+        self._pid += 1
+        child = FakeChild(spec.dir.job_id, self._pid, **self.next_child)
+        child.stdin = spec.stdin
+        self.children[spec.dir.job_id] = child
+        self.lifelines.add(spec.dir.job_id)
+        return child
+
+    def lifeline_close(self, job_id: str) -> None:
+        self.lifelines.discard(job_id)
+        child = self.children.get(job_id)
+        if child is not None and child.alive and child.on_lifeline == "exit":
+            child.exit("exit status 0")
+
+    async def held_lifelines(self) -> set[str]:
+        return set(self.lifelines)
+
+    async def finish_off(self, job_id: str, pid: int | None) -> None:
+        self.finished_off.append((job_id, pid))
+
+    async def is_running(self, ref: ChildRef) -> bool:
+        child = self.children.get(ref.job_id)
+        return child is not None and child.alive and child.pid == ref.pid
+
+    def adopt(self, ref: ChildRef) -> FakeChild:
+        child = self.children[ref.job_id]
+        child.say(b"")  # an adopted child's stdout is not ours
+        return child
+
+    async def list_running(self, instance: str) -> list[RunningChild]:
+        return [RunningChild(c.pid, j, c.pid) for j, c in self.children.items() if c.alive]
+
+    async def end_orphan(self, found: RunningChild) -> None:
+        self.children[found.job_id].kill()
