@@ -232,9 +232,10 @@ class ChildHandle(Protocol):
     async def readline(self) -> bytes:
         """The child's next stdout line, newline included; ``b""`` at end of file.
 
-        A line longer than 64 KiB raises ``ValueError`` (that line is dropped; the next call
-        reads on). The first line is the ready line; the launcher keeps reading after it so
-        the pipe never fills up. An adopted child has no stdout here: ``b""`` at once.
+        A line longer than 64 KiB raises ``ValueError``; the next call reads on (what was still
+        on its way of that line may come back as a line of its own). The first line is the
+        ready line; the launcher keeps reading after it so the pipe never fills up. An adopted
+        child has no stdout here: ``b""`` at once.
         """
         ...
 

@@ -25,6 +25,7 @@ from roost.launcher.finalize import Decision, Existing, Facts, decide, wants_own
 from roost.launcher.jobs import Job, JobState
 from roost.metrics import Metrics
 from roost.referee import wall_ms
+from roost.repos.jobs import JobRepository
 from roost.sessions import SessionTable
 from roost.store import Store
 
@@ -168,7 +169,7 @@ class Completer:
         )
         job.delivery = "posting"
         with contextlib.suppress(Exception):
-            await self.store.commit([job.upsert_op()])
+            await self.store.commit([JobRepository.upsert_op(job)])
         final = replace(rec, delivered=False, delivery_error=None)
         tries = 0
         for _ in range(attempts):

@@ -12,51 +12,16 @@ crash — a post whose answer was never recorded is not sent again).
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from roost.launcher.backend import NodeRef
-from roost.store import Op
 from roost.wire import FINAL_JOB_STATES, JobState
 
 __all__ = ["Job", "JobState", "StopReason", "state_for_status"]
 
 StopReason = Literal["cancel", "operator_cancel", "deadline", "parent_ended", "shutdown"]
 Delivery = Literal["none", "posting", "delivered", "failed"]
-
-
-_COLUMNS = (
-    "job_id",
-    "delegation_id",
-    "name",
-    "version",
-    "sha256",
-    "parent_id",
-    "parent_workdir",
-    "session_id",
-    "capsule_url",
-    "workdir",
-    "state",
-    "pid",
-    "pid_start",
-    "trust",
-    "deadline_secs",
-    "handle",
-    "created_ms",
-    "ready_ms",
-    "ended_ms",
-    "exit_status",
-    "outcome",
-    "reason",
-    "stop_reason",
-    "delivery",
-    "start_written",
-    "end_written",
-    "uid",
-    "node",
-)
-_UPSERT = f"INSERT OR REPLACE INTO jobs ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
 
 
 def state_for_status(status: str) -> JobState:
@@ -111,55 +76,6 @@ class Job:
     @property
     def delegated(self) -> bool:
         return self.parent_id is not None
-
-    def upsert_op(self) -> Op:
-        return (
-            _UPSERT,
-            tuple(
-                int(v) if isinstance(v, bool) else v
-                for v in (
-                    self.job_id,
-                    self.delegation_id,
-                    self.name,
-                    self.version,
-                    self.sha256,
-                    self.parent_id,
-                    self.parent_workdir,
-                    self.session_id,
-                    self.capsule_url,
-                    self.workdir,
-                    self.state,
-                    self.pid,
-                    self.pid_start,
-                    self.trust,
-                    self.deadline_secs,
-                    self.handle,
-                    self.created_ms,
-                    self.ready_ms,
-                    self.ended_ms,
-                    self.exit_status,
-                    self.outcome,
-                    self.reason,
-                    self.stop_reason,
-                    self.delivery,
-                    self.start_written,
-                    self.end_written,
-                    self.uid,
-                    json.dumps(self.node.to_dict()) if self.node is not None else None,
-                )
-            ),
-        )
-
-    @classmethod
-    def from_row(cls, row: Any) -> Job:
-        values = {c: row[c] for c in _COLUMNS}
-        values["node"] = NodeRef.from_dict(json.loads(values["node"])) if values["node"] else None
-        values["start_written"] = bool(values["start_written"])
-        values["end_written"] = bool(values["end_written"])
-        job = cls(**values)
-        if job.final:
-            job.done.set()
-        return job
 
     def view(self) -> dict[str, Any]:
         """The JSON answer of ``POST /jobs`` and ``GET /jobs/{job_id}``."""

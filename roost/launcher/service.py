@@ -65,6 +65,8 @@ from roost.metrics import Metrics
 from roost.referee import Referee, refusals, wall_ms
 from roost.refusals import for_launch
 from roost.registry import ArtifactNotFound
+from roost.repos.jobs import JobRepository
+from roost.repos.sessions import SessionRepository
 from roost.sessions import SessionRecord, SessionTable
 from roost.store import Store
 from roost.workdirs import check_workdir
@@ -110,6 +112,7 @@ class Launcher:
         self.referee = referee
         self.table = table
         self.store = store
+        self.repo = JobRepository(store)
         self.executor = executor
         self.metrics = metrics
         self.events = events
@@ -479,7 +482,7 @@ class Launcher:
         self._runners[job.job_id] = runner
         self.remember(job)
         self.metrics.jobs.labels(state="starting").inc()
-        first_commit = asyncio.get_running_loop().create_task(self.store.commit([job.upsert_op()]))
+        first_commit = asyncio.get_running_loop().create_task(self.store.commit([JobRepository.upsert_op(job)]))
         ready = await runner.handshake(self.config.launch_timeout_secs)
         with contextlib.suppress(Exception):
             await first_commit
@@ -503,10 +506,10 @@ class Launcher:
         rec = self.table.get(job.session_id)
         if rec is not None and rec.job_id is None:
             rec.job_id = job.job_id
-            self.store.enqueue([("UPDATE sessions SET job_id = ? WHERE session_id = ?", (job.job_id, rec.session_id))])
+            self.store.enqueue([SessionRepository.job_op(rec.session_id, job.job_id)])
         if parent is not None:
             await self.trace.start_line(job, parent, readopted=job.readopted)
-        self.store.enqueue([job.upsert_op()])
+        self.store.enqueue([JobRepository.upsert_op(job)])
         runner.run(job.deadline_secs, lambda: self._on_deadline(job.job_id))
         self.spawn_task(self._supervise(job, runner))
         self.metrics.launch_seconds.observe(time.monotonic() - t0)
@@ -566,7 +569,7 @@ class Launcher:
             await self.trace.not_started(parent, job.name, job.version, t0, "failed", reason)
             job.end_written = True
         with contextlib.suppress(Exception):
-            await self.store.commit([job.upsert_op()])
+            await self.store.commit([JobRepository.upsert_op(job)])
         self.remember(job)
         job.done.set()
         self.metrics.capsule_exits.labels(reason="failed").inc()
@@ -633,7 +636,7 @@ class Launcher:
                 self._set_state(job, "crashed")
         job.ended_ms = wall_ms()
         with contextlib.suppress(Exception):
-            await self.store.commit([job.upsert_op()])
+            await self.store.commit([JobRepository.upsert_op(job)])
         self.remember(job)
         job.done.set()
         self.metrics.capsule_exits.labels(reason=job.state).inc()
@@ -673,7 +676,7 @@ class Launcher:
             parent = self.table.get(job.parent_id)
             if parent is not None:
                 self.spawn_task(self.trace.start_line(job, parent, readopted=True))
-        self.store.enqueue([job.upsert_op()])
+        self.store.enqueue([JobRepository.upsert_op(job)])
         log.info("job_readopted", job_id=job.job_id, pid=job.pid, session_id=job.session_id)
 
     async def finalize_lost(self, job: Job, exit_status: str) -> None:
@@ -759,16 +762,12 @@ class Launcher:
 
     async def unfinished(self) -> list[Job]:
         """Jobs the store says were starting or running (reconcile's list), oldest first."""
-        rows = await self.executor.run(
-            self.store.rows, "SELECT * FROM jobs WHERE state IN ('starting', 'running') ORDER BY created_ms"
-        )
-        return [Job.from_row(r) for r in rows]
+        return await self.repo.unfinished()
 
     async def _load(self, job_id: str) -> Job | None:
-        rows = await self.executor.run(self.store.rows, "SELECT * FROM jobs WHERE job_id = ?", (job_id,))
-        if not rows:
+        job = await self.repo.get(job_id)
+        if job is None:
             return None
-        job = Job.from_row(rows[0])
         if job.final:
             rec = await self.backend.read_completion(child_dir(job))
             job.completion = rec.to_dict() if rec is not None else None
