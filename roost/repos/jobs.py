@@ -68,7 +68,6 @@ def prune_sql(batch: int) -> str:
 def job_from_row(row: Any) -> Job:
     """A :class:`Job` from its row (a finished one has its ``done`` event set)."""
     values = {c: row[c] for c in COLUMNS}
-    values["node"] = NodeRef.from_dict(json.loads(values["node"])) if values["node"] else None
     values["start_written"] = bool(values["start_written"])
     values["end_written"] = bool(values["end_written"])
     values["node"] = NodeRef.from_dict(json.loads(values["node"])) if values["node"] else None
