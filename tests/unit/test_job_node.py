@@ -1,5 +1,5 @@
-"""A job's node survives the jobs table both ways it is written and read (the launcher's own
-upsert and the job repository), so a restarted daemon finds each child on its node again."""
+"""A job's node survives the jobs table both ways it is read (the job repository, and a raw row),
+so a restarted daemon finds each child on its node again."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from roost.blocking import BlockingExecutor
 from roost.launcher.backend import NodeRef
 from roost.launcher.jobs import Job
-from roost.repos.jobs import JobRepository
+from roost.repos.jobs import JobRepository, job_from_row
 from roost.store import Store
 
 
@@ -42,10 +42,10 @@ def job(job_id: str, node: NodeRef | None) -> Job:
 async def test_the_node_round_trips(store: Store, node: NodeRef | None) -> None:
     repo = JobRepository(store)
     a, b = "job_" + "1" * 32, "job_" + "2" * 32
-    await store.commit([job(a, node).upsert_op(), repo.upsert_op(job(b, node))])
+    await store.commit([repo.upsert_op(job(a, node)), repo.upsert_op(job(b, node))])
     for job_id in (a, b):
         via_repo = await repo.get(job_id)
         rows = store.rows("SELECT * FROM jobs WHERE job_id = ?", (job_id,))
         assert via_repo is not None and via_repo.node == node
-        assert Job.from_row(rows[0]).node == node
+        assert job_from_row(rows[0]).node == node
         assert via_repo.view()["node"] == (node.to_dict() if node else None)
