@@ -2,7 +2,7 @@
 
 Why a bridge: the launcher's own routes answer a job only to its parent session (or, for a
 top-level job, to a loopback caller); the operator on the admin socket sees every job, so
-listing and showing read the launcher's memory merged over the job repository. Launch
+listing and showing ask the launcher for its memory merged over the job repository. Launch
 and cancel go through the launcher's public methods so the referee, lifelines and the
 one-completion rule apply exactly as on ``POST /jobs``.
 """
@@ -18,7 +18,6 @@ from roost.errors import NotFound, Unavailable
 from roost.launcher.jobs import Job
 from roost.launcher.records import LOG_FILE
 from roost.launcher.request import parse_request
-from roost.repos.jobs import JobRepository
 from roost.sessions import SessionTable
 from roost.store import Store
 from roost.wire import ACTIVE_JOB_STATES, JOB_STATES
@@ -51,32 +50,18 @@ class JobSources:
     table: SessionTable
 
 
-def _repo(roost: JobSources) -> JobRepository:
-    return JobRepository(roost.store)
-
-
 async def list_jobs(roost: JobSources, state: str | None = None) -> list[dict[str, Any]]:
-    """Every job (memory wins over the table: it is ahead of write-behind), oldest first."""
-    merged = {j.job_id: j for j in await _repo(roost).newest(state)}
-    merged.update({k: j for k, j in roost.launcher.jobs.items() if state is None or j.state == state})
-    if state is not None:
-        merged = {k: j for k, j in merged.items() if j.state == state}
-    jobs = sorted(merged.values(), key=lambda j: (j.created_ms, j.job_id))
-    return [j.view() for j in jobs]
+    """Every job (memory over the store: memory is ahead of write-behind), oldest first."""
+    return [j.view() for j in await roost.launcher.list_jobs(state)]
 
 
 def counts_by_state(roost: JobSources) -> dict[str, int]:
     """Jobs per state among those the launcher holds in memory (every active job is there)."""
-    counts: dict[str, int] = {}
-    for job in roost.launcher.jobs.values():
-        counts[job.state] = counts.get(job.state, 0) + 1
-    return counts
+    return roost.launcher.counts_by_state()
 
 
 async def _job(roost: JobSources, job_id: str) -> Job:
-    job = roost.launcher.jobs.get(job_id)
-    if job is None:
-        job = await _repo(roost).get(job_id)
+    job = await roost.launcher.stored_job(job_id)
     if job is None:
         raise NotFound(f"job '{job_id}' was not found")
     return job
@@ -114,9 +99,9 @@ def log_paths(roost: JobSources, ident: str) -> list[Path]:
     rec = roost.table.get(ident)
     job: Job | None = roost.launcher.jobs.get(ident)
     if job is None and rec is None:
-        job = _repo(roost).get_sync(ident)
+        job = roost.launcher.repo.get_sync(ident)
     if job is None and rec is not None and rec.job_id is not None:
-        job = roost.launcher.jobs.get(rec.job_id) or _repo(roost).get_sync(rec.job_id)
+        job = roost.launcher.jobs.get(rec.job_id) or roost.launcher.repo.get_sync(rec.job_id)
     if rec is None and job is not None and job.session_id is not None:
         rec = roost.table.get(job.session_id)
     if rec is None and job is None:

@@ -14,8 +14,6 @@ import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "roost"
 
@@ -168,17 +166,6 @@ def test_the_graph_sees_every_kind_of_import(tmp_path: Path) -> None:
     assert "p.a (line 3) -> p.b" in describe(cycles(tiny), tiny)
 
 
-def _launcher_takes_the_daemon() -> bool:
-    """The launcher still imports ``roost.daemon`` (its constructor took the whole daemon)."""
-    edges = graph()
-    return any("roost.daemon" in edges[m] for m in edges if m.startswith("roost.launcher."))
-
-
-@pytest.mark.xfail(
-    condition=_launcher_takes_the_daemon(),
-    strict=True,
-    reason="roost/launcher/service.py imports roost.daemon (Launcher(roost)) until the launcher takes explicit deps",
-)
 def test_roost_has_no_import_cycle() -> None:
     edges = graph()
     found = cycles(edges)
