@@ -82,6 +82,9 @@ def _operation(ep: Endpoint, refs: dict[type[BaseModel], str]) -> dict[str, Any]
     if params:
         op["parameters"] = [{"name": p, "in": "path", "required": True, "schema": {"type": "string"}} for p in params]
     if ep.path == "/resources/peer/{handle}":
+        # A handle is one path segment and never starts with a dot ("." and ".." would be
+        # collapsed by URL normalization into another path, which is not this operation).
+        op["parameters"][0]["schema"]["pattern"] = r"^[^./][^/]*$"
         op["parameters"].append(
             {"name": AUDIENCE_HEADER, "in": "header", "required": True, "schema": {"type": "string"}}
         )
