@@ -33,6 +33,7 @@ from a2a.errors import A2AError, JsonRpcError, PeerHTTPError, PeerUnreachable, U
 from a2a.ids import prefixed
 from a2a.models import Message, Part, Task, build, parse_part, text_part
 from a2a.origin import Origin, Trust, outbound_headers
+from roost.api_models import A2ATaskRequest
 from roost.bodies import require_str
 from roost.errors import BadGateway, BadRequest, Refused
 from roost.events import EventBus, ObservedError
@@ -41,7 +42,7 @@ from roost.netrule import allows
 from roost.sessions import SessionRecord, SessionTable
 from roost.traces import TraceSink
 
-__all__ = ["Authenticator", "DoorKeys", "Relay", "SendRequest", "network_refusal", "parse_send"]
+__all__ = ["Authenticator", "DoorKeys", "Relay", "SendRequest", "network_refusal", "parse_send", "parse_task_call"]
 
 log = structlog.get_logger("roost.relay")
 
@@ -71,6 +72,15 @@ def _optional_str(body: dict[str, Any], key: str) -> str | None:
     if not isinstance(value, str):
         raise BadRequest(f"invalid JSON: field '{key}' must be a string")
     return value
+
+
+def parse_task_call(body: dict[str, Any]) -> A2ATaskRequest:
+    """Validate a ``/a2a/tasks/get`` or ``/a2a/tasks/cancel`` body (pure): the peer and the task there."""
+    peer_url = require_str(body, "peer_url").strip()
+    task_id = require_str(body, "task_id")
+    if not peer_url or not task_id:
+        raise BadRequest("peer_url and task_id must not be empty")
+    return A2ATaskRequest.model_construct(peer_url=peer_url, task_id=task_id)
 
 
 def parse_send(body: dict[str, Any]) -> SendRequest:
@@ -246,10 +256,9 @@ class Relay:
             raise Refused(network_refusal(peer_url))
         return rec
 
-    async def send(self, credential: str | None, body: dict[str, Any]) -> dict[str, Any]:
+    async def send(self, credential: str | None, req: SendRequest) -> dict[str, Any]:
         count = self._count
         try:
-            req = parse_send(body)
             rec = self._authorize(credential, req.peer_url)
         except (BadRequest, Refused):
             count("send", "refused")
@@ -307,19 +316,16 @@ class Relay:
             "state": state,
         }
 
-    async def get(self, credential: str | None, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._task_call("get", credential, body)
+    async def get(self, credential: str | None, req: A2ATaskRequest) -> dict[str, Any]:
+        return await self._task_call("get", credential, req)
 
-    async def cancel(self, credential: str | None, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._task_call("cancel", credential, body)
+    async def cancel(self, credential: str | None, req: A2ATaskRequest) -> dict[str, Any]:
+        return await self._task_call("cancel", credential, req)
 
-    async def _task_call(self, method: str, credential: str | None, body: dict[str, Any]) -> dict[str, Any]:
+    async def _task_call(self, method: str, credential: str | None, req: A2ATaskRequest) -> dict[str, Any]:
         count = self._count
+        peer_url, task_id = req.peer_url, req.task_id
         try:
-            peer_url = require_str(body, "peer_url").strip()
-            task_id = require_str(body, "task_id")
-            if not peer_url or not task_id:
-                raise BadRequest("peer_url and task_id must not be empty")
             rec = self._authorize(credential, peer_url)
         except (BadRequest, Refused):
             count(method, "refused")

@@ -1,35 +1,52 @@
 """HTTP routes of the A2A relay; handlers stay thin and call :class:`roost.relay.Relay`.
 
-Only the session credential header is read from the request; every other header (notably any
-``x-murmur-task-*`` a caller adds) is ignored, because the relay stamps those itself.
+Each handler parses its body into a typed request here (a malformed one is counted as a refused
+relay call). Only the session credential header is read from the request; every other header
+(notably any ``x-murmur-task-*`` a caller adds) is ignored, because the relay stamps those itself.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 from aiohttp import web
 
-from roost.http.context import RELAY
+from roost.errors import BadRequest
+from roost.http.context import METRICS, RELAY
 from roost.http.middleware import json_ok, read_json
+from roost.relay import SendRequest, parse_send, parse_task_call
 from roost.wire import CREDENTIAL_HEADER
 
 __all__ = ["routes"]
 
+T = TypeVar("T")
+
 routes = web.RouteTableDef()
+
+
+def _parsed(request: web.Request, method: str, parse: Callable[[dict[str, Any]], T], body: dict[str, Any]) -> T:
+    """The body's typed request; a malformed one counts as a refused relay call, as the relay counts its own."""
+    try:
+        return parse(body)
+    except BadRequest:
+        request.app[METRICS].relay_requests.labels(method, "refused").inc()
+        raise
 
 
 @routes.post("/a2a/send")
 async def a2a_send(request: web.Request) -> web.Response:
-    body = await read_json(request)
-    return json_ok(await request.app[RELAY].send(request.headers.get(CREDENTIAL_HEADER), body))
+    req: SendRequest = _parsed(request, "send", parse_send, await read_json(request))
+    return json_ok(await request.app[RELAY].send(request.headers.get(CREDENTIAL_HEADER), req))
 
 
 @routes.post("/a2a/tasks/get")
 async def a2a_tasks_get(request: web.Request) -> web.Response:
-    body = await read_json(request)
-    return json_ok(await request.app[RELAY].get(request.headers.get(CREDENTIAL_HEADER), body))
+    req = _parsed(request, "get", parse_task_call, await read_json(request))
+    return json_ok(await request.app[RELAY].get(request.headers.get(CREDENTIAL_HEADER), req))
 
 
 @routes.post("/a2a/tasks/cancel")
 async def a2a_tasks_cancel(request: web.Request) -> web.Response:
-    body = await read_json(request)
-    return json_ok(await request.app[RELAY].cancel(request.headers.get(CREDENTIAL_HEADER), body))
+    req = _parsed(request, "cancel", parse_task_call, await read_json(request))
+    return json_ok(await request.app[RELAY].cancel(request.headers.get(CREDENTIAL_HEADER), req))

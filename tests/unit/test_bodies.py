@@ -8,9 +8,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roost.api_models import DeregisterRequest, RegisterRequest, SpawnRequest
+from roost.api_models import (
+    A2ATaskRequest,
+    DeregisterRequest,
+    HandleRequest,
+    PeerFetchRequest,
+    RegisterRequest,
+    SpawnRequest,
+)
 from roost.bodies import optional_str, parse_deregister, parse_register, parse_spawn, require_ident, require_str
 from roost.errors import BadRequest
+from roost.peer.errors import BadPeerRequest
+from roost.peer.fetch import parse_fetch_body
+from roost.peer.mint import parse_mint_body
+from roost.relay import parse_task_call
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
@@ -145,3 +156,27 @@ def test_spawn_and_deregister_never_fail_other_than_with_a_sentence(body: dict[s
             fn(body)
         except BadRequest as exc:
             assert exc.status == 400 and exc.message
+
+
+# -- the peer plane's and the relay's bodies -----------------------------------------------------
+
+
+def test_task_calls_parse_to_their_typed_request() -> None:
+    req = parse_task_call({"peer_url": " http://127.0.0.1:9 ", "task_id": "t1"})
+    assert isinstance(req, A2ATaskRequest) and (req.peer_url, req.task_id) == ("http://127.0.0.1:9", "t1")
+    assert sentence(parse_task_call, {"task_id": "t"}) == "invalid JSON: missing field 'peer_url'"
+    assert (
+        sentence(parse_task_call, {"peer_url": "h:1", "task_id": 2}) == "invalid JSON: field 'task_id' must be a string"
+    )
+    assert sentence(parse_task_call, {"peer_url": " ", "task_id": "t"}) == "peer_url and task_id must not be empty"
+
+
+def test_handle_and_fetch_bodies_parse_to_their_typed_requests() -> None:
+    mint = parse_mint_body({"path": " a b ", "peer": " http://h:1 ", "ttl_secs": 30})
+    assert isinstance(mint, HandleRequest) and (mint.path, mint.peer, mint.ttl_secs) == (" a b ", "http://h:1", 30)
+    fetch = parse_fetch_body({"peer": "h:1 ", "handle": " mph1.x ", "etag": "a" * 64})
+    assert isinstance(fetch, PeerFetchRequest) and (fetch.peer, fetch.handle, fetch.etag) == ("h:1", "mph1.x", "a" * 64)
+    for parse, body in ((parse_mint_body, {"path": "p", "peer": "", "ttl_secs": 1}), (parse_fetch_body, {"peer": "x"})):
+        with pytest.raises(BadPeerRequest) as info:
+            parse(body)
+        assert (info.value.status, info.value.code) == (400, "invalid_request")
