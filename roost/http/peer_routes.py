@@ -45,6 +45,6 @@ async def peer_fetch(request: web.Request) -> web.Response:
 
 
 @routes.route("*", "/resources/peer")
-@routes.route("*", "/resources/peer/{tail:.*}")
+@routes.route("*", r"/resources/peer/{tail:[\s\S]*}")  # any characters, a newline too
 async def redeem_handle(request: web.Request) -> web.StreamResponse:
     return await request.app[PEER_PLANE].redeem(request)

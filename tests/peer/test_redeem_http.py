@@ -323,3 +323,14 @@ async def test_read_trace_lines_are_well_formed(peer_env: PeerEnv) -> None:
     await peer_env.redeem(body["handle"], b.audience)
     lines = read_trace(a.workdir / ".murmur" / a.sid / "trace.jsonl")
     assert [ln["event_type"] for ln in lines] == ["peer_handle_mint", "peer_handle_redeem"]
+
+
+async def test_a_handle_with_any_characters_gets_the_planes_answer(peer_env: PeerEnv) -> None:
+    """Every path below /resources/peer reaches the plane, a newline or a backslash in it too."""
+    b = await peer_env.session("beta")
+    for tail in ("x%0Ay", "x%09%5Cy", "%C3%9D%0A%C2%8E"):
+        status, obj, _, _ = await peer_env.daemon.call(
+            "GET", f"/resources/peer/{tail}", headers={"x-murmur-audience": b.audience}
+        )
+        assert status in (400, 403, 404), (tail, status, obj)
+        assert set(obj) == {"error", "message"} and obj["message"], (tail, obj)
