@@ -16,7 +16,8 @@ backend starts one; only the keeper is a Ray worker. The keeper
   outlives its job on this node;
 * owns this node's root for child directories (nodes share no filesystem): ``<root>/jobs/<job>``
   with ``meta/job_id.txt``, ``input.json``, ``completion.json``, the child's log; and an artifact
-  cache laid out as a registry (``<root>/registry``) that the capsule host resolves from.
+  cache laid out as a registry (``<root>/registry``) that the capsule host resolves from
+  (the file work: roost/raybackend/keeperfiles.py, roost/raybackend/keepercache.py).
 
 Its fate (docs/operations.md "Running with Ray"): it outlives the daemon (``lifetime=detached``),
 dies with its node, and is started again by the next daemon that needs that node.
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
 import signal
 import subprocess
@@ -50,6 +50,8 @@ from roost.launcher.cgroups import JobCgroups, sweep_marked
 from roost.launcher.spawn import ChildSpec, apply_limits, run_as, start_process
 from roost.launcher.supervise import ProcessWatch, signal_group
 from roost.manifest import ResourceCaps
+from roost.raybackend import keepercache
+from roost.raybackend.keeperfiles import check_job_id, read_from
 from roost.raybackend.placement import node_root_name
 
 __all__ = ["PYTHON_MARK", "NodeKeeper"]
@@ -58,7 +60,6 @@ PYTHON_MARK = "@python"
 """An argv[0] the keeper replaces with its own interpreter (the daemon's path may not exist here)."""
 
 READY_LINE_MAX = 64 * 1024
-_SHA256_HEX = frozenset("0123456789abcdef")
 
 
 @dataclass(eq=False)
@@ -95,7 +96,7 @@ class NodeKeeper:
         """What ``roostctl doctor`` and reconcile need to know about this keeper."""
         rss = psutil.Process().memory_info().rss
         host = _capsule_host_present()
-        cached = await asyncio.to_thread(_cached_artifacts, self.cache)
+        cached = await asyncio.to_thread(keepercache.cached_artifacts, self.cache)
         return {
             "node_id": self.node_id,
             "pid": os.getpid(),
@@ -110,11 +111,11 @@ class NodeKeeper:
 
     # -- artifacts -------------------------------------------------------------------------
     async def has_artifact(self, name: str, version: str, sha256: str) -> bool:
-        return await asyncio.to_thread(_has_artifact, self.cache, name, version, sha256)
+        return await asyncio.to_thread(keepercache.has_artifact, self.cache, name, version, sha256)
 
     async def put_artifact(self, name: str, version: str, sha256: str, data: bytes) -> None:
         """Cache an artifact's bytes after checking they are the sha256 the daemon resolved."""
-        await asyncio.to_thread(_put_artifact, self.cache, name, version, sha256, data)
+        await asyncio.to_thread(keepercache.put_artifact, self.cache, name, version, sha256, data)
 
     async def fetch_artifact(self, name: str, version: str, sha256: str, url: str, token: str) -> None:
         """Fetch the artifact from the daemon at ``url`` by its sha256 (``GET /artifacts/{sha256}``
@@ -124,14 +125,14 @@ class NodeKeeper:
 
         ca = os.environ.get("MURMUR_ROOST_CA") or None
         blob = await asyncio.to_thread(fetch_artifact_blocking, url, sha256, self.root / "blobs", token=token, ca=ca)
-        await asyncio.to_thread(_place_artifact, self.cache, name, version, sha256, blob)
+        await asyncio.to_thread(keepercache.place_artifact, self.cache, name, version, sha256, blob)
 
     # -- a child's directory ---------------------------------------------------------------
     def place(self, job_id: str, uid: int | None) -> Place:
-        return Place(str(self.jobs_root), (_check_job_id(job_id),), uid)
+        return Place(str(self.jobs_root), (check_job_id(job_id),), uid)
 
     def workdir(self, job_id: str) -> str:
-        return str(self.jobs_root / _check_job_id(job_id))
+        return str(self.jobs_root / check_job_id(job_id))
 
     async def prepare(self, job_id: str, uid: int | None, task: dict[str, str | None] | None) -> str:
         """Make the child's directory with ``meta/job_id.txt`` and ``input.json``; its path."""
@@ -159,7 +160,7 @@ class NodeKeeper:
 
     async def read_log(self, job_id: str, uid: int | None, offset: int, max_bytes: int = 256 * 1024) -> bytes:
         """The child's log from ``offset`` on (for ``roostctl logs -f``)."""
-        return await asyncio.to_thread(_read_from, self.place(job_id, uid), records.LOG_FILE, offset, max_bytes)
+        return await asyncio.to_thread(read_from, self.place(job_id, uid), records.LOG_FILE, offset, max_bytes)
 
     # -- processes -------------------------------------------------------------------------
     async def start(
@@ -182,7 +183,7 @@ class NodeKeeper:
         place = self.place(job_id, uid)
         resources = ResourceCaps.model_validate(caps)
         user = await asyncio.to_thread(run_as, uid)
-        log_fd = await asyncio.to_thread(_open_log, place)
+        log_fd = await asyncio.to_thread(records.open_log, place)
         if argv and argv[0] == PYTHON_MARK:
             argv = [sys.executable, *argv[1:]]
         read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
@@ -329,7 +330,7 @@ class NodeKeeper:
         """Kill what is left of the job (its cgroup, else its marked processes); with ``forget``
         also drop the keeper's memory of an ended child. One call, because the daemon makes it
         for every job that ends: a child whose exit the keeper saw is already finished off."""
-        child = self.children.get(_check_job_id(job_id))
+        child = self.children.get(check_job_id(job_id))
         left = 0 if child is not None and child.finished_off else await self._finish_off(job_id)
         if forget:
             await self.forget(job_id)
@@ -372,109 +373,6 @@ class NodeKeeper:
 def _resolve(fut: asyncio.Future[tuple[str | None, str | None]], value: tuple[str | None, str | None]) -> None:
     if not fut.done():
         fut.set_result(value)
-
-
-def _check_job_id(job_id: str) -> str:
-    from roost.ids import JOB_ID_RE
-
-    if not JOB_ID_RE.match(job_id):
-        raise ValueError("not a job id")
-    return job_id
-
-
-def _check_sha(sha256: str) -> str:
-    if len(sha256) != 64 or not set(sha256) <= _SHA256_HEX:
-        raise ValueError("not a sha256 digest")
-    return sha256
-
-
-def _open_log(place: Place) -> int:
-    logs = place.open_dir((".murmur",), create=True)
-    try:
-        from roost.fsutil import open_append_at
-
-        return open_append_at(logs, "launcher.log", owner=place.owner())
-    finally:
-        os.close(logs)
-
-
-def _read_from(place: Place, name: str, offset: int, max_bytes: int) -> bytes:
-    parts = tuple(p for p in name.split("/") if p)
-    try:
-        dfd = place.open_dir(parts[:-1])
-    except OSError:
-        return b""
-    try:
-        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
-    except OSError:
-        return b""
-    finally:
-        os.close(dfd)
-    try:
-        return os.pread(fd, max_bytes, max(0, offset))
-    finally:
-        os.close(fd)
-
-
-def _artifact_dir(cache: Path, name: str, version: str) -> Path:
-    from roost.registry import check_coordinates
-
-    check_coordinates(name, version)
-    return cache / name / version
-
-
-def _has_artifact(cache: Path, name: str, version: str, sha256: str) -> bool:
-    from roost.registry import artifact_filename
-
-    path = _artifact_dir(cache, name, version) / artifact_filename(name, version)
-    digest = hashlib.sha256()
-    try:
-        with path.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
-    except OSError:
-        return False
-    return digest.hexdigest() == _check_sha(sha256)
-
-
-def _put_artifact(cache: Path, name: str, version: str, sha256: str, data: bytes) -> None:
-    from roost.fsutil import write_atomic
-    from roost.registry import artifact_filename, sidecar_filename
-
-    if hashlib.sha256(data).hexdigest() != _check_sha(sha256):
-        raise ValueError(f"the artifact {name}@{version} fetched from the daemon does not match its sha256")
-    directory = _artifact_dir(cache, name, version)
-    directory.mkdir(parents=True, exist_ok=True, mode=0o755)
-    write_atomic(directory / artifact_filename(name, version), data, mode=0o644)
-    write_atomic(directory / sidecar_filename(name, version), (sha256 + "\n").encode(), mode=0o644)
-
-
-def _place_artifact(cache: Path, name: str, version: str, sha256: str, blob: Path) -> None:
-    """Put a verified blob at its registry place (a hard link, else a copy), with its sidecar."""
-    import shutil
-
-    from roost.fsutil import write_atomic
-    from roost.registry import artifact_filename, sidecar_filename
-
-    directory = _artifact_dir(cache, name, version)
-    directory.mkdir(parents=True, exist_ok=True, mode=0o755)
-    dest = directory / artifact_filename(name, version)
-    tmp = directory / f".{artifact_filename(name, version)}.{os.getpid()}.tmp"
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    try:
-        os.link(blob, tmp)
-    except OSError:
-        shutil.copyfile(blob, tmp)
-    os.replace(tmp, dest)
-    write_atomic(directory / sidecar_filename(name, version), (_check_sha(sha256) + "\n").encode(), mode=0o644)
-
-
-def _cached_artifacts(cache: Path) -> int:
-    try:
-        return sum(1 for _ in cache.glob("*/*/*.mur.zip"))
-    except OSError:
-        return 0
 
 
 def _capsule_host_present() -> bool:
