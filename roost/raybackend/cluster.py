@@ -119,6 +119,11 @@ class RayCluster:
             "configure_logging": False,
         }
         if self.address is None:
+            # "local" always starts a Ray of the daemon's own: with no address, ray.init would join
+            # whatever RAY_ADDRESS or the machine's last `ray start` (/tmp/ray/ray_current_cluster)
+            # names, so the daemon would place children on someone else's cluster and, at stop,
+            # leave its keepers there.
+            kwargs["address"] = "local"
             kwargs["include_dashboard"] = False
         else:
             kwargs["address"] = self.address
