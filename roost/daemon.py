@@ -38,6 +38,7 @@ from roost.lifecycle import Lifecycle
 from roost.logs import configure_logging
 from roost.metrics import Metrics
 from roost.network import check_listeners, start_network_listener
+from roost.peer.localfiles import LocalSessionFiles
 from roost.peer.plane import PeerPlane
 from roost.probes import Probes
 from roost.raybackend.choose import process_backend
@@ -131,6 +132,7 @@ class Roost:
             a2a=self.a2a,
             traces=self.traces,
             clock=clock,
+            files=LocalSessionFiles(self.executor),
         )
         self.launcher = Launcher(
             config=lambda: self.config,

@@ -18,20 +18,11 @@ from roost.config import Config
 from roost.events import EventBus
 from roost.keys import KeyRing
 from roost.metrics import Metrics
+from roost.peer.files import SessionFiles
 from roost.sessions import SessionRecord, SessionTable
 from roost.traces import TraceSink
 
-__all__ = ["EtagStore", "PeerServices"]
-
-FileIdentity = tuple[int, int, int, int, int]
-
-
-class EtagStore(Protocol):
-    """sha256 by file identity, so an unchanged large file is hashed once."""
-
-    def get(self, key: FileIdentity) -> str | None: ...
-
-    def put(self, key: FileIdentity, value: str) -> None: ...
+__all__ = ["PeerServices"]
 
 
 class PeerServices(Protocol):
@@ -60,7 +51,8 @@ class PeerServices(Protocol):
     def traces(self) -> TraceSink: ...
 
     @property
-    def etags(self) -> EtagStore: ...
+    def files(self) -> SessionFiles:
+        """Where sessions' exported files are read and fetched files stored (this host, or a node)."""
 
     @property
     def clock(self) -> Callable[[], int]: ...

@@ -44,8 +44,9 @@ from roost.ids import token_id
 from roost.peer import span_attrs
 from roost.peer.audience import AudienceError, audience
 from roost.peer.errors import BadPeerRequest, PeerError
+from roost.peer.files import PeerInSink
 from roost.peer.redeem import PREFIX
-from roost.peer.storage import PeerInWriter, hint_from_token, stored_path
+from roost.peer.storage import hint_from_token, stored_path
 from roost.sessions import SessionRecord
 from roost.trace import redact_text
 from roost.wire import AUDIENCE_HEADER
@@ -172,16 +173,16 @@ async def _fetch(
         f"{PREFIX}/{handle}", encoded=True
     )
     name = stored_path(handle_id, hint_from_token(handle))
-    writer = PeerInWriter(rec.workdir, rec.uid)
+    writer = plane.files.peer_in(rec, rec.workdir)
     try:
         async with asyncio.timeout(cfg.peer_timeout_secs):
             result = await _exchange(plane, url, peer, own, writer, name, want_etag, cfg.peer_fetch_max_bytes)
     except TimeoutError:
-        await plane.executor.run(writer.abort)
+        await writer.abort()
         msg = f"'{peer}' did not answer the redeem within {cfg.peer_timeout_secs:g} s"
         raise _Refusal("peer_unreachable", BadPeerRequest(504, "peer_unreachable", msg)) from None
     except BaseException:
-        await plane.executor.run(writer.abort)
+        await writer.abort()
         raise
     return result
 
@@ -191,7 +192,7 @@ async def _exchange(
     url: URL,
     peer: str,
     own_audience: str,
-    writer: PeerInWriter,
+    writer: PeerInSink,
     name: str,
     want_etag: str | None,
     ceiling: int,
@@ -207,7 +208,7 @@ async def _exchange(
             if length is not None and length > ceiling:
                 raise _Refusal("too_large", _too_large(peer, ceiling))
             try:
-                await plane.executor.run(writer.open)
+                await writer.open()
             except OSError as exc:
                 raise _Refusal("io_error", _io_error(exc)) from None
             h = hashlib.sha256()
@@ -218,7 +219,7 @@ async def _exchange(
                     raise _Refusal("too_large", _too_large(peer, ceiling))
                 h.update(chunk)
                 try:
-                    await plane.executor.run(writer.write, chunk)
+                    await writer.write(chunk)
                 except OSError as exc:
                     raise _Refusal("io_error", _io_error(exc)) from None
             if length is not None and total != length:
@@ -240,7 +241,7 @@ async def _exchange(
         raise _Refusal("etag_mismatch", BadPeerRequest(412, "etag_mismatch", msg))
     final = name.split("/", 1)[1]
     try:
-        await plane.executor.run(writer.commit, final)
+        await writer.commit(final)
     except OSError as exc:
         raise _Refusal("io_error", _io_error(exc)) from None
     return {"stored_path": name, "bytes": total, "sha256": sha}

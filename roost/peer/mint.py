@@ -36,7 +36,7 @@ from roost.ids import token_id
 from roost.peer import paths, span_attrs
 from roost.peer.audience import AudienceError, audience_from_card
 from roost.peer.errors import BadPeerRequest, NoPeerPlane, OutsideRoot, PeerError
-from roost.peer.resolve import follows_links, mint_target, root_components
+from roost.peer.files import export_of
 from roost.sessions import SessionRecord
 
 if TYPE_CHECKING:
@@ -99,7 +99,8 @@ async def mint(plane: PeerServices, rec: SessionRecord, req: HandleRequest) -> d
         raise await refuse(
             NoPeerPlane("this session declares no exports.peer_files block in its manifest, so it has no peer plane")
         )
-    if rec.workdir is None:
+    export = export_of(rec)
+    if export is None:
         raise await refuse(
             BadPeerRequest(
                 409,
@@ -132,14 +133,7 @@ async def mint(plane: PeerServices, rec: SessionRecord, req: HandleRequest) -> d
     except paths.PathRefused:
         raise await refuse(OutsideRoot("the path names a location outside the peer export root")) from None
     try:
-        components = await plane.executor.run(
-            mint_target,
-            rec.workdir,
-            root_components(plane_cfg.root),
-            components,
-            rec.uid,
-            follow=follows_links(rec.containment),
-        )
+        components = await plane.files.mint_target(rec, export, components)
     except PeerError as err:
         raise await refuse(_mint_sentence(err)) from None
 

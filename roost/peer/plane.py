@@ -2,9 +2,9 @@
 
 Constructed by the daemon with what it uses (it offers :class:`roost.peer.context.PeerServices`
 to the steps), started after the store is open and stopped before it closes. It holds what
-outlives one request: the etag cache (so an unchanged large file is hashed once, see
-:mod:`roost.peer.redeem`) and the HTTP client the fetch side redeems with (a pool of its own,
-without auto-decompression, separate from the A2A client's).
+outlives one request: the HTTP client the fetch side redeems with (a pool of its own, without
+auto-decompression, separate from the A2A client's). It is given the session-files port
+(:mod:`roost.peer.files`) that reads exports and stores fetches where each session's workdir is.
 
 Keys: a handle is MACed with ``KeyRing.handle_key(session_id, handle_salt)``, derived per
 session; a handle is accepted only while the session that minted it is running, so ending a
@@ -37,6 +37,7 @@ from roost.metrics import Metrics
 from roost.peer import fetch as fetch_mod
 from roost.peer import mint as mint_mod
 from roost.peer import redeem as redeem_mod
+from roost.peer.files import SessionFiles
 from roost.sessions import SessionRecord, SessionTable
 from roost.settings import Settings
 from roost.trace import TraceWriter
@@ -65,6 +66,7 @@ class PeerPlane:
         a2a: A2AClient,
         traces: TraceFiles,
         clock: Callable[[], int],
+        files: SessionFiles,
     ) -> None:
         self._settings = settings
         self._keys = keys
@@ -75,7 +77,7 @@ class PeerPlane:
         self.a2a = a2a
         self.traces = traces
         self.clock = clock
-        self.etags = redeem_mod.EtagCache()
+        self.files = files
         self._http: aiohttp.ClientSession | None = None
         self._lines: list[_Line] = []
         self._writer_task: asyncio.Task[None] | None = None

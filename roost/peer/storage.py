@@ -113,8 +113,14 @@ class PeerInWriter:
             view = view[os.write(self._fd, view) :]
 
     def commit(self, name: str) -> None:
-        """fsync the temp, rename it over ``name`` (never through a link), fsync the directory."""
+        """fsync the temp, rename it over ``name`` (never through a link), fsync the directory.
+
+        ``name`` must be one clean component (what :func:`clean_name` yields behind a handle id):
+        a writer on a node keeper takes it from a remote call and must not be steered elsewhere.
+        """
         assert self._fd is not None and self._dir is not None and self._tmp is not None
+        if _KEEP.search(name) or name in ("", ".", "..") or len(name) > 2 * _MAX_NAME:
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
         os.fsync(self._fd)
         os.close(self._fd)
         self._fd = None
