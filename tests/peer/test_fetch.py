@@ -97,7 +97,7 @@ async def test_fetch_ceiling_and_lying_peer(peer_env: PeerEnv, daemon_factory: A
     app = web.Application()
     app.router.add_get("/huge/resources/peer/{t}", huge)
     app.router.add_get("/resources/peer/{t}", lying)
-    runner = web.AppRunner(app)
+    runner = web.AppRunner(app, access_log=None)  # its access log would carry the handle
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
@@ -111,7 +111,7 @@ async def test_fetch_ceiling_and_lying_peer(peer_env: PeerEnv, daemon_factory: A
     try:
         app2 = web.Application()
         app2.router.add_get("/resources/peer/{t}", huge)
-        r2 = web.AppRunner(app2)
+        r2 = web.AppRunner(app2, access_log=None)
         await r2.setup()
         s2 = web.TCPSite(r2, "127.0.0.1", 0)
         await s2.start()
