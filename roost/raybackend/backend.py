@@ -52,7 +52,7 @@ from roost.launcher.backend import (
 from roost.manifest import ResourceCaps
 from roost.raybackend.cluster import RayCluster
 from roost.raybackend.nodekeeper import PYTHON_MARK
-from roost.raybackend.placement import bundle_for
+from roost.raybackend.placement import bundle_for, run_as_refusal
 
 __all__ = ["RayBackend", "RayChild", "keeper_gone_sentence", "node_gone_sentence"]
 
@@ -258,9 +258,23 @@ class RayBackend:
                 raise PlacementRefused(exc.message) from None
             raise PlacementRefused(f"the Ray cluster could not place the child: {_one_line(exc)}") from None
         node = NodeRef(placed.node.node_id, placed.node.address)
+        if uid is not None:
+            why = await self._run_as_refusal(node, uid)
+            if why is not None:
+                await self.cluster.release(placed.pg)
+                raise PlacementRefused(why)
         self._pgs[job_id] = placed.pg
         self._node_of[job_id] = node
         return node
+
+    async def _run_as_refusal(self, node: NodeRef, uid: int) -> str | None:
+        """The sentence when the node's keeper cannot start a child as ``uid``, before anything
+        of the job exists there. A keeper that does not answer now is left to refuse at start."""
+        try:
+            keeper_uid, can_switch = await self.cluster.keeper_identity(node.node_id)
+        except (RayError, BackendError):
+            return None
+        return run_as_refusal(node.node_id, uid, keeper_uid, can_switch)
 
     def start_gate(self, node: NodeRef | None) -> asyncio.Semaphore:
         key = node.node_id if node is not None else ""

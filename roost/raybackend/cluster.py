@@ -40,7 +40,7 @@ from roost.errors import Refused
 from roost.raybackend.nodekeeper import NodeKeeper
 from roost.raybackend.placement import Bundle, NodeView, busy_sentence, infeasible_sentence, keeper_name
 
-__all__ = ["Placed", "RayCluster", "pg_name"]
+__all__ = ["Placed", "RayCluster", "pg_name", "start_keeper"]
 
 log = structlog.get_logger("roost.ray")
 
@@ -83,6 +83,7 @@ class RayCluster:
         self._dead: dict[str, NodeView] = {}
         self._nodes_at = 0.0
         self._keepers: dict[str, Any] = {}
+        self._identity: dict[str, tuple[int, bool]] = {}
         self._connector: asyncio.Task[None] | None = None
         self._owns_init = False
 
@@ -215,19 +216,21 @@ class RayCluster:
 
     def forget_keeper(self, node_id: str) -> None:
         self._keepers.pop(node_id, None)
+        self._identity.pop(node_id, None)
 
     def _get_or_create_keeper(self, node_id: str) -> Any:
-        actor = ray.remote(NodeKeeper)
-        return actor.options(
-            name=keeper_name(node_id),
-            namespace=self.namespace,
-            lifetime="detached",
-            get_if_exists=True,
-            num_cpus=0,
-            max_concurrency=100_000,
-            max_restarts=0,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-        ).remote(node_id, self.node_root, self.job_cgroups)
+        return start_keeper(node_id, self.namespace, self.node_root, self.job_cgroups)
+
+    async def keeper_identity(self, node_id: str) -> tuple[int, bool]:
+        """The uid the node's keeper runs as, and whether it can start children as other uids
+        (asked once per keeper; a keeper that is started again is asked again)."""
+        known = self._identity.get(node_id)
+        if known is None:
+            handle = await self.keeper(node_id)
+            ref = await self.executor.run(handle.identity.remote)
+            raw = await ref
+            known = self._identity[node_id] = (int(raw["uid"]), bool(raw["can_switch"]))
+        return known
 
     async def existing_keepers(self) -> dict[str, Any]:
         """Keepers already running on live nodes (reconcile asks each what still runs)."""
@@ -314,6 +317,28 @@ class RayCluster:
             return out
 
         return list(await self.executor.run(scan))
+
+
+def start_keeper(
+    node_id: str, namespace: str, node_root: str, job_cgroups: str, runtime_env: dict[str, Any] | None = None
+) -> Any:
+    """Blocking: the node's keeper actor, found by name or started there (detached, no CPU).
+
+    ``runtime_env`` is Ray's own (e.g. a ``py_executable`` wrapper); the daemon passes none."""
+    actor = ray.remote(NodeKeeper)
+    options: dict[str, Any] = {
+        "name": keeper_name(node_id),
+        "namespace": namespace,
+        "lifetime": "detached",
+        "get_if_exists": True,
+        "num_cpus": 0,
+        "max_concurrency": 100_000,
+        "max_restarts": 0,
+        "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False),
+    }
+    if runtime_env is not None:
+        options["runtime_env"] = runtime_env
+    return actor.options(**options).remote(node_id, node_root, job_cgroups)
 
 
 def _probe(address: str, timeout: float = 3.0) -> None:

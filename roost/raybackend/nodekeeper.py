@@ -47,12 +47,12 @@ from roost.completion import CompletionRecord, read_completion, write_completion
 from roost.fsutil import Place
 from roost.launcher import records
 from roost.launcher.cgroups import JobCgroups, sweep_marked
-from roost.launcher.spawn import ChildSpec, apply_limits, run_as, start_process
+from roost.launcher.spawn import CannotSwitchUser, ChildSpec, apply_limits, run_as, start_process
 from roost.launcher.supervise import ProcessWatch, signal_group
 from roost.manifest import ResourceCaps
 from roost.raybackend import keepercache
 from roost.raybackend.keeperfiles import check_job_id, read_from
-from roost.raybackend.placement import node_root_name
+from roost.raybackend.placement import node_root_name, run_as_refusal, setid_capable
 
 __all__ = ["PYTHON_MARK", "NodeKeeper"]
 
@@ -107,7 +107,14 @@ class NodeKeeper:
             "artifacts": cached,
             "cgroups": str(self.cgroups.root) if self.cgroups else None,
             "started": self.started,
+            **(await self.identity()),
         }
+
+    async def identity(self) -> dict[str, Any]:
+        """Who this keeper runs as, and whether it can start children as other uids (the daemon
+        refuses a launch of a uid it cannot, before anything of the job is made)."""
+        status = await asyncio.to_thread(Path("/proc/self/status").read_text)
+        return {"uid": os.geteuid(), "can_switch": setid_capable(status)}
 
     # -- artifacts -------------------------------------------------------------------------
     async def has_artifact(self, name: str, version: str, sha256: str) -> bool:
@@ -180,6 +187,10 @@ class NodeKeeper:
         """
         if job_id in self.children:
             raise ValueError(f"job {job_id} already runs on this node")
+        me = await self.identity()
+        why = run_as_refusal(self.node_id, uid, me["uid"], me["can_switch"])
+        if why is not None:
+            raise CannotSwitchUser(why)
         place = self.place(job_id, uid)
         resources = ResourceCaps.model_validate(caps)
         user = await asyncio.to_thread(run_as, uid)

@@ -28,12 +28,16 @@ __all__ = [
     "infeasible_sentence",
     "keeper_name",
     "node_root_name",
+    "run_as_refusal",
+    "setid_capable",
 ]
 
 # Ray's own unit names, and how a sentence shows them.
 CPU = "CPU"
 MEMORY = "memory"
 _MIN_CPU = 0.0001  # Ray keeps resource amounts to four decimal places
+_CAP_SETGID = 6
+_CAP_SETUID = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,3 +146,36 @@ def keeper_name(node_id: str) -> str:
 def node_root_name(node_id: str) -> str:
     """A node's own directory under ``ray_node_root``: several nodes on one machine never share one."""
     return "node-" + hashlib.sha256(node_id.encode()).hexdigest()[:16]
+
+
+def setid_capable(proc_status: str) -> bool:
+    """Whether a ``/proc/<pid>/status`` text shows CAP_SETUID and CAP_SETGID in the effective set."""
+    for line in proc_status.splitlines():
+        if line.startswith("CapEff:"):
+            try:
+                eff = int(line.split(":", 1)[1].strip(), 16)
+            except ValueError:
+                return False
+            return bool(eff >> _CAP_SETUID & 1) and bool(eff >> _CAP_SETGID & 1)
+    return False
+
+
+def run_as_refusal(node_id: str, uid: int | None, keeper_uid: int, can_switch: bool) -> str | None:
+    """None when a node's keeper (running as ``keeper_uid``, root with CAP_SETUID/CAP_SETGID when
+    ``can_switch``) can start a child as ``uid``; else the refusal sentence with its fix.
+
+    As on the daemon's own host, only root switches users: a keeper of another uid starts
+    children as that uid alone.
+    """
+    if uid is None or uid == keeper_uid or (keeper_uid == 0 and can_switch):
+        return None
+    if keeper_uid == 0:
+        who = "as root without CAP_SETUID/CAP_SETGID"
+        fix = "give that node's Ray those capabilities"
+    else:
+        who = f"as uid {keeper_uid}"
+        fix = "start Ray on that node as root (with CAP_SETUID/CAP_SETGID)"
+    return (
+        f"the node keeper on Ray node {node_id} runs {who}, so it cannot start a child as uid {uid} "
+        f"(the session's own); {fix}, or place this capsule on another node"
+    )
