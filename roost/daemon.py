@@ -60,7 +60,7 @@ from roost.startup import (
 )
 from roost.store import Store, StoreDamaged, StoreError
 from roost.trace import TraceWriter
-from roost.traces import TraceFiles
+from roost.traces import JobNodes, TraceFiles
 
 __all__ = ["Roost", "StartupError", "run"]
 
@@ -109,7 +109,15 @@ class Roost:
         self.lifecycle = Lifecycle(config)
         # One client (one connection pool) for every outbound A2A call the daemon makes.
         self.a2a = A2AClient(connect_timeout=5.0, total_timeout=config.peer_timeout_secs)
-        self.traces = TraceFiles(self.executor)
+        backend = process_backend(
+            config,
+            self.executor,
+            daemon_url=lambda: self.lifecycle.advertise_url,
+            keeper_token=lambda node_id: keeper_token(self.key_holder.ring, node_id),
+        )
+        # A session whose child runs on another node has its trace there (docs/operations.md).
+        nodes = JobNodes(backend, lambda: self.launcher.jobs) if config.launcher == "ray" else None
+        self.traces = TraceFiles(self.executor, nodes)
         self.referee.on_session_end.append(self.traces.close)
         self.referee.on_session_end.append(observe_session_end(self.events))
         self.relay = Relay(
@@ -144,12 +152,7 @@ class Roost:
             metrics=self.metrics,
             events=self.events,
             trace=self.write_trace,
-            backend=process_backend(
-                config,
-                self.executor,
-                daemon_url=lambda: self.lifecycle.advertise_url,
-                keeper_token=lambda node_id: keeper_token(self.key_holder.ring, node_id),
-            ),
+            backend=backend,
             a2a=self.a2a,
             url=lambda: self.url,
             door_key=self.key_holder.door_key_for,

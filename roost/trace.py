@@ -35,6 +35,7 @@ __all__ = [
     "SESSION_NODE",
     "TRACE_FILE",
     "TraceWriter",
+    "append_lines",
     "build_line",
     "read_trace",
     "records_dir",
@@ -259,3 +260,20 @@ class TraceWriter:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
+
+
+def append_lines(
+    workdir: str | os.PathLike[str],
+    session_id: str,
+    lines: list[tuple[str, Mapping[str, object]]],
+    *,
+    uid: int | None = None,
+) -> list[str]:
+    """Append a batch of foreign lines (the daemon's) to a session's trace, in order; their event
+    ids. Blocking. One open for the batch, one ``write`` per line, each parented to the session
+    node: how a node keeper writes the lines the daemon sends it for a session on its node."""
+    writer = TraceWriter(workdir, session_id, uid=uid)
+    try:
+        return [writer.write(event_type, payload) for event_type, payload in lines]
+    finally:
+        writer.close()

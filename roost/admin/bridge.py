@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roost.errors import NotFound, Unavailable
+from roost.launcher.backend import ChildDir
+from roost.launcher.completer import child_dir
 from roost.launcher.jobs import Job
 from roost.launcher.records import LOG_FILE
 from roost.launcher.request import parse_request
-from roost.sessions import SessionTable
+from roost.sessions import SessionRecord, SessionTable
 from roost.store import Store
 from roost.wire import ACTIVE_JOB_STATES, JOB_STATES
 
@@ -35,10 +37,15 @@ __all__ = [
     "launch",
     "list_jobs",
     "log_paths",
+    "log_target",
+    "out_files",
     "reconcile_report",
+    "remote_dir",
+    "remote_log_names",
 ]
 
 ACTIVE_STATES = frozenset(ACTIVE_JOB_STATES)
+RESULT_FILE = "out/result.txt"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +75,14 @@ async def _job(roost: JobSources, job_id: str) -> Job:
 
 
 async def get_job(roost: JobSources, job_id: str) -> dict[str, Any]:
-    return (await _job(roost, job_id)).view()
+    """The job; for a child on another node also its ``out_files`` (names below its directory
+    there), since ``roostctl job`` cannot list that directory itself."""
+    job = await _job(roost, job_id)
+    view = job.view()
+    files = await out_files(roost, job)
+    if files is not None:
+        view["out_files"] = files
+    return view
 
 
 async def launch(roost: JobSources, body: dict[str, Any]) -> dict[str, Any]:
@@ -91,11 +105,9 @@ def reconcile_report(roost: JobSources) -> dict[str, Any]:
     return dict(report)
 
 
-def log_paths(roost: JobSources, ident: str) -> list[Path]:
-    """Log files of a job or session (blocking): the child's ``.murmur/launcher.log`` (stderr, and
-    later stdout lines), any ``*.log`` in the session's records dir ``<workdir>/.murmur/<sid>/``,
-    and the task's output ``out/result.txt`` once the capsule host has written it.
-    """
+def log_target(roost: JobSources, ident: str) -> tuple[Job | None, SessionRecord | None]:
+    """The job and session an id names (either may be missing, not both; blocking: the job may
+    only be in the repository)."""
     rec = roost.table.get(ident)
     job: Job | None = roost.launcher.jobs.get(ident)
     if job is None and rec is None:
@@ -106,6 +118,23 @@ def log_paths(roost: JobSources, ident: str) -> list[Path]:
         rec = roost.table.get(job.session_id)
     if rec is None and job is None:
         raise NotFound(f"no job or session '{ident}' is known to this daemon")
+    return job, rec
+
+
+def remote_dir(job: Job | None) -> ChildDir | None:
+    """The job's directory when its child runs on another node (read there, through the backend)."""
+    if job is None or job.node is None:
+        return None
+    return child_dir(job)
+
+
+def log_paths(roost: JobSources, ident: str) -> list[Path]:
+    """Log files of a job or session on this host (blocking): the child's ``.murmur/launcher.log``
+    (stderr, and later stdout lines), any ``*.log`` in the session's records dir
+    ``<workdir>/.murmur/<sid>/``, and the task's output ``out/result.txt`` once the capsule host
+    has written it. A child on another node: :func:`remote_log_names`.
+    """
+    job, rec = log_target(roost, ident)
     paths: list[Path] = []
     if job is not None:
         log = Path(job.workdir) / LOG_FILE
@@ -115,10 +144,28 @@ def log_paths(roost: JobSources, ident: str) -> list[Path]:
         paths.extend(sorted((Path(rec.workdir) / ".murmur" / rec.session_id).glob("*.log")))
     workdir = job.workdir if job is not None else rec.workdir if rec is not None else None
     if workdir:
-        result = Path(workdir) / "out" / "result.txt"
+        result = Path(workdir) / RESULT_FILE
         if result.exists():
             paths.append(result)
     return paths
+
+
+async def remote_log_names(roost: JobSources, dir: ChildDir, rec: SessionRecord | None) -> list[str]:
+    """The same log files as :func:`log_paths`, named relative to a remote child's directory."""
+    names = [LOG_FILE]
+    if rec is not None:
+        sub = f".murmur/{rec.session_id}"
+        names += [f"{sub}/{n}" for n in await roost.launcher.backend.list_files(dir, sub) if n.endswith(".log")]
+    return [*names, RESULT_FILE]
+
+
+async def out_files(roost: JobSources, job: Job) -> list[str] | None:
+    """The task's output files (``out/…``) of a child on another node, read there; None for a
+    child on this host (``roostctl`` lists those itself)."""
+    dir = remote_dir(job)
+    if dir is None:
+        return None
+    return [f"out/{n}" for n in await roost.launcher.backend.list_files(dir, "out")]
 
 
 def active(roost: JobSources, ident: str) -> bool:

@@ -5,7 +5,11 @@
                                      a reader too slow to keep up gets ``{"type": "events.lagged"}``
 ``GET /logs/{id}?tail=N``          → ``{"files": [...], "lines": [...]}``: the last N lines (default 100)
 ``GET /logs/{id}?follow=1&tail=N`` → chunked NDJSON ``{"file", "stream", "line"}`` objects, then new lines as
-                                     they are written, until the client leaves or the daemon stops
+                                     they are written, until the job or session ends, the client
+                                     leaves or the daemon stops
+
+A child on another node (a job whose record names a node) has its files there: they are read
+through the process backend (its node keeper), from offsets, never from this host's disk.
 
 Why NDJSON over chunked HTTP rather than websockets or SSE: ``roostctl`` reads it with stdlib
 ``http.client`` line by line, and ``curl --unix-socket`` shows it as is.
@@ -25,9 +29,11 @@ from aiohttp import web
 
 from roost.admin import bridge
 from roost.admin.context import EVENTS, JOBS
+from roost.blocking import BlockingExecutor
 from roost.errors import BadRequest
 from roost.http.context import EXECUTOR, LIFECYCLE
 from roost.identifiers import require_id
+from roost.launcher.backend import ChildDir
 from roost.launcher.records import LOG_FILE, STDOUT_PREFIX
 
 __all__ = ["routes"]
@@ -37,6 +43,7 @@ routes = web.RouteTableDef()
 FOLLOW_POLL_SECS = 0.25
 _MAX_TAIL = 100_000
 _MAX_LINE = 64 * 1024
+_TAIL_BYTES = 256 * 1024  # of a remote file, per read
 
 
 def _count(request: web.Request, key: str, default: int) -> int:
@@ -155,15 +162,83 @@ def _read_new(paths: list[Path], ends: dict[str, int]) -> list[dict[str, Any]]:
     return out
 
 
+class _LocalLogs:
+    """A job's or session's log files on this host, read through the executor."""
+
+    def __init__(self, jobs: bridge.JobSources, executor: BlockingExecutor, ident: str) -> None:
+        self._jobs, self._executor, self._ident = jobs, executor, ident
+        self._ends: dict[str, int] = {}
+
+    async def tail(self, n: int) -> tuple[list[str], list[dict[str, Any]]]:
+        paths = await self._executor.run(bridge.log_paths, self._jobs, self._ident)
+        lines, self._ends = await self._executor.run(_tail, paths, n)
+        return [str(p) for p in paths], lines
+
+    async def new(self) -> list[dict[str, Any]]:
+        # New log files may appear (a session registers after its job starts).
+        paths = await self._executor.run(bridge.log_paths, self._jobs, self._ident)
+        return await self._executor.run(_read_new, paths, self._ends)
+
+
+class _RemoteLogs:
+    """The same files of a child on another node, read there through the process backend (nodes
+    share no filesystem): from each file's offset, whole lines only."""
+
+    def __init__(self, jobs: bridge.JobSources, executor: BlockingExecutor, ident: str, dir: ChildDir) -> None:
+        self._jobs, self._executor, self._ident, self._dir = jobs, executor, ident, dir
+        self._ends: dict[str, int] = {}
+
+    async def _names(self) -> list[str]:
+        _, rec = await self._executor.run(bridge.log_target, self._jobs, self._ident)
+        return await bridge.remote_log_names(self._jobs, self._dir, rec)
+
+    def _items(self, name: str, start: int, data: bytes, *, skip_first: bool) -> list[dict[str, Any]]:
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self._ends[name] = start  # no whole line yet
+            return []
+        self._ends[name] = start + cut + 1
+        raws = data[: cut + 1].splitlines()
+        if skip_first and raws:
+            raws = raws[1:]  # the tail began inside a line
+        path = Path(self._dir.workdir) / name
+        return [_item(path, raw) for raw in raws]
+
+    async def tail(self, n: int) -> tuple[list[str], list[dict[str, Any]]]:
+        backend = self._jobs.launcher.backend
+        files: list[str] = []
+        lines: list[dict[str, Any]] = []
+        for name in await self._names():
+            start, data = await backend.read_file(self._dir, name, -_TAIL_BYTES, _TAIL_BYTES)
+            if not data:
+                continue
+            files.append(str(Path(self._dir.workdir) / name))
+            items = self._items(name, start, data, skip_first=start > 0)
+            lines.extend(items[-n:] if n else [])
+        return files, lines[-n:] if n else []
+
+    async def new(self) -> list[dict[str, Any]]:
+        backend = self._jobs.launcher.backend
+        out: list[dict[str, Any]] = []
+        for name in await self._names():
+            pos = self._ends.get(name, 0)
+            start, data = await backend.read_file(self._dir, name, pos, _TAIL_BYTES)
+            if data or start != pos:
+                out.extend(self._items(name, start, data, skip_first=False))
+        return out
+
+
 @routes.get("/logs/{ident}")
 async def logs(request: web.Request) -> web.StreamResponse:
     jobs, executor = request.app[JOBS], request.app[EXECUTOR]
     ident = require_id("ident", request.match_info["ident"])
     n = _count(request, "tail", 100)
-    paths = await executor.run(bridge.log_paths, jobs, ident)
-    lines, ends = await executor.run(_tail, paths, n)
+    job, _ = await executor.run(bridge.log_target, jobs, ident)
+    remote = bridge.remote_dir(job)
+    source = _LocalLogs(jobs, executor, ident) if remote is None else _RemoteLogs(jobs, executor, ident, remote)
+    files, lines = await source.tail(n)
     if not _follow(request):
-        return web.json_response({"files": [str(p) for p in paths], "lines": lines})
+        return web.json_response({"files": files, "lines": lines})
     resp = await _ndjson(request)
     for item in lines:
         await resp.write(_line(item))
@@ -174,9 +249,7 @@ async def logs(request: web.Request) -> web.StreamResponse:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), FOLLOW_POLL_SECS)
         active = bridge.active(jobs, ident)
-        # New log files may appear (a session registers after its job starts).
-        paths = await executor.run(bridge.log_paths, jobs, ident)
-        for item in await executor.run(_read_new, paths, ends):
+        for item in await source.new():
             await resp.write(_line(item))
             last_write = loop.time()
         if not active:

@@ -335,6 +335,25 @@ class ProcessBackend(Protocol):
         ``"stdout: <line>\\n"``. Raises ``OSError`` when it cannot (the launcher ignores it)."""
         ...
 
+    async def append_trace(
+        self, dir: ChildDir, session_id: str, lines: Sequence[tuple[str, dict[str, object]]]
+    ) -> list[str]:
+        """Append the daemon's ``lines`` (``(event_type, payload)``, payloads already redacted)
+        to ``.murmur/<session_id>/trace.jsonl`` in the directory, in order, each parented to the
+        session node (:func:`roost.trace.append_lines`); their event ids. The trace sink calls it
+        for a session whose workdir is on another node. Raises ``OSError`` when it cannot."""
+        ...
+
+    async def read_file(self, dir: ChildDir, name: str, offset: int, max_bytes: int) -> tuple[int, bytes]:
+        """``(start, data)`` of the record file ``name`` (a relative path) in the directory, from
+        ``offset`` (< 0: its last ``max_bytes``), read where the directory lives
+        (:func:`roost.launcher.childfiles.read_at`); ``(0, b"")`` when it cannot be read."""
+        ...
+
+    async def list_files(self, dir: ChildDir, sub: str) -> list[str]:
+        """The regular files in the directory's ``sub`` directory (sorted names); [] when none."""
+        ...
+
     # -- children -------------------------------------------------------------------------
     def check_run_as(self, uid: int | None) -> None:
         """Raise :class:`CannotRunAs` at once when no child could ever be started as ``uid``

@@ -25,7 +25,7 @@ from roost.blocking import BlockingExecutor
 from roost.completion import CompletionRecord, read_completion, write_completion
 from roost.fsutil import Place
 from roost.ids import JOB_ID_RE
-from roost.launcher import records
+from roost.launcher import childfiles, records
 from roost.launcher.backend import (
     CannotRunAs,
     ChildDir,
@@ -42,6 +42,7 @@ from roost.launcher.lifeline import connect_keeper, make_pipe, stop_keeper
 from roost.launcher.spawn import CannotSwitchUser, ChildSpec, RunAs, apply_limits, run_as, start_process
 from roost.launcher.supervise import ProcessWatch, signal_group, stop_group
 from roost.manifest import ResourceCaps
+from roost.trace import append_lines
 
 __all__ = ["LocalBackend", "LocalChild", "find_job_processes"]
 
@@ -239,6 +240,17 @@ class LocalBackend:
 
     async def append_log(self, dir: ChildDir, lines: Sequence[str]) -> None:
         await self._executor.run(records.append_log, place_of(dir), list(lines))
+
+    async def append_trace(
+        self, dir: ChildDir, session_id: str, lines: Sequence[tuple[str, dict[str, object]]]
+    ) -> list[str]:
+        return await self._executor.run(append_lines, dir.workdir, session_id, list(lines), uid=dir.uid)
+
+    async def read_file(self, dir: ChildDir, name: str, offset: int, max_bytes: int) -> tuple[int, bytes]:
+        return await self._executor.run(childfiles.read_at, place_of(dir), name, offset, max_bytes)
+
+    async def list_files(self, dir: ChildDir, sub: str) -> list[str]:
+        return await self._executor.run(childfiles.list_names, place_of(dir), sub)
 
     # -- children -------------------------------------------------------------------------------
     def check_run_as(self, uid: int | None) -> None:

@@ -371,6 +371,32 @@ class RayBackend:
         except (RayError, BackendError):
             return b""
 
+    async def append_trace(
+        self, dir: ChildDir, session_id: str, lines: Sequence[tuple[str, dict[str, object]]]
+    ) -> list[str]:
+        """The daemon's trace lines for a session on a node, written there by its keeper."""
+        try:
+            keeper = await self._keeper(self._node(dir.node, dir.job_id))
+            ids = await self.call(keeper.append_trace, dir.job_id, dir.uid, session_id, list(lines))
+        except (RayError, BackendError) as exc:
+            raise OSError(_cause(exc)) from None
+        return [str(i) for i in ids]
+
+    async def read_file(self, dir: ChildDir, name: str, offset: int, max_bytes: int) -> tuple[int, bytes]:
+        try:
+            keeper = await self._keeper(self._node(dir.node, dir.job_id))
+            start, data = await self.call(keeper.read_file, dir.job_id, dir.uid, name, offset, max_bytes)
+        except (RayError, BackendError, ValueError):
+            return 0, b""
+        return int(start), bytes(data)
+
+    async def list_files(self, dir: ChildDir, sub: str) -> list[str]:
+        try:
+            keeper = await self._keeper(self._node(dir.node, dir.job_id))
+            return [str(n) for n in await self.call(keeper.list_files, dir.job_id, dir.uid, sub)]
+        except (RayError, BackendError, ValueError):
+            return []
+
     # -- children ----------------------------------------------------------------------------
     def check_run_as(self, uid: int | None) -> None:
         """Whether a uid can be switched to is the node keeper's to say (at start)."""

@@ -14,8 +14,10 @@ backend starts one; only the keeper is a Ray worker. The keeper
 * gives each job its own cgroup (``cgroup.kill``) where the node has a writable cgroup v2
   hierarchy, else the ``MURMUR_JOB_ID`` sweep (roost/launcher/cgroups.py), so no process
   outlives its job on this node;
-* owns this node's root for child directories (nodes share no filesystem): ``<root>/jobs/<job>``
-  with ``meta/job_id.txt``, ``input.json``, ``completion.json``, the child's log; and an artifact
+* owns this node's root for child directories (nodes share no filesystem; ``$MURMUR_ROOST_NODE_ROOT``
+  on the node, else the daemon's ``ray_node_root``): ``<root>/jobs/<job>``
+  with ``meta/job_id.txt``, ``input.json``, ``completion.json``, the child's log, the trace lines
+  the daemon writes for a session there (``append_trace``); and an artifact
   cache laid out as a registry (``<root>/registry``) that the capsule host resolves from
   (the file work: roost/raybackend/keeperfiles.py, roost/raybackend/keepercache.py).
 
@@ -47,14 +49,19 @@ from roost.completion import CompletionRecord, read_completion, write_completion
 from roost.fsutil import Place
 from roost.launcher import records
 from roost.launcher.cgroups import JobCgroups, sweep_marked
+from roost.launcher.childfiles import list_names, read_at
 from roost.launcher.spawn import CannotSwitchUser, ChildSpec, apply_limits, run_as, start_process
 from roost.launcher.supervise import ProcessWatch, signal_group
 from roost.manifest import ResourceCaps
 from roost.raybackend import keepercache
 from roost.raybackend.keeperfiles import check_job_id, read_from
 from roost.raybackend.placement import node_root_name, run_as_refusal, setid_capable
+from roost.trace import append_lines
 
-__all__ = ["PYTHON_MARK", "NodeKeeper"]
+__all__ = ["NODE_ROOT_ENV", "PYTHON_MARK", "NodeKeeper"]
+
+NODE_ROOT_ENV = "MURMUR_ROOST_NODE_ROOT"
+"""Set in a Ray node's environment: where that node's keeper keeps its children's directories."""
 
 PYTHON_MARK = "@python"
 """An argv[0] the keeper replaces with its own interpreter (the daemon's path may not exist here)."""
@@ -82,7 +89,10 @@ class NodeKeeper:
 
     def __init__(self, node_id: str, root: str, job_cgroups: str = "auto") -> None:
         self.node_id = node_id
-        self.root = Path(root) / node_root_name(node_id)
+        # A node's own setting wins over the daemon's ``ray_node_root``: the daemon's path need
+        # not exist (or be a good place) on this node.
+        own = os.environ.get(NODE_ROOT_ENV) or root
+        self.root = Path(own) / node_root_name(node_id)
         self.jobs_root = self.root / "jobs"
         self.cache = self.root / "registry"
         for path in (self.root, self.jobs_root, self.cache):
@@ -168,6 +178,24 @@ class NodeKeeper:
     async def read_log(self, job_id: str, uid: int | None, offset: int, max_bytes: int = 256 * 1024) -> bytes:
         """The child's log from ``offset`` on (for ``roostctl logs -f``)."""
         return await asyncio.to_thread(read_from, self.place(job_id, uid), records.LOG_FILE, offset, max_bytes)
+
+    async def read_file(
+        self, job_id: str, uid: int | None, name: str, offset: int, max_bytes: int
+    ) -> tuple[int, bytes]:
+        """``(start, data)`` of one of the child's record files (``roostctl logs -f``, ``job``)."""
+        return await asyncio.to_thread(read_at, self.place(job_id, uid), name, offset, max_bytes)
+
+    async def list_files(self, job_id: str, uid: int | None, sub: str) -> list[str]:
+        """The regular files in one directory of the child's (its ``out/``, its records dir)."""
+        return await asyncio.to_thread(list_names, self.place(job_id, uid), sub)
+
+    async def append_trace(
+        self, job_id: str, uid: int | None, session_id: str, lines: list[tuple[str, dict[str, Any]]]
+    ) -> list[str]:
+        """Append the daemon's lines (already redacted) to the trace of a session whose workdir
+        is this child's directory, in order, in one batch; their event ids."""
+        workdir = str(self.place(job_id, uid).path)
+        return await asyncio.to_thread(append_lines, workdir, session_id, [(e, p) for e, p in lines], uid=uid)
 
     # -- processes -------------------------------------------------------------------------
     async def start(

@@ -21,6 +21,7 @@ from roost.launcher.backend import (
     RunningChild,
     StartSpec,
 )
+from roost.launcher.records import LOG_FILE
 from roost.manifest import ResourceCaps
 
 __all__ = ["FakeBackend", "FakeChild", "FakeDir"]
@@ -108,6 +109,7 @@ class FakeDir:
     stderr: list[str] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
     session_end: str | None = None
+    trace: dict[str, list[tuple[str, dict[str, object]]]] = field(default_factory=dict)
 
 
 class FakeBackend:
@@ -157,6 +159,21 @@ class FakeBackend:
 
     async def append_log(self, dir: ChildDir, lines: Sequence[str]) -> None:
         self.dirs[dir.job_id].log.extend(lines)
+
+    async def append_trace(
+        self, dir: ChildDir, session_id: str, lines: Sequence[tuple[str, dict[str, object]]]
+    ) -> list[str]:
+        kept = self.dirs[dir.job_id].trace.setdefault(session_id, [])
+        kept.extend(lines)
+        return [f"evt_{len(kept) - len(lines) + i}" for i in range(len(lines))]
+
+    async def read_file(self, dir: ChildDir, name: str, offset: int, max_bytes: int) -> tuple[int, bytes]:
+        data = "".join(f"stdout: {ln}\n" for ln in self.dirs[dir.job_id].log).encode() if name == LOG_FILE else b""
+        start = max(0, len(data) - max_bytes) if offset < 0 else offset if offset <= len(data) else 0
+        return start, data[start : start + max_bytes]
+
+    async def list_files(self, dir: ChildDir, sub: str) -> list[str]:
+        return []
 
     def check_run_as(self, uid: int | None) -> None:
         return None

@@ -1,6 +1,8 @@
 """Show one job: its capsule, state, node, times, how it ended and its completion record.
 
-Calls ``GET /jobs/{id}``; ``--json`` prints the job object as the daemon answered it.
+Calls ``GET /jobs/{id}``; ``--json`` prints the job object as the daemon answered it. The result
+files of a child on this host are listed here; a child on another node has them there, and the
+daemon lists them (``out_files``, read through the node's keeper).
 """
 
 from __future__ import annotations
@@ -77,7 +79,9 @@ def show(ctx: Context, body: dict[str, Any]) -> None:
             rows.append(("  detail", comp.get("detail")))
     elif body.get("ended_ms") is not None:
         rows.append(("completion", "none recorded"))
-    files = _result_files(body.get("workdir"))
+    # A child on another node: its node listed them (relative to its workdir there).
+    remote = body.get("out_files")
+    files = [str(f) for f in remote] if isinstance(remote, list) else _result_files(body.get("workdir"))
     if files:
         rows.append(("result files", files[0]))
         rows += [("", f) for f in files[1:]]

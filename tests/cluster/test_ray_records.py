@@ -1,0 +1,170 @@
+"""A remote child's records stay on its node and reach the daemon only through the node's keeper.
+
+Each test node has a root of its own that the daemon is never told about (tests/cluster/conftest.py).
+Real example capsules run under the real ``roost-capsule`` host on chosen nodes. While they run,
+a Python audit hook watches this process (the daemon runs in it): it must open nothing under the
+nodes' roots, so a trace line or a log line that reached the right file on the right node went
+there through the keeper, not through a disk the daemon happened to share with the node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from roost.trace import trace_path
+from tests.support.cluster import job_final, ray_settings, wait_for
+from tests.support.daemon import RunningDaemon
+from tests.support.registry import EXAMPLES
+from tests.trace_checks import assert_trace_guarantees
+
+pytestmark = pytest.mark.slow
+
+PLACEMENT = {
+    "orchestrator": {"resources": {"w1": 1}},
+    "worker": {"resources": {"w2": 1}},
+    "sleeper": {"resources": {"w2": 1}},
+}
+
+# Paths this process opened or listed below the watched directory while a watch was on.
+_WATCH: dict[str, Any] = {"base": None, "seen": []}
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    base = _WATCH["base"]
+    if base is None or event not in ("open", "os.listdir", "os.scandir"):
+        return
+    path = args[0] if args else None
+    if isinstance(path, bytes):
+        path = path.decode("utf-8", "replace")
+    if isinstance(path, str) and (path.startswith(base) or path == "trace.jsonl"):
+        _WATCH["seen"].append((event, path))
+
+
+sys.addaudithook(_audit)
+
+
+@contextmanager
+def daemon_stays_off(base: Path) -> Iterator[list[tuple[str, str]]]:
+    """Record every file or directory this process opens below ``base`` (and any relative open
+    of a ``trace.jsonl``, which is how a local trace writer opens one)."""
+    seen: list[tuple[str, str]] = []
+    _WATCH["base"], _WATCH["seen"] = str(base), seen
+    try:
+        yield seen
+    finally:
+        _WATCH["base"] = None
+
+
+@pytest.fixture
+async def records_daemon(ray_ns: str, daemon_factory: Any, ray_cluster: Any, tmp_path: Path) -> RunningDaemon:
+    settings = ray_settings(ray_cluster, tmp_path, ray_ns, ray_placement=PLACEMENT)
+    del settings["runtime_command"]
+    settings.update(spawn_allow=("orchestrator", "worker", "sleeper"), launch_timeout_secs=60.0)
+    d: RunningDaemon = await daemon_factory(EXAMPLES / "registry", **settings)
+    d.roost.launcher.delivery_window_secs = 2.0
+    return d
+
+
+def _held(wd: Path) -> dict[str, str]:
+    """The log files a child's directory holds on its node, by name (read by the test itself)."""
+    files = [wd / ".murmur" / "launcher.log", *wd.glob(".murmur/ses_*/*.log"), wd / "out" / "result.txt"]
+    return {p.name: p.read_text() for p in files if p.is_file()}
+
+
+def _on(root: Path, workdir: str) -> bool:
+    return Path(workdir).is_relative_to(root)
+
+
+async def _admin(d: RunningDaemon, path: str) -> Any:
+    connector = aiohttp.UnixConnector(path=str(d.roost.config.admin_socket_path))
+    async with aiohttp.ClientSession(connector=connector) as http, http.get("http://admin" + path) as resp:
+        assert resp.status == 200, await resp.text()
+        return await resp.json()
+
+
+async def test_a_delegation_across_nodes_writes_each_trace_on_its_own_node(
+    records_daemon: RunningDaemon, ray_cluster: Any, tmp_path: Path
+) -> None:
+    d = records_daemon
+    with daemon_stays_off(ray_cluster.base) as opened:
+        status, orch, _, _ = await d.call(
+            "POST", "/jobs", json={"name": "orchestrator", "version": "0.1.0", "task": "red green blue"}
+        )
+        assert status == 201, orch
+        worker = await wait_for(
+            lambda: next((j for j in d.roost.launcher.jobs.values() if j.name == "worker"), None), timeout=60
+        )
+        final = await job_final(d, orch["job_id"], timeout=90)
+        assert final["state"] == "complete", final
+        await wait_for(lambda: worker.done.is_set(), timeout=30)
+        view = await _admin(d, f"/jobs/{orch['job_id']}")
+    assert opened == [], f"the daemon opened files on a node's root itself: {opened[:5]}"
+    # Each child's directory is under its own node's root, which the daemon was never told about.
+    assert _on(ray_cluster.roots["w1"], orch["workdir"]), orch["workdir"]
+    assert _on(ray_cluster.roots["w2"], worker.workdir), worker.workdir
+    assert not any((tmp_path / "nodes").glob("*/jobs/*")), "a keeper used the daemon's ray_node_root"
+    assert worker.view()["state"] == "complete", worker.view()
+    # The parent's trace (on w1): its own lines from its host and the daemon's delegation lines,
+    # appended there through w1's keeper, meeting every guarantee of the trace format.
+    parent = assert_trace_guarantees(trace_path(orch["workdir"], orch["session_id"]))
+    mine = [
+        ln
+        for ln in parent
+        if ln["event_type"].startswith("delegation") and ln.get("delegation_id") == worker.delegation_id
+    ]
+    assert [ln["event_type"] for ln in mine] == ["delegation_start", "delegation"], mine
+    assert mine[0]["child_session_id"] == worker.session_id and mine[1]["outcome"] == "ok", mine
+    # The child's trace (on w2), complete and well formed too.
+    assert worker.session_id is not None
+    child = assert_trace_guarantees(trace_path(worker.workdir, worker.session_id))
+    assert child[-1]["event_type"] == "session_end", child[-1]
+    # roostctl job: the result files of a remote child are listed by its node.
+    assert view["node"]["node_id"] == ray_cluster.nodes["w1"]
+    assert "out/result.txt" in view["out_files"], view
+    assert "worker report" in (Path(orch["workdir"]) / "out" / "result.txt").read_text()
+
+
+async def test_logs_follow_streams_a_remote_childs_lines_while_it_runs_and_ends_with_it(
+    records_daemon: RunningDaemon, ray_cluster: Any
+) -> None:
+    d = records_daemon
+    status, job, _, _ = await d.call("POST", "/jobs", json={"name": "sleeper", "version": "0.1.0", "task": "6"})
+    assert status == 201, job
+    assert _on(ray_cluster.roots["w2"], job["workdir"]), job["workdir"]
+    items: list[dict[str, Any]] = []
+    state_at_first_line: str | None = None
+    connector = aiohttp.UnixConnector(path=str(d.roost.config.admin_socket_path))
+
+    async def follow() -> None:
+        nonlocal state_at_first_line
+        url = f"http://admin/logs/{job['job_id']}?follow=1&tail=100"
+        async with aiohttp.ClientSession(connector=connector) as http, http.get(url) as resp:
+            assert resp.status == 200, await resp.text()
+            async for raw in resp.content:
+                if not raw.strip():
+                    continue
+                item = json.loads(raw)
+                items.append(item)
+                if state_at_first_line is None and "sleeping" in item["line"]:
+                    state_at_first_line = d.roost.launcher.jobs[job["job_id"]].state
+
+    with daemon_stays_off(ray_cluster.base) as opened:
+        await asyncio.wait_for(follow(), 90)  # the stream ends by itself when the job ends
+        final = await job_final(d, job["job_id"], timeout=30)
+    assert opened == [], f"the daemon opened files on a node's root itself: {opened[:5]}"
+    lines = [it["line"] for it in items]
+    assert state_at_first_line == "running", (state_at_first_line, lines)
+    assert any("slept 6 seconds" in ln for ln in lines), lines
+    assert final["state"] == "complete", final
+    # What was streamed is what the node holds, in the files the stream named.
+    held = _held(Path(job["workdir"]))
+    assert all(it["line"] in held.get(it["file"], "") for it in items), (items, held)
