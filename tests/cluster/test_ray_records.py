@@ -1,7 +1,8 @@
 """A remote child's records stay on its node and reach the daemon only through the node's keeper.
 
 Each test node has a root of its own that the daemon is never told about (tests/cluster/conftest.py).
-Real example capsules run under the real ``roost-capsule`` host on chosen nodes. While they run,
+Real example capsules run under the real ``roost-capsule`` host on chosen nodes (the log test: a
+runtime double that prints stdout lines on cue). While they run,
 a Python audit hook watches this process (the daemon runs in it): it must open nothing under the
 nodes' roots, so a trace line or a log line that reached the right file on the right node went
 there through the keeper, not through a disk the daemon happened to share with the node.
@@ -21,9 +22,9 @@ import aiohttp
 import pytest
 
 from roost.trace import trace_path
-from tests.support.cluster import job_final, ray_settings, wait_for
+from tests.support.cluster import add_doubles, job_final, ray_settings, wait_for
 from tests.support.daemon import RunningDaemon
-from tests.support.registry import EXAMPLES
+from tests.support.registry import EXAMPLES, RegistryBuilder
 from tests.trace_checks import assert_trace_guarantees
 
 pytestmark = pytest.mark.slow
@@ -31,7 +32,6 @@ pytestmark = pytest.mark.slow
 PLACEMENT = {
     "orchestrator": {"resources": {"w1": 1}},
     "worker": {"resources": {"w2": 1}},
-    "sleeper": {"resources": {"w2": 1}},
 }
 
 # Paths this process opened or listed below the watched directory while a watch was on.
@@ -68,7 +68,7 @@ def daemon_stays_off(base: Path) -> Iterator[list[tuple[str, str]]]:
 async def records_daemon(ray_ns: str, daemon_factory: Any, ray_cluster: Any, tmp_path: Path) -> RunningDaemon:
     settings = ray_settings(ray_cluster, tmp_path, ray_ns, ray_placement=PLACEMENT)
     del settings["runtime_command"]
-    settings.update(spawn_allow=("orchestrator", "worker", "sleeper"), launch_timeout_secs=60.0)
+    settings.update(spawn_allow=("orchestrator", "worker"), launch_timeout_secs=60.0)
     d: RunningDaemon = await daemon_factory(EXAMPLES / "registry", **settings)
     d.roost.launcher.delivery_window_secs = 2.0
     return d
@@ -133,11 +133,22 @@ async def test_a_delegation_across_nodes_writes_each_trace_on_its_own_node(
     assert "worker report" in (Path(orch["workdir"]) / "out" / "result.txt").read_text()
 
 
+@pytest.fixture
+async def doubles_daemon(
+    ray_ns: str, daemon_factory: Any, registry: RegistryBuilder, ray_cluster: Any, tmp_path: Path
+) -> RunningDaemon:
+    add_doubles(registry)
+    d: RunningDaemon = await daemon_factory(registry.root, **ray_settings(ray_cluster, tmp_path, ray_ns))
+    return d
+
+
 async def test_logs_follow_streams_a_remote_childs_lines_while_it_runs_and_ends_with_it(
-    records_daemon: RunningDaemon, ray_cluster: Any
+    doubles_daemon: RunningDaemon, ray_cluster: Any
 ) -> None:
-    d = records_daemon
-    status, job, _, _ = await d.call("POST", "/jobs", json={"name": "sleeper", "version": "0.1.0", "task": "6"})
+    """A runtime double on w2 prints a stdout line, then waits for a ``go`` file before its last
+    line and its end: the first line must reach the follower while the job runs."""
+    d = doubles_daemon
+    status, job, _, _ = await d.call("POST", "/jobs", json={"name": "kid", "version": "0.1.0", "task": "chatter"})
     assert status == 201, job
     assert _on(ray_cluster.roots["w2"], job["workdir"]), job["workdir"]
     items: list[dict[str, Any]] = []
@@ -154,16 +165,19 @@ async def test_logs_follow_streams_a_remote_childs_lines_while_it_runs_and_ends_
                     continue
                 item = json.loads(raw)
                 items.append(item)
-                if state_at_first_line is None and "sleeping" in item["line"]:
+                if state_at_first_line is None and item["line"] == "chatter: first":
                     state_at_first_line = d.roost.launcher.jobs[job["job_id"]].state
+                    # Let the child go on (another process touches the file: this one stays off the node).
+                    touch = await asyncio.create_subprocess_exec("touch", str(Path(job["workdir"]) / "go"))
+                    assert await touch.wait() == 0
 
     with daemon_stays_off(ray_cluster.base) as opened:
         await asyncio.wait_for(follow(), 90)  # the stream ends by itself when the job ends
         final = await job_final(d, job["job_id"], timeout=30)
     assert opened == [], f"the daemon opened files on a node's root itself: {opened[:5]}"
-    lines = [it["line"] for it in items]
-    assert state_at_first_line == "running", (state_at_first_line, lines)
-    assert any("slept 6 seconds" in ln for ln in lines), lines
+    assert state_at_first_line == "running", (state_at_first_line, items)
+    stdout = [it["line"] for it in items if it["stream"] == "stdout"]
+    assert stdout == ["chatter: first", "chatter: last"], items
     assert final["state"] == "complete", final
     # What was streamed is what the node holds, in the files the stream named.
     held = _held(Path(job["workdir"]))

@@ -10,7 +10,9 @@ session_id, name, version, workdir, pid), prints the ready line, then does what 
 * ``crash`` — three recognisable stderr lines, exit 7 with no completion;
 * ``never-ready`` — never prints the ready line; ``bad-ready`` — prints a non-JSON line, exits 1;
 * ``stubborn`` — ignore SIGTERM;
-* ``delegate NAME TASK…`` — launch NAME through ``POST /jobs`` with its own credential.
+* ``delegate NAME TASK…`` — launch NAME through ``POST /jobs`` with its own credential;
+* ``chatter`` — after the ready line print ``chatter: first`` on stdout, wait until a file
+  ``go`` appears in its directory, print ``chatter: last``, then finish like ``sleep 0``.
 
 It always writes ``double.json`` (argv, environment, whether an approval came on stdin) and, on
 lifeline EOF, ``spawner_ended.json``, then exits 143 without a completion (as upstream does).
@@ -130,6 +132,11 @@ def main():
             roost + "/jobs", {"name": child, "version": "0.1.0", "task": rest}, {"x-murmur-spawn-credential": cred}
         )
         write_json(os.path.join(workdir, "delegated.json"), job)
+    if "chatter" in words:
+        print("chatter: first", flush=True)
+        while not os.path.exists(os.path.join(workdir, "go")):
+            time.sleep(0.05)
+        print("chatter: last", flush=True)
     if "sleep" in words:
         time.sleep(float(words[words.index("sleep") + 1]))
     elif "delegate" in words or "hang" in words:
