@@ -1,28 +1,61 @@
-"""The relay's seal: a MAC that lets a door believe the origin and trust a relayed request carries.
+"""The daemon's seal: a MAC that lets a door believe the origin and trust a request carries.
 
 Why: a door on loopback can be reached by any local process, so ``x-murmur-task-origin`` /
-``x-murmur-task-trust`` alone prove nothing. The daemon's relay stamps them *and* a seal, an
+``x-murmur-task-trust`` alone prove nothing. The daemon stamps them *and* a seal, an
 HMAC-SHA256 over the stamped values under a key that only the daemon and the receiving session
 hold (handed to the session when it registers). The door believes the headers only when the
-seal verifies; anything else is untrusted (``docs/security.md``).
+seal verifies; anything else is untrusted (``docs/security.md``, "Sealed origin and trust").
+The daemon seals what its relay forwards and every completion of a child it launched (a child
+never holds a key; its completion is delivered by the daemon's launcher).
 
-Header: ``x-murmur-task-seal: v1.<sender session id>.<64 hex>``. The MAC covers the version,
-the sender, the receiving session, origin, trust, traceparent and the subject (the message id
-of a send, the task id of a get or cancel), each separated by a newline.
+Header: ``x-murmur-task-seal: v2.<sender session id>.<64 hex>``. The MAC covers the version,
+the sender, the receiving session, origin, trust, traceparent and the subject, each separated
+by a newline. The subject of a send is :func:`send_subject` — the message id and a digest of
+what the message says (context, task, delegation id, parts) — so a sealed message replayed
+with another body, into another context or for another delegation no longer verifies; the
+subject of a get or cancel is the task id.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
+from typing import Any
+
+from a2a.models import Message
+
+__all__ = ["SEAL_HEADER", "door_key", "seal", "send_subject", "verify"]
 
 SEAL_HEADER = "x-murmur-task-seal"
-_VERSION = "v1"
+_VERSION = "v2"
 
 
 def _mac(key: bytes, sender: str, receiver: str, origin: str, trust: str, tp: str, subject: str) -> str:
     text = "\n".join((_VERSION, sender, receiver, origin.lower(), trust.lower(), tp.lower(), subject))
     return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+
+
+def _part(part: Any) -> list[Any]:
+    file = part.file
+    return [
+        part.kind,
+        part.text,
+        None if file is None else [file.uri, file.name, file.mime_type],
+        part.data,
+    ]
+
+
+def send_subject(message: Message, delegation_id: str | None = None) -> str:
+    """What a send's seal covers: the message id, then a sha256 over everything the message says.
+
+    The digest is over a canonical JSON array (sorted keys, no spaces) of the context id, the
+    task id, the delegation id (``x-murmur-delegation-id``, for a completion) and each part's
+    kind, text, file reference and data — the fields both A2A dialects carry unchanged.
+    """
+    body = [message.context_id, message.task_id, delegation_id or None, [_part(p) for p in message.parts]]
+    canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return f"{message.message_id}\n{hashlib.sha256(canon.encode()).hexdigest()}"
 
 
 def seal(key: bytes, *, sender: str, receiver: str, origin: str, trust: str, traceparent: str, subject: str) -> str:
@@ -45,7 +78,7 @@ def verify(
         return None
     version, _, rest = header.strip().partition(".")
     sender, _, digest = rest.rpartition(".")
-    if version != _VERSION or not sender or len(digest) != 64:
+    if version != _VERSION or not sender or len(digest) != 64 or not digest.isascii():
         return None
     expected = _mac(key, sender, receiver, origin, trust, traceparent or "", subject)
     return sender if hmac.compare_digest(expected, digest.lower()) else None

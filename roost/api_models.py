@@ -107,7 +107,12 @@ class RegisterRequest(_Open):
 class RegisterResponse(_Open):
     credential: str = Field(description="msc1. session credential; send it as x-murmur-spawn-credential.")
     door_key: str = Field(
-        description="64 hex: the key the session's A2A door checks the relay's seals with (x-murmur-task-seal)."
+        description="64 hex: the key the session's A2A door checks the daemon's seals with (x-murmur-task-seal)."
+    )
+    completion_delivery: Literal["launcher"] | None = Field(
+        default=None,
+        description="Present for a child the daemon's launcher started: the launcher delivers its "
+        "completion.json to the parent's door, sealed, once the child exits; the child does not post it.",
     )
 
 

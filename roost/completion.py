@@ -7,8 +7,10 @@ launcher (``reported_by: launcher``), so both write the same record the same way
   rewritten with ``delivered: true`` or ``delivery_error`` — a reader never sees a half file;
 * delivery is one ``message/send`` to the parent's door with origin ``completion``, the trust
   the spawner handle carries, and ``x-murmur-delegation-id`` / ``x-murmur-completion-session``;
-  the daemon's launcher also seals it (:mod:`a2a.seal`, under the parent session's door key) so
-  the door believes that origin and trust — an unsealed completion is recorded untrusted;
+  the daemon's launcher seals it (:mod:`a2a.seal`, under the parent session's door key, over the
+  message's body and delegation id) so the door believes that origin and trust — an unsealed
+  completion is recorded untrusted. A child the launcher started therefore leaves its record
+  for the launcher to deliver (``docs/security.md``, "Sealed origin and trust");
 * the message names where the result is and never carries the child's output.
 """
 
@@ -37,6 +39,7 @@ __all__ = [
     "CompletionRecord",
     "SpawnerHandle",
     "SpawnerHandleError",
+    "completion_request",
     "crash_detail",
     "cut_detail",
     "deadline_detail",
@@ -247,24 +250,16 @@ def message_text(rec: CompletionRecord) -> str:
     return "\n".join(lines)
 
 
-async def deliver(
-    client: A2AClient,
-    handle: SpawnerHandle,
-    rec: CompletionRecord,
-    *,
-    window_secs: float = 30.0,
-    seal_key: bytes | None = None,
-) -> str | None:
-    """Post the completion to the parent's door; None on success, else the reason.
+def completion_request(
+    handle: SpawnerHandle, rec: CompletionRecord, *, seal_key: bytes | None = None
+) -> tuple[Message, dict[str, str]]:
+    """The message and headers that deliver ``rec`` to the parent's door named by ``handle``.
 
-    Transport errors are retried with backoff (100 ms doubling to 2 s) for ``window_secs``,
-    because the parent's listener may still be coming up; a refusal is final. With
-    ``seal_key`` (the parent session's door key, which only the daemon and that session hold)
-    the origin and trust are sealed, as the relay seals a send, with the child's session as the
-    sender (its delegation id when it never registered).
+    With ``seal_key`` (the parent session's door key, which only the daemon and that session
+    hold) the origin and trust are sealed over the message's body and delegation id, with the
+    child's session as the sender (its delegation id when it never registered).
     """
-    if handle.url is None or handle.trust is None:
-        return "the spawner handle carries no completion address"
+    assert handle.trust is not None
     message = Message(
         message_id=prefixed("msg"),
         role="user",
@@ -285,8 +280,28 @@ async def deliver(
             origin=Origin.COMPLETION.value,
             trust=handle.trust,
             traceparent="",  # a delivery carries no trace context of its own
-            subject=message.message_id,
+            subject=seal.send_subject(message, handle.delegation_id),
         )
+    return message, headers
+
+
+async def deliver(
+    client: A2AClient,
+    handle: SpawnerHandle,
+    rec: CompletionRecord,
+    *,
+    window_secs: float = 30.0,
+    seal_key: bytes | None = None,
+) -> str | None:
+    """Post the completion to the parent's door; None on success, else the reason.
+
+    Transport errors are retried with backoff (100 ms doubling to 2 s) for ``window_secs``,
+    because the parent's listener may still be coming up; a refusal is final. ``seal_key``
+    seals the delivery (:func:`completion_request`).
+    """
+    if handle.url is None or handle.trust is None:
+        return "the spawner handle carries no completion address"
+    message, headers = completion_request(handle, rec, seal_key=seal_key)
     deadline = time.monotonic() + window_secs
     delay = 0.1
     while True:

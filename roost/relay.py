@@ -279,7 +279,7 @@ class Relay:
         span = self._events.start("roost.relay.send", **_attrs(rec.session_id, "send"))
         try:
             endpoint = await self._endpoint(rec, req.peer_url)
-            self._seal(headers, rec, endpoint.url, sent_tp, req.message_id)
+            self._seal(headers, rec, endpoint.url, sent_tp, seal.send_subject(message))
             task = await self._a2a.send_message(endpoint.url, message, dialect=endpoint.dialect, headers=headers)
         except Refused:
             span.failed(ObservedError("Refused", "validation"))

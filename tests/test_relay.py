@@ -141,7 +141,7 @@ async def test_send_stamps_headers_and_records(relay_daemon: RunningDaemon, tmp_
     h = peer.headers[-1]
     assert h["traceparent"] == body["traceparent"] and h["tracestate"] == "vendor=1,other=2"
     assert (h["x-murmur-task-origin"], h["x-murmur-task-trust"]) == ("peer", "trusted")
-    assert h["x-murmur-task-seal"].startswith(f"v1.{sid}.")
+    assert h["x-murmur-task-seal"].startswith(f"v2.{sid}.")
     assert CRED not in h
     task = peer.tasks[0]
     assert (task.origin.value, task.trust.value, task.lane.value) == ("peer", "trusted", "peer")

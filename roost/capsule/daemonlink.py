@@ -3,7 +3,9 @@
 Registration is the launch's last check: a capsule that declares ``capabilities.spawn.allow``,
 or that was delegated to, must be known to the daemon that referees its spawns, so a failed
 ``/register`` refuses the launch rather than run it unrefereed. The lease is renewed while the
-session runs (harmless when roost watches the pid instead).
+session runs (harmless when roost watches the pid instead). The answer to ``/register`` carries
+the key the session's door checks the daemon's seals with, and says whether the daemon's
+launcher delivers this session's completion (docs/security.md, "Sealed origin and trust").
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import os
+from dataclasses import dataclass
 
 import aiohttp
 
@@ -19,11 +22,22 @@ from roost.capsule.prepare import LaunchRefused, Prepared, register_refusal, say
 from roost.tlsclient import TrustError, context_for, untrusted_sentence
 from roost.wire import APPROVAL_HEADER, CREDENTIAL_HEADER
 
-__all__ = ["DaemonLink"]
+__all__ = ["DaemonLink", "Registration"]
 
 REGISTER_TIMEOUT = aiohttp.ClientTimeout(total=30, sock_connect=5)
 DEREGISTER_TIMEOUT = aiohttp.ClientTimeout(total=5, sock_connect=2)
 RENEW_TIMEOUT = aiohttp.ClientTimeout(total=10, sock_connect=2)
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """What ``/register`` told the session beyond its credential."""
+
+    door_key: bytes | None = None
+    """The key the door checks the daemon's seals with (None: believe no seal)."""
+    launcher_delivers: bool = False
+    """The daemon's launcher started this child and delivers its completion, sealed, after it
+    exits; the child writes ``completion.json`` and does not post it itself."""
 
 
 class DaemonLink:
@@ -45,8 +59,8 @@ class DaemonLink:
             tls, self._trust_error = None, str(exc)  # refuses the registration, with this sentence
         self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=tls) if tls else None)
 
-    async def register(self, capsule_url: str, *, required: bool) -> bytes | None:
-        """Register the session; returns the door key the daemon seals relayed stamps with.
+    async def register(self, capsule_url: str, *, required: bool) -> Registration:
+        """Register the session; returns the door key and who delivers its completion.
 
         Raises :class:`LaunchRefused` when registration is ``required`` and fails.
         """
@@ -54,7 +68,7 @@ class DaemonLink:
         if p.roost_url is None:
             if required:
                 raise LaunchRefused(register_refusal("<unset>", "MURMUR_ROOST_URL is not set"))
-            return None
+            return Registration()
         if self._trust_error is not None:
             raise LaunchRefused(register_refusal(p.roost_url, self._trust_error))
         body = {
@@ -92,7 +106,7 @@ class DaemonLink:
             with contextlib.suppress(ValueError):
                 seal_key = bytes.fromhex(door_key)
         self._renewer = asyncio.get_running_loop().create_task(self._renew_forever())
-        return seal_key
+        return Registration(seal_key, answer.get("completion_delivery") == "launcher")
 
     async def _renew_forever(self) -> None:
         """Renew this session's lease while it runs (harmless when roost watches the pid instead).

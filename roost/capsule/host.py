@@ -6,7 +6,10 @@ printed last, so a launcher that reads it can use the door and the daemon alread
 session. Tasks are served by :mod:`roost.capsule.serving`; this module owns the session's
 lifecycle: listeners, ``session_start``/``session_end``, the entrypoints' subtree, the endings.
 
-Endings: a natural end (``after_task: exit``) writes and posts ``completion.json``; SIGTERM/SIGINT
+Endings: a natural end (``after_task: exit``) writes ``completion.json`` and posts it — unless the
+daemon's launcher started this child, which then delivers it sealed once the child has exited (a
+completion the child posted itself would reach its parent's door unsealed, so untrusted; see
+docs/security.md, "Sealed origin and trust"); SIGTERM/SIGINT
 (the launcher ending the delegation) and lifeline EOF (the spawner is gone) cancel the running
 task and write no completion — the launcher records ``terminated`` itself, and a dead spawner has
 no door to hear one. Every ending writes exactly one ``session_end`` after every ``task_end``.
@@ -87,6 +90,7 @@ class Host:
         self.stop_reason: StopReason | None = None
         self.stopping = False
         self.link = DaemonLink(p)
+        self.launcher_delivers = False
         self.tasks = TaskServer(
             p,
             self.trace,
@@ -148,9 +152,10 @@ class Host:
 
     async def _register(self, capsule_url: str) -> None:
         required = self.delegated or bool(self.p.manifest.capabilities.spawn.allow)
-        seal_key = await self.link.register(capsule_url, required=required)
-        if seal_key is not None:
-            self.door.seal_key = seal_key  # relayed stamps are believed only when sealed
+        registration = await self.link.register(capsule_url, required=required)
+        if registration.door_key is not None:
+            self.door.seal_key = registration.door_key  # stamps are believed only when sealed
+        self.launcher_delivers = registration.launcher_delivers
 
     # -- the session ------------------------------------------------------------------------------
 
@@ -296,6 +301,11 @@ class Host:
             reported_by="child",
             result_path="out/result.txt" if has_result else None,
         )
+        if self.launcher_delivers:
+            # The launcher posts it, sealed, once we have exited (at most once, even across a
+            # daemon restart); a post of our own would arrive unsealed, so untrusted.
+            await asyncio.to_thread(write_completion, p.workdir, rec)
+            return
         async with A2AClient(total_timeout=10.0) as client:
             final = await report(client, p.handle, p.workdir, rec)
         if final.delivery_error is not None:

@@ -13,7 +13,7 @@ from aiohttp import web
 from roost.bodies import parse_deregister, parse_register, parse_spawn
 from roost.errors import BadRequest, NotFound, Refused, RoostError
 from roost.http.caller import caller_of
-from roost.http.context import EXECUTOR, KEYS, METRICS, REFEREE, SETTINGS
+from roost.http.context import EXECUTOR, KEYS, LAUNCHER, METRICS, REFEREE, SETTINGS
 from roost.http.middleware import json_ok, read_json
 from roost.identifiers import require_id
 from roost.sessionwatch import pid_holds_connection, process_start_time
@@ -87,8 +87,14 @@ async def register(request: web.Request) -> web.Response:
     except RoostError as exc:
         log.info("register_refused", outcome=_outcome(exc), status=exc.status, capsule=f"{req.name}@{req.version}")
         raise
-    # The session's door checks the relay's seals with this key (docs/security.md).
-    return json_ok({"credential": credential, "door_key": request.app[KEYS].door_key_for(_rec.session_id).hex()})
+    # The session's door checks the daemon's seals with this key (docs/security.md).
+    answer = {"credential": credential, "door_key": request.app[KEYS].door_key_for(_rec.session_id).hex()}
+    job = request.app[LAUNCHER].jobs.get(_rec.job_id) if _rec.job_id is not None else None
+    if job is not None and job.delegated and job.parent_id == _rec.parent_id:
+        # The launcher delivers this child's completion, sealed, once it exits: the child only
+        # writes its record (docs/security.md, "Sealed origin and trust").
+        answer["completion_delivery"] = "launcher"
+    return json_ok(answer)
 
 
 @routes.post("/deregister")

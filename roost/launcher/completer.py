@@ -5,6 +5,11 @@
 guarantees need: the record is written (``delivered: false``) before any post; the job record
 says ``posting`` before the first post, so a daemon that dies mid-post never posts again; the
 parent's ``delegation`` line lands before the job's state turns final.
+
+A child this launcher started does not post its own completion: it writes ``completion.json``
+and the launcher delivers it, sealed under the parent's door key, so the parent's door records
+the delegation's trust (``docs/security.md``, "Sealed origin and trust"). What the daemon seals
+is vouched for first (:func:`vouched`): the identity lines are the job's, not the child's word.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Any
 import structlog
 
 from a2a.client import A2AClient
-from roost.completion import CompletionRecord, SpawnerHandle, crash_detail, deliver
+from roost.completion import CompletionRecord, SpawnerHandle, crash_detail, cut_detail, deliver
 from roost.events import EventBus, ObservedError
 from roost.launcher.backend import ChildDir, ProcessBackend
 from roost.launcher.delegation import DelegationTrace
@@ -29,7 +34,7 @@ from roost.repos.jobs import JobRepository
 from roost.sessions import SessionTable
 from roost.store import Store
 
-__all__ = ["Completer", "child_dir", "process_attrs"]
+__all__ = ["Completer", "child_dir", "process_attrs", "vouched"]
 
 log = structlog.get_logger("roost.launcher")
 
@@ -48,6 +53,31 @@ def process_attrs(job: Job, **more: Any) -> dict[str, Any]:
     }
     out.update({f"roost.process.{k}": v for k, v in more.items()})
     return out
+
+
+def vouched(rec: CompletionRecord, job: Job) -> CompletionRecord:
+    """A child's own record as the daemon seals it: the job's identity, the child's outcome.
+
+    The delegation id, capsule, session and workdir are the job's (a child cannot name another
+    delegation or session in a sealed message); the status is ``ok`` or ``error`` (anything else
+    reads ``error``); a result path is one line of printable text or none; the detail is cut.
+    """
+    status = rec.status if rec.status in ("ok", "error") else "error"
+    path = rec.result_path
+    if path is not None and (not path or not path.isprintable() or len(path) > 1024):
+        path = None
+    return replace(
+        rec,
+        delegation_id=job.delegation_id,
+        capsule_name=job.name,
+        capsule_version=job.version,
+        session_id=job.session_id or "",
+        workdir=job.workdir,
+        status=status,
+        reported_by="child",
+        result_path=path,
+        detail=cut_detail(rec.detail) if rec.detail is not None else None,
+    )
 
 
 class Completer:
@@ -131,7 +161,7 @@ class Completer:
         """The record the decision names, written (and posted) as it says."""
         if decision.write == "existing":
             assert existing is not None
-            rec = existing
+            rec = vouched(existing, job) if decision.send and existing.reported_by == "child" else existing
         else:
             detail = decision.detail
             if decision.detail_from_stderr:

@@ -15,7 +15,7 @@ from aiohttp import web
 from a2a import seal, traceparent
 from a2a.client import A2AClient
 from a2a.door import PEER_NOT_ACCEPTED_BODY, Door, DoorTask, TaskOutcome
-from a2a.models import Message, Part, TaskState
+from a2a.models import Message, Part, TaskState, parse_message_lean
 from a2a.origin import Lane, Origin, Provenance, Trust
 
 SESSION = "ses_0123456789abcdef0123456789abcdef"
@@ -392,6 +392,11 @@ HEADER_CASES = [
 ]
 
 
+def subject_of(params: dict[str, Any], delegation_id: str | None = None) -> str:
+    """What the daemon's seal covers for a send of ``params``' message (:func:`a2a.seal.send_subject`)."""
+    return seal.send_subject(parse_message_lean(params["message"]), delegation_id)
+
+
 def sealed(headers: dict[str, str], subject: str, key: bytes = SEAL_KEY, sender: str = "ses_sender") -> dict[str, str]:
     """``headers`` plus the relay's seal over them, as the daemon would stamp it."""
     value = seal.seal(
@@ -411,10 +416,12 @@ async def test_classification_at_the_door(http: aiohttp.ClientSession) -> None:
     door = make_door(gate, seal_key=SEAL_KEY)
     async with serve(door) as url:
         for headers, _, _ in HEADER_CASES:
-            await rpc(http, url, "message/send", msg03("x"), headers=sealed(headers, "m1"))
+            await rpc(http, url, "message/send", msg03("x"), headers=sealed(headers, subject_of(msg03("x"))))
         for headers, _, _ in HEADER_CASES:  # unsealed, or sealed with another key: never trusted
             await rpc(http, url, "message/send", msg03("x"), headers=headers)
-            await rpc(http, url, "message/send", msg03("x"), headers=sealed(headers, "m1", key=b"k" * 32))
+            await rpc(
+                http, url, "message/send", msg03("x"), headers=sealed(headers, subject_of(msg03("x")), key=b"k" * 32)
+            )
             await rpc(http, url, "message/send", msg03("x"), headers=sealed(headers, "another-message"))
         await asyncio.wait_for(door.wait_idle(), 5)
     got = [(t.origin, t.trust) for t in gate.seen]
@@ -447,7 +454,7 @@ async def test_completion_addressing(http: aiohttp.ClientSession) -> None:
             url,
             "message/send",
             msg03("done"),
-            headers=sealed({**base, "x-murmur-completion-session": SESSION}, "m1"),
+            headers=sealed({**base, "x-murmur-completion-session": SESSION}, subject_of(msg03("done"), "dlg_1")),
         )
         assert r["result"]["status"]["state"] == "submitted"
         await rpc(
