@@ -23,6 +23,8 @@ import hmac
 import json
 from typing import Any
 
+import orjson
+
 from a2a.models import Message
 
 __all__ = ["SEAL_HEADER", "door_key", "seal", "send_subject", "verify"]
@@ -33,7 +35,7 @@ _VERSION = "v2"
 
 def _mac(key: bytes, sender: str, receiver: str, origin: str, trust: str, tp: str, subject: str) -> str:
     text = "\n".join((_VERSION, sender, receiver, origin.lower(), trust.lower(), tp.lower(), subject))
-    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+    return hmac.new(key, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
 
 def _part(part: Any) -> list[Any]:
@@ -49,13 +51,17 @@ def _part(part: Any) -> list[Any]:
 def send_subject(message: Message, delegation_id: str | None = None) -> str:
     """What a send's seal covers: the message id, then a sha256 over everything the message says.
 
-    The digest is over a canonical JSON array (sorted keys, no spaces) of the context id, the
-    task id, the delegation id (``x-murmur-delegation-id``, for a completion) and each part's
-    kind, text, file reference and data — the fields both A2A dialects carry unchanged.
+    The digest is over a canonical JSON array (sorted keys, no spaces; orjson, or the standard
+    library's ASCII form for what orjson cannot encode) of the context id, the task id, the
+    delegation id (``x-murmur-delegation-id``, for a completion) and each part's kind, text,
+    file reference and data — the fields both A2A dialects carry unchanged.
     """
     body = [message.context_id, message.task_id, delegation_id or None, [_part(p) for p in message.parts]]
-    canon = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return f"{message.message_id}\n{hashlib.sha256(canon.encode()).hexdigest()}"
+    try:
+        canon = orjson.dumps(body, default=str, option=orjson.OPT_SORT_KEYS)
+    except (orjson.JSONEncodeError, TypeError):  # a lone surrogate, an integer past 64 bits
+        canon = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return f"{message.message_id}\n{hashlib.sha256(canon).hexdigest()}"
 
 
 def seal(key: bytes, *, sender: str, receiver: str, origin: str, trust: str, traceparent: str, subject: str) -> str:

@@ -81,6 +81,14 @@ def test_every_covered_field_changes_the_subject_and_the_seal_breaks() -> None:
     assert seal.verify(KEY, "v2.ses_a." + "é" * 64, subject=subject, **common) is None
 
 
+def test_what_orjson_cannot_encode_still_has_a_subject() -> None:
+    odd = Message(message_id="m\ud800", role="user", parts=[Part(kind="data", data={"n": 2**70, "t": "\udfff"})])
+    subject = seal.send_subject(odd)
+    assert subject != seal.send_subject(odd.model_copy(update={"parts": [Part(kind="data", data={"n": 2**70})]}))
+    value = seal.seal(KEY, sender="s", receiver="r", origin="peer", trust="trusted", traceparent="", subject=subject)
+    assert seal.verify(KEY, value, receiver="r", origin="peer", trust="trusted", traceparent=None, subject=subject)
+
+
 def _job(**over: Any) -> Job:
     values: dict[str, Any] = {
         "job_id": "job_" + "1" * 32,
