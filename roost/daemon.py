@@ -38,6 +38,7 @@ from roost.lifecycle import Lifecycle
 from roost.logs import configure_logging
 from roost.metrics import Metrics
 from roost.network import check_listeners, start_network_listener
+from roost.peer.files import SessionFiles
 from roost.peer.localfiles import LocalSessionFiles
 from roost.peer.plane import PeerPlane
 from roost.probes import Probes
@@ -130,6 +131,21 @@ class Roost:
             traces=self.traces,
         )
         self.referee.on_session_registered.append(self.relay.forget_doors)
+        backend = process_backend(
+            config,
+            self.executor,
+            daemon_url=lambda: self.lifecycle.advertise_url,
+            keeper_token=lambda node_id: keeper_token(self.key_holder.ring, node_id),
+        )
+        # A session's exported files are read (and its fetches stored) where its workdir is:
+        # this host, or the Ray node its job runs on.
+        files: SessionFiles = LocalSessionFiles(self.executor)
+        if config.launcher == "ray":
+            from roost.raybackend.peerfiles import RaySessionFiles
+
+            files = RaySessionFiles.over(
+                backend, files, lambda: self.launcher.jobs, timeout_secs=config.peer_timeout_secs
+            )
         self.peer_plane = PeerPlane(
             settings=self.settings,
             keys=self.key_holder,
@@ -140,7 +156,7 @@ class Roost:
             a2a=self.a2a,
             traces=self.traces,
             clock=clock,
-            files=LocalSessionFiles(self.executor),
+            files=files,
         )
         self.launcher = Launcher(
             config=lambda: self.config,

@@ -294,6 +294,11 @@ class RayBackend:
             raise BackendError(node_gone_sentence(node))
         return await self.cluster.keeper(node.node_id)
 
+    async def keeper_at(self, node: NodeRef) -> Any:
+        """The node's keeper for another service's calls (the peer plane's file work); raises
+        :class:`BackendError` for a node seen dead."""
+        return await self._keeper(node)
+
     async def gone_sentence(self, node: NodeRef) -> str:
         self.cluster.forget_keeper(node.node_id)
         try:

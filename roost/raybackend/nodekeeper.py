@@ -20,6 +20,8 @@ backend starts one; only the keeper is a Ray worker. The keeper
   the daemon writes for a session there (``append_trace``); and an artifact
   cache laid out as a registry (``<root>/registry``) that the capsule host resolves from
   (the file work: roost/raybackend/keeperfiles.py, roost/raybackend/keepercache.py).
+* does the peer plane's file work for its children's sessions (their exports read, fetched files
+  stored under ``peer-in/``), since only it can open their directories (roost/raybackend/peerkeeper.py).
 
 Its fate (docs/operations.md "Running with Ray"): it outlives the daemon (``lifetime=detached``),
 dies with its node, and is started again by the next daemon that needs that node.
@@ -55,6 +57,7 @@ from roost.launcher.supervise import ProcessWatch, signal_group
 from roost.manifest import ResourceCaps
 from roost.raybackend import keepercache
 from roost.raybackend.keeperfiles import check_job_id, read_from
+from roost.raybackend.peerkeeper import PeerFilesKeeper
 from roost.raybackend.placement import node_root_name, run_as_refusal, setid_capable
 from roost.trace import append_lines
 
@@ -84,7 +87,7 @@ class _Child:
     finished_off: bool = False
 
 
-class NodeKeeper:
+class NodeKeeper(PeerFilesKeeper):
     """One node's keeper. Constructed by Ray on the node it is pinned to."""
 
     def __init__(self, node_id: str, root: str, job_cgroups: str = "auto") -> None:
