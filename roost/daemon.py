@@ -131,12 +131,6 @@ class Roost:
             traces=self.traces,
         )
         self.referee.on_session_registered.append(self.relay.forget_doors)
-        backend = process_backend(
-            config,
-            self.executor,
-            daemon_url=lambda: self.lifecycle.advertise_url,
-            keeper_token=lambda node_id: keeper_token(self.key_holder.ring, node_id),
-        )
         # A session's exported files are read (and its fetches stored) where its workdir is:
         # this host, or the Ray node its job runs on.
         files: SessionFiles = LocalSessionFiles(self.executor)

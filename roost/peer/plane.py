@@ -121,6 +121,9 @@ class PeerPlane:
         """Append one line to ``rec``'s trace through the group writer; wait until it is written."""
         writer = self.traces.writer(rec)
         if writer is None:
+            # No local writer: no workdir (nothing is written), or the session's trace is on
+            # another node, which the sink reaches itself (in order, per session).
+            await self.traces.write(rec, event_type, payload)
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._lines.append((writer, rec.session_id, event_type, payload, fut))

@@ -135,9 +135,12 @@ class _RayLarge:
 class _RaySink:
     """A fetch's write into ``peer-in/`` on the fetcher's node, through its keeper."""
 
-    def __init__(self, files: RaySessionFiles, rec: SessionRecord, workdir: str, node: NodeRef | None) -> None:
+    def __init__(
+        self, files: RaySessionFiles, rec: SessionRecord, workdir: str, job_id: str | None, node: NodeRef | None
+    ) -> None:
         self._files = files
         self._rec = rec
+        self._job_id = job_id
         self._workdir = workdir
         self._node = node
         self._keeper: Any = None
@@ -160,7 +163,7 @@ class _RaySink:
     async def open(self) -> None:
         if self._node is None:
             raise OSError(errno.ENOENT, "the node that holds this session's files is not known")
-        got = await self._call("peer_in_open", self._rec.job_id, self._workdir, self._rec.uid)
+        got = await self._call("peer_in_open", self._job_id, self._workdir, self._rec.uid)
         self._sink = str(got["sink"])
 
     async def write(self, data: bytes) -> None:
@@ -181,8 +184,9 @@ class RaySessionFiles:
     """Session files of Ray children on their nodes; every other session's on this host (``local``).
 
     ``jobs`` is the launcher's index of jobs by id: a session's ``job_id`` (set from the
-    reservation its approval redeemed, never from the caller) names the job whose ``node``
-    holds its workdir."""
+    reservation its approval redeemed or its job's ready line, never from a request body) names
+    the job whose ``node`` holds its workdir. The keeper there serves only that job's directory,
+    so a session that claimed another's job would be refused, not served."""
 
     def __init__(
         self,
@@ -210,15 +214,19 @@ class RaySessionFiles:
             return cls(backend, local, jobs, timeout_secs=timeout_secs)
         return local
 
-    def node_of(self, rec: SessionRecord) -> NodeRef | None:
-        """The node that holds the session's workdir; ``None``: this host. Raises
-        :class:`IoError` for a job this daemon does not know (never guessed to be local)."""
+    def job_of(self, rec: SessionRecord) -> Job | None:
+        """The job whose node holds the session's workdir; ``None``: this host. A session names
+        its job by ``job_id``; a top-level child that did not, by its job's ready line (as the
+        trace sink finds it). Raises :class:`IoError` for a ``job_id`` this daemon does not know
+        (never guessed to be local)."""
+        jobs = self.jobs()
         if rec.job_id is None:
-            return None
-        job = self.jobs().get(rec.job_id)
-        if job is None:
-            raise IoError("the job that holds this session's files is not known to this daemon")
-        return job.node
+            job = next((j for j in jobs.values() if j.session_id == rec.session_id), None)
+        else:
+            job = jobs.get(rec.job_id)
+            if job is None:
+                raise IoError("the job that holds this session's files is not known to this daemon")
+        return job if job is not None and job.node is not None else None
 
     async def _keeper(self, node: NodeRef) -> Any:
         try:
@@ -227,11 +235,12 @@ class RaySessionFiles:
             raise IoError(_silent(node)) from None
 
     async def mint_target(self, rec: SessionRecord, export: Export, components: tuple[str, ...]) -> tuple[str, ...]:
-        node = self.node_of(rec)
-        if node is None:
+        job = self.job_of(rec)
+        if job is None or job.node is None:
             return await self.local.mint_target(rec, export, components)
+        node = job.node
         keeper = await self._keeper(node)
-        args = (rec.job_id, export.workdir, list(export.root), list(components), export.uid, export.follow)
+        args = (job.job_id, export.workdir, list(export.root), list(components), export.uid, export.follow)
         try:
             got = await asyncio.wait_for(self.backend.call(keeper.peer_mint_target, *args), self.timeout_secs)
         except (RayError, TimeoutError):
@@ -244,12 +253,13 @@ class RaySessionFiles:
     async def open_export(
         self, rec: SessionRecord, export: Export, components: tuple[str, ...]
     ) -> SmallBody | LargeBody:
-        node = self.node_of(rec)
-        if node is None:
+        job = self.job_of(rec)
+        if job is None or job.node is None:
             return await self.local.open_export(rec, export, components)
+        node = job.node
         keeper = await self._keeper(node)
         method = keeper.peer_open.options(_generator_backpressure_num_objects=self.window)
-        job_id, root, wanted = rec.job_id, list(export.root), list(components)
+        job_id, root, wanted = job.job_id, list(export.root), list(components)
 
         def submit() -> Any:
             return method.remote(
@@ -277,9 +287,9 @@ class RaySessionFiles:
 
     def peer_in(self, rec: SessionRecord, workdir: str) -> PeerInSink:
         try:
-            node = self.node_of(rec)
+            job = self.job_of(rec)
         except PeerError:
-            return _RaySink(self, rec, workdir, None)
-        if node is None:
+            return _RaySink(self, rec, workdir, None, None)
+        if job is None or job.node is None:
             return self.local.peer_in(rec, workdir)
-        return _RaySink(self, rec, workdir, node)
+        return _RaySink(self, rec, workdir, job.job_id, job.node)

@@ -24,7 +24,9 @@ import ray
 from roost import tokens
 from roost.raybackend.peerkeeper import NOT_ITS_DIR
 from roost.raybackend.placement import keeper_name
-from tests.support.cluster import no_process_left, ray_settings
+from roost.trace import read_trace, trace_path
+from tests.cluster.test_ray_records import daemon_stays_off
+from tests.support.cluster import no_process_left, ray_settings, wait_for
 from tests.support.daemon import RunningDaemon
 from tests.support.registry import RegistryBuilder
 
@@ -166,26 +168,38 @@ async def test_a_handle_minted_on_one_node_is_redeemed_and_fetched_by_a_session_
     (a.workdir / "share" / "notes.md").write_bytes(small)
     (a.workdir / "share" / "data.bin").write_bytes(big)
     fetched: dict[str, bytes] = {}
-    for path, data in (("notes.md", small), ("data.bin", big)):
-        status, minted = await _mint(d, a, path, b)
-        assert status == 200, minted
-        assert minted["audience"] == b.audience and minted["path"] == path
-        status, _, resp, raw = await _redeem(d, minted["handle"], b.audience)
-        assert status == 200
-        assert raw == data
-        assert resp.headers["etag"] == f'"sha256:{hashlib.sha256(data).hexdigest()}"'
-        assert resp.headers["content-length"] == str(len(data))
-        # The audience on w2 fetches it through the daemon's URL into its own node's peer-in/.
-        status, stored, _, _ = await d.call(
-            "POST", "/peer-fetch", json={"peer": d.url, "handle": minted["handle"]}, headers=b.cred
-        )
-        assert status == 200, stored
-        assert stored["stored_path"] == f"peer-in/{minted['handle_id']}-{path}"
-        assert stored["bytes"] == len(data) and stored["sha256"] == hashlib.sha256(data).hexdigest()
-        fetched[stored["stored_path"].removeprefix("peer-in/")] = data
+    # The daemon (this process) opens nothing on the nodes' roots while it mints, serves and stores.
+    with daemon_stays_off(ray_cluster.base) as opened:
+        for path, data in (("notes.md", small), ("data.bin", big)):
+            status, minted = await _mint(d, a, path, b)
+            assert status == 200, minted
+            assert minted["audience"] == b.audience and minted["path"] == path
+            status, _, resp, raw = await _redeem(d, minted["handle"], b.audience)
+            assert status == 200
+            assert raw == data
+            assert resp.headers["etag"] == f'"sha256:{hashlib.sha256(data).hexdigest()}"'
+            assert resp.headers["content-length"] == str(len(data))
+            # The audience on w2 fetches it through the daemon's URL into its own node's peer-in/.
+            status, stored, _, _ = await d.call(
+                "POST", "/peer-fetch", json={"peer": d.url, "handle": minted["handle"]}, headers=b.cred
+            )
+            assert status == 200, stored
+            assert stored["stored_path"] == f"peer-in/{minted['handle_id']}-{path}"
+            assert stored["bytes"] == len(data) and stored["sha256"] == hashlib.sha256(data).hexdigest()
+            fetched[stored["stored_path"].removeprefix("peer-in/")] = data
     # Exactly the two files on w2, whole, nothing half-written beside them; nothing on w1.
     assert {n: (b.workdir / "peer-in" / n).read_bytes() for n in os.listdir(b.workdir / "peer-in")} == fetched
     assert not (a.workdir / "peer-in").exists()
+    assert opened == []
+    # Each session's trace lines were written on its own node.
+
+    def kinds(p: Peer) -> list[tuple[str, Any]]:
+        path = trace_path(str(p.workdir), p.sid)
+        return [(ln["event_type"], ln.get("outcome")) for ln in read_trace(path)] if path.exists() else []
+
+    await wait_for(lambda: kinds(a).count(("peer_handle_redeem", "ok")) == 4 or None)
+    assert kinds(a).count(("peer_handle_mint", "ok")) == 2
+    await wait_for(lambda: kinds(b).count(("peer_file_fetch", "ok")) == 2 or None)
     # w1's keeper read every byte (two redeems and two fetches' redeems); w2's keeper stored both.
     on_a, on_b = await _stats(ray_ns, a.node_id), await _stats(ray_ns, b.node_id)
     assert on_a["served"] == 4 and on_a["stored"] == 0, on_a
