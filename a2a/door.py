@@ -356,7 +356,9 @@ class Door(TaskQueue):
             if part.file is not None and part.file.bytes is not None:
                 raise errors.content_type_not_supported("inline file bytes are not accepted; send a uri")
         block, history = send_configuration(params.get("configuration"), dialect)
-        caller = await self._caller(request, seal.send_subject(message, headers.get(DELEGATION_HEADER)))
+        sealed = seal.SEAL_HEADER in headers  # the subject costs a digest: only a seal needs it
+        subject = seal.send_subject(message, headers.get(DELEGATION_HEADER)) if sealed else message.message_id
+        caller = await self._caller(request, subject)
         provenance = caller.provenance
         delegation_id: str | None = None
         if provenance.origin is Origin.COMPLETION:
