@@ -4,19 +4,24 @@ A delegated job leaves two lines in its parent session's trace: ``delegation_sta
 child reported ready, and ``delegation`` when it ended (or was refused, or failed to start),
 with its outcome and reason. Each is written once: a job the launcher re-adopted after a restart
 first looks whether the line is already there, since a previous daemon may have written it
-just before it died (``docs/architecture.md``, the job's life).
+just before it died (``docs/architecture.md``, the job's life); a parent whose child runs on
+another node has its trace there, and is read through the process backend.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from roost.blocking import BlockingExecutor
+from roost.launcher.backend import ChildDir, ProcessBackend
+from roost.launcher.childfiles import READ_MAX
 from roost.launcher.jobs import Job
 from roost.sessions import SessionRecord
-from roost.trace import read_trace, trace_path
+from roost.trace import TRACE_FILE, read_trace, trace_path
 
 __all__ = ["DelegationTrace", "TraceSink"]
 
@@ -35,14 +40,61 @@ def relative(path: str, base: str | None) -> str:
 class DelegationTrace:
     """Writes a job's lines into its parent's trace, each once."""
 
-    def __init__(self, write: TraceSink, executor: BlockingExecutor) -> None:
+    def __init__(
+        self,
+        write: TraceSink,
+        executor: BlockingExecutor,
+        *,
+        backend: ProcessBackend | None = None,
+        jobs: Callable[[], Mapping[str, Job]] | None = None,
+    ) -> None:
         self._write = write
         self._executor = executor
+        # A parent whose child runs on another node has its trace there (nodes share no filesystem).
+        self._backend = backend
+        self._jobs = jobs
+
+    def _remote_dir(self, parent: SessionRecord) -> ChildDir | None:
+        if self._jobs is None:
+            return None
+        jobs = self._jobs()
+        if parent.job_id is not None:
+            job = jobs.get(parent.job_id)
+        else:
+            job = next((j for j in jobs.values() if j.session_id == parent.session_id), None)
+        if job is None or job.node is None:
+            return None
+        return ChildDir(job.job_id, job.workdir, job.parent_workdir, job.uid, job.node)
+
+    async def _remote_lines(self, dir: ChildDir, session_id: str) -> list[dict[str, Any]]:
+        """The parent's trace read on its node, from the start, in chunks."""
+        assert self._backend is not None
+        name = f".murmur/{session_id}/{TRACE_FILE}"
+        data, pos = bytearray(), 0
+        while True:
+            start, chunk = await self._backend.read_file(dir, name, pos, READ_MAX)
+            if start != pos or not chunk:
+                break
+            data += chunk
+            pos += len(chunk)
+        out: list[dict[str, Any]] = []
+        for raw in bytes(data).splitlines():
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(line, dict):
+                out.append(line)
+        return out
 
     async def has(self, parent: SessionRecord, event_type: str, delegation_id: str) -> bool:
         """Whether the parent's trace already holds that line for that delegation."""
         if parent.workdir is None:
             return False
+        remote = self._remote_dir(parent) if self._backend is not None else None
+        if remote is not None:
+            lines = await self._remote_lines(remote, parent.session_id)
+            return any(ln.get("event_type") == event_type and ln.get("delegation_id") == delegation_id for ln in lines)
 
         def scan() -> bool:
             path = trace_path(parent.workdir or "", parent.session_id)

@@ -88,7 +88,7 @@ class Launcher:
         self.metrics = metrics
         self.events = events
         self.backend = backend
-        self.trace = DelegationTrace(trace, executor)
+        self.trace = DelegationTrace(trace, executor, backend=backend, jobs=lambda: self.jobs)
         self.index = JobIndex(metrics)
         self.completer = Completer(
             backend=backend,

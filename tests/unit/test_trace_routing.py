@@ -177,3 +177,30 @@ def test_reading_on_from_where_a_read_ended_yields_the_file_exactly(
         got += more
         pos += len(more)
     assert bytes(got) == data[start:]
+
+
+async def test_a_readopted_remote_parents_trace_is_looked_up_on_its_node(tmp_path: Path, executor: Any) -> None:
+    """After a restart the launcher looks for a line it may already have written; for a parent on
+    another node it reads the trace there (through the backend, at the job's directory), not at
+    the path on this host."""
+    from roost.launcher.delegation import DelegationTrace
+    from roost.launcher.local import LocalBackend
+
+    node_wd, here_wd = tmp_path / "node" / "job_p", tmp_path / "here"
+    node_wd.mkdir(parents=True)
+    here_wd.mkdir()
+    append_lines(node_wd, "ses_p", [("delegation_start", {"delegation_id": "dlg_1"})])
+    job = SimpleNamespace(
+        job_id="job_p", workdir=str(node_wd), parent_workdir=None, uid=None, node=NodeRef("n1", "h"), session_id="ses_p"
+    )
+    backend = LocalBackend(executor, state_dir=tmp_path / "state", job_cgroups="off", max_starting=2)
+
+    async def no_write(*_: Any) -> str | None:
+        raise AssertionError("nothing is written here")
+
+    parent = SimpleNamespace(session_id="ses_p", workdir=str(here_wd), job_id="job_p")
+    remote = DelegationTrace(no_write, executor, backend=backend, jobs=lambda: {"job_p": job})
+    assert await remote.has(parent, "delegation_start", "dlg_1")  # type: ignore[arg-type]
+    assert not await remote.has(parent, "delegation", "dlg_1")  # type: ignore[arg-type]
+    job.node = None  # on this host: the path the parent registered
+    assert not await remote.has(parent, "delegation_start", "dlg_1")  # type: ignore[arg-type]
