@@ -10,6 +10,7 @@ the bytes are read on w1 and written on w2 by those nodes' keepers, never by the
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -33,7 +34,7 @@ from tests.support.registry import RegistryBuilder
 pytestmark = pytest.mark.slow
 
 SECRET = b"TOP-SECRET-outside-the-workdir-on-w1"
-PLANE = {"peer_files": {"root": "share", "max_ttl": 900}}
+PLANE = {"peer_files": {"root": "share", "max_ttl": 900, "max_bytes": 128 * 1024 * 1024}}
 CAPS = {"network": {"allow": ["127.0.0.1"]}, "peer_fetch": {"allow": ["127.0.0.1"]}}
 PLACEMENT = {"peera": {"resources": {"w1": 1}}, "peerb": {"resources": {"w2": 1}}}
 
@@ -204,7 +205,31 @@ async def test_a_handle_minted_on_one_node_is_redeemed_and_fetched_by_a_session_
     on_a, on_b = await _stats(ray_ns, a.node_id), await _stats(ray_ns, b.node_id)
     assert on_a["served"] == 4 and on_a["stored"] == 0, on_a
     assert on_b["stored"] == 2 and on_b["served"] == 0 and on_b["open_sinks"] == 0, on_b
+    # A client that leaves in the middle of a large file: w1's keeper stops reading and closes it.
+    huge = a.workdir / "share" / "huge.bin"
+    with huge.open("wb") as fh:
+        fh.truncate(64 * 1024 * 1024)
+    status, minted = await _mint(d, a, "huge.bin", b)
+    assert status == 200, minted
+    keeper_pid = (await ray.get_actor(keeper_name(a.node_id), namespace=ray_ns).info.remote())["pid"]
+    url = f"{d.url}/resources/peer/{minted['handle']}"
+    async with d.http.get(url, headers={"x-murmur-audience": b.audience}) as resp:
+        assert resp.status == 200
+        assert len(await resp.content.readexactly(1024 * 1024)) == 1024 * 1024
+        assert _holds(keeper_pid, huge)
+        resp.close()
+    await wait_for(lambda: not _holds(keeper_pid, huge), timeout=30)
     await _end(d, a, b)
+
+
+def _holds(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` has ``path`` open."""
+    fds = Path(f"/proc/{pid}/fd")
+    for fd in os.listdir(fds):
+        with contextlib.suppress(OSError):
+            if os.readlink(fds / fd) == str(path):
+                return True
+    return False
 
 
 def _plant(a: Peer, outside: Path) -> None:
