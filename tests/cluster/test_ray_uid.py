@@ -92,7 +92,7 @@ async def test_a_child_on_a_node_runs_as_the_sessions_uid_and_an_unable_keeper_r
     assert (child / "completion.json").stat().st_uid == NOBODY
 
     # On w2 (the keeper that cannot): refused with the sentence, and nothing of the job is made.
-    w2_jobs = nodes_root / node_root_name(w2) / "jobs"
+    w2_jobs = Path((await unable.info.remote())["root"]) / "jobs"  # the node's own root (conftest)
     before = set(w2_jobs.iterdir())
     launch = {"name": "kid", "version": "0.1.0", "workdir": str(wd), "task": "sleep 0.2"}
     status, body = await request_as(NOBODY, d.url, "POST", "/jobs", launch)
