@@ -54,6 +54,10 @@ def _silent(node: NodeRef) -> str:
     return f"the Ray node {node.node_id} that holds this session's files did not answer"
 
 
+def _older(node: NodeRef) -> str:
+    return f"the node keeper on Ray node {node.node_id} was started by an older daemon and cannot serve peer files"
+
+
 def _refusal(obj: Any) -> PeerError | None:
     """The :class:`PeerError` a keeper's answer carries, if it is a refusal."""
     if isinstance(obj, dict) and "error" in obj:
@@ -154,6 +158,8 @@ class _RaySink:
             got = await asyncio.wait_for(
                 self._files.backend.call(getattr(self._keeper, method), *args), self._files.timeout_secs
             )
+        except AttributeError:  # a keeper that predates these calls
+            raise OSError(errno.EIO, _older(self._node)) from None
         except (RayError, BackendError, TimeoutError):
             raise OSError(errno.EIO, _silent(self._node)) from None
         if isinstance(got, dict) and "errno" in got:
@@ -243,6 +249,8 @@ class RaySessionFiles:
         args = (job.job_id, export.workdir, list(export.root), list(components), export.uid, export.follow)
         try:
             got = await asyncio.wait_for(self.backend.call(keeper.peer_mint_target, *args), self.timeout_secs)
+        except AttributeError:  # a keeper that predates these calls
+            raise IoError(_older(node)) from None
         except (RayError, TimeoutError):
             raise IoError(_silent(node)) from None
         err = _refusal(got)
@@ -258,7 +266,10 @@ class RaySessionFiles:
             return await self.local.open_export(rec, export, components)
         node = job.node
         keeper = await self._keeper(node)
-        method = keeper.peer_open.options(_generator_backpressure_num_objects=self.window)
+        try:
+            method = keeper.peer_open.options(_generator_backpressure_num_objects=self.window)
+        except AttributeError:  # a keeper that predates these calls
+            raise IoError(_older(node)) from None
         job_id, root, wanted = job.job_id, list(export.root), list(components)
 
         def submit() -> Any:

@@ -93,3 +93,24 @@ async def test_a_session_naming_an_unknown_job_is_refused_not_read_here(
     await sink.abort()
     assert not (tmp_path / "peer-in").exists()
     assert files.backend.asked == []  # type: ignore[attr-defined]
+
+
+class OldKeeperBackend(BackendDouble):
+    """A node whose keeper was started by an older daemon: it answers, but has no peer-file calls."""
+
+    async def keeper_at(self, node: NodeRef) -> Any:
+        self.asked.append(node)
+        return SimpleNamespace(info=lambda: None)
+
+
+async def test_a_keeper_without_the_peer_calls_is_refused_in_one_sentence(
+    tmp_path: Path, executor: BlockingExecutor
+) -> None:
+    files, export = _setup(tmp_path, executor, {"job_a": SimpleNamespace(job_id="job_a", session_id="s", node=NODE)})
+    files.backend = OldKeeperBackend()  # type: ignore[assignment]
+    rec = _rec("job_a")
+    for step in (files.mint_target(rec, export, ("f.txt",)), files.open_export(rec, export, ("f.txt",))):
+        with pytest.raises(IoError, match="started by an older daemon"):
+            await step
+    with pytest.raises(OSError, match="started by an older daemon"):
+        await files.peer_in(rec, str(tmp_path)).open()
