@@ -13,7 +13,9 @@ with ``kill -9``):
   treated as a child whose parent ended (no completion);
 * **orphans** — processes carrying ``MURMUR_JOB_ID`` from this daemon instance
   (``MURMUR_ROOST_INSTANCE``) that no live job accounts for: ended with their process group;
-* **removed** — lifelines still held for jobs that are no longer live: closed.
+* **removed** — lifelines still held for jobs that are no longer live: closed; and, with a
+  backend that keeps more per job than a process (:class:`LeftoverHolder`: Ray's placement groups
+  and node keepers' entries), what it still holds for a job no unfinished record accounts for.
 
 The counts go to the log and to the ``roost.process.reconcile`` span. Everything here goes
 through the launcher's public methods (:class:`Reconcilable`) and the process backend.
@@ -22,7 +24,7 @@ through the launcher's public methods (:class:`Reconcilable`) and the process ba
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
@@ -31,7 +33,7 @@ from roost.launcher.backend import ChildRef, ProcessBackend
 from roost.launcher.jobs import Job
 from roost.sessions import SessionTable
 
-__all__ = ["GONE_STATUS", "Reconcilable", "reconcile"]
+__all__ = ["GONE_STATUS", "LeftoverHolder", "Reconcilable", "reconcile"]
 
 log = structlog.get_logger("roost.launcher")
 
@@ -55,6 +57,16 @@ class Reconcilable(Protocol):
 
     def parent_gone(self, job_id: str) -> None:
         """The job's parent session has ended: close its lifeline."""
+        ...
+
+
+@runtime_checkable
+class LeftoverHolder(Protocol):
+    """A backend that can hold something for a job beyond its process (a reservation, a record
+    of an ended child) which outlives a daemon that died before it let go."""
+
+    async def remove_leftovers(self, keep: set[str]) -> int:
+        """Let go of what is held for any job not in ``keep``; how many jobs' leftovers went."""
         ...
 
 
@@ -84,6 +96,10 @@ async def reconcile(
         if key not in live_ids:
             backend.lifeline_close(key)
             removed += 1
+    if isinstance(backend, LeftoverHolder):
+        # After the orphans (each already let go of its own), and sparing every unfinished job:
+        # a lost one's leftovers go when it is finalized below.
+        removed += await backend.remove_leftovers({j.job_id for j in jobs})
     for job in lost:
         await launcher.finalize_lost(job, GONE_STATUS)
     # A re-adopted child whose parent ended while the daemon was away: close its lifeline now.

@@ -564,6 +564,26 @@ class RayBackend:
                     out.append(RunningChild(pid=int(c["pid"]), job_id=c["job_id"], pgid=int(c["pid"]), node=node))
         return out
 
+    async def remove_leftovers(self, keep: set[str]) -> int:
+        """After a restart: each job not in ``keep`` that a keeper still remembers as ended, or
+        that still holds a placement group (a daemon killed while its launch waited for room, or
+        before it let go), is let go of. How many jobs had something left."""
+        gone: set[str] = set()
+        for node, children in await self._all_children():
+            ended = [c["job_id"] for c in children if c.get("status") is not None and c["job_id"] not in keep]
+            keeper = self.cluster.cached_keeper(node.node_id)
+            for job_id in ended:
+                with contextlib.suppress(RayError):
+                    await self.call(keeper.finish_off, job_id, True)
+                    gone.add(job_id)
+        if self.cluster.connected:
+            for job_id in await self.cluster.job_pgs():
+                if job_id not in keep and await self.cluster.release_job(job_id):
+                    gone.add(job_id)
+        if gone:
+            log.info("ray_leftovers_removed", count=len(gone))
+        return len(gone)
+
     async def end_orphan(self, found: RunningChild) -> None:
         node = found.node or self._node_of.get(found.job_id)
         if node is None:
