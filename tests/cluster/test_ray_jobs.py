@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -204,6 +205,8 @@ async def test_roostctl_shows_the_node_and_doctor_checks_the_cluster(
     node = findings[f"ray-node {w1[:12]}"]
     assert node["status"] == "ok", node
     assert "keeper alive" in node["detail"] and "1 children" in node["detail"]
-    assert "1 cached artifact(s)" in node["detail"]
+    # At least mid's artifact: a node's root (and its cache) lasts the whole test session.
+    cached = re.search(r"(\d+) cached artifact\(s\)", node["detail"])
+    assert cached is not None and int(cached.group(1)) >= 1, node
     await d.call("POST", f"/jobs/{job['job_id']}/cancel")
     await no_process_left({job["job_id"]})
