@@ -45,7 +45,9 @@ from roost.sessions import SessionRecord
 
 __all__ = ["CHUNK", "WINDOW", "RaySessionFiles"]
 
-CHUNK: Final = 512 * 1024
+CHUNK: Final = 1024 * 1024
+"""Each chunk is one Ray object with a fixed cost of its own: on one machine, 512 KiB chunks moved
+about 70 MiB/s, 1 MiB about 110 MiB/s, and 2 MiB no more."""
 WINDOW: Final = 8
 """Chunks a node may produce ahead of the client: at most ``CHUNK * WINDOW`` bytes in flight."""
 
