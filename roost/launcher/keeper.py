@@ -10,6 +10,8 @@ ended, or the child is gone) — that is the only way a lifeline ends while the 
 
 * The keeper runs in its own session (no terminal signal reaches it), imports only the
   standard library, and answers only peers of its own uid (``SO_PEERCRED``).
+* A new keeper waits for its first daemon as long as the process that started it lives (on a
+  busy host the connect may come seconds after ``ready``).
 * When the daemon's connection drops (a crash), it keeps every fd and waits for the next daemon
   to connect; a restarted daemon lists what is held and reconciles. While nobody is connected it
   drops entries whose process has gone (pid + start time from ``/proc``) and exits once it
@@ -79,6 +81,11 @@ class _Keeper:
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.conn: socket.socket | None = None
         self.stopping = False
+        # Until a daemon has connected once, the keeper waits for its starter however long
+        # that takes (a busy host may take seconds from "ready" to connect); it gives up only
+        # when the process that started it is gone.
+        self.served = False
+        self.starter = os.getppid()
 
     def bind(self) -> None:
         if not self.address.startswith("\0"):
@@ -98,7 +105,7 @@ class _Keeper:
                     self._accept()
                 else:
                     self._read()
-            if self.conn is None:
+            if self.conn is None and (self.served or os.getppid() != self.starter):
                 self._prune()
                 if not self.held:
                     break
@@ -116,6 +123,7 @@ class _Keeper:
             self.sel.unregister(self.conn)
             self.conn.close()
         self.conn = conn
+        self.served = True
         self.sel.register(conn, selectors.EVENT_READ, "conn")
 
     def _drop_conn(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -30,6 +31,7 @@ from roost.launcher.backend import (
     StartFailed,
     StartSpec,
 )
+from roost.launcher.keeper import KeeperClient, keeper_address
 from roost.launcher.local import LocalBackend
 from roost.manifest import ResourceCaps
 
@@ -94,6 +96,7 @@ async def test_a_child_from_start_to_exit(backend: LocalBackend, tmp_path: Path)
     task = json.loads((tmp_path / "job" / "input.json").read_text())
     assert task["job_id"] == job_id and task["payload"]["objective"] == "do it"
 
+    assert backend.keeper is not None and backend.keeper.connected  # else no lifeline is listed
     child = await backend.start(_spec(tmp_path, child_dir, CHILD, stdin=b"approval-line\n"))
     assert isinstance(child, ChildHandle)
     assert child.pid > 0 and child.alive and child.node is None
@@ -139,6 +142,29 @@ async def test_a_child_from_start_to_exit(backend: LocalBackend, tmp_path: Path)
     await backend.write_completion(child_dir, rec)
     assert await backend.read_completion(child_dir) == rec
     assert await backend.own_session_end(child_dir, ids.session_id()) is None
+
+
+async def test_a_keeper_waits_for_its_first_daemon(tmp_path: Path) -> None:
+    """A keeper that nobody has connected to yet stays for the daemon that started it, however
+    late that daemon comes (it used to exit after one idle second, so on a busy host a daemon
+    could start with no keeper and hold its children's lifelines itself)."""
+    address = keeper_address(tmp_path)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "roost.launcher.keeper", address, stdout=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        assert proc.stdout is not None
+        assert await proc.stdout.readline() == b"ready\n"
+        await asyncio.sleep(2.5)  # longer than the keeper's idle select: it must still be there
+        client = KeeperClient(address)
+        assert client.try_connect()
+        assert await client.list() == []
+        client.exit()
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
 
 
 async def test_stop_terminates_then_kills_the_group(backend: LocalBackend, tmp_path: Path) -> None:
