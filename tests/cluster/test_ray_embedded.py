@@ -1,10 +1,11 @@
-"""``launcher = "ray"`` with ``ray_address`` unset: the daemon starts a Ray of its own, runs a
+"""A Ray daemon with no cluster to join. With ``ray_address`` unset it starts a Ray of its own, runs a
 child on it, and stops that Ray (and only that one) when it is told to stop.
 
 The daemon is a real ``mur-roost`` process. ``RAY_ADDRESS`` in its environment names another
 address on purpose: an embedded Ray must be the daemon's own even where the environment or the
 machine's last ``ray start`` points elsewhere (the session's test cluster, other test sessions).
-This test pays for a Ray head of its own (about ten seconds), so it is slow.
+That test pays for a Ray head of its own (about ten seconds), so it is slow. With an address
+nothing answers at, ``roostctl doctor`` fails the cluster check with the fix for that address.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import sys
 from functools import partial
 from pathlib import Path
@@ -113,3 +115,27 @@ async def test_an_embedded_ray_runs_a_child_and_stops_with_the_daemon(
     assert await loop.run_in_executor(None, partial(daemon.stop, signal.SIGTERM, 90)) == 0
     assert any('"stopped"' in ln for ln in daemon.stderr_lines)
     await wait_for(lambda: not [p for p in mine if _still_alive(p[0], p[1])], timeout=30)
+
+
+async def test_doctor_says_what_to_fix_when_the_cluster_is_unreachable(
+    tmp_path: Path, registry: RegistryBuilder, daemon_processes: list[DaemonProcess]
+) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    add_doubles(registry)
+    cfg = tmp_path / "roost.toml"
+    cfg.write_text(
+        f'registry_path = "{registry.root}"\nstate_dir = "{tmp_path / "state"}"\nspawn_allow = ["any"]\n'
+        f'launcher = "ray"\nray_address = "127.0.0.1:{port}"\nray_namespace = "t-unreachable"\n'
+        f'ray_node_root = "{tmp_path / "nodes"}"\n'
+    )
+    loop = asyncio.get_running_loop()
+    daemon = await loop.run_in_executor(None, partial(start_daemon_process, ["--config", str(cfg)], timeout=60))
+    daemon_processes.append(daemon)
+    found = (await _doctor(tmp_path / "state"))["ray-cluster"]
+    assert found["status"] == "fail", found
+    assert found["detail"].startswith(f"the Ray cluster (127.0.0.1:{port}) is not reachable: "), found
+    assert found["fix"].startswith(f"start the head there (on 127.0.0.1: ray start --head --port {port})"), found
+    assert "refuses launches until it answers" in found["fix"]
+    assert await loop.run_in_executor(None, daemon.stop) == 0

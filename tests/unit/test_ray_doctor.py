@@ -12,9 +12,28 @@ def test_an_unreachable_cluster_fails_with_the_fix() -> None:
             "ray-cluster",
             "fail",
             "the Ray cluster (10.0.0.1:6379) is not reachable: timeout",
-            "start it (ray start --head) or fix ray_address in roost.toml; the daemon keeps retrying",
+            "start the head there (on 10.0.0.1: ray start --head --port 6379) and check that the daemon's host "
+            "reaches 10.0.0.1:6379, or fix ray_address in roost.toml; the daemon keeps retrying and refuses "
+            "launches until it answers",
         )
     ]
+
+
+def test_the_fix_follows_how_the_cluster_is_named() -> None:
+    def fix(address: str) -> str:
+        return cluster_findings({"address": address, "connected": False})[0][3]
+
+    assert fix("embedded").startswith("the daemon's own Ray (ray_address unset) did not start")
+    assert fix("auto").startswith("start Ray on the daemon's host (ray start --head)")
+    assert "on head.example: ray start --head --port 6379" in fix("ray://head.example:6379")
+    assert fix("nonsense").startswith("fix ray_address in roost.toml ('nonsense' is not host:port)")
+
+
+def test_a_connected_cluster_that_stopped_answering_fails() -> None:
+    found = cluster_findings({"address": "10.0.0.1:6379", "connected": True, "error": "deadline exceeded", "nodes": []})
+    assert [(c, s) for c, s, _, _ in found] == [("ray-cluster", "fail")]
+    assert "did not answer the daemon's query: deadline exceeded" in found[0][2]
+    assert "head (GCS) at 10.0.0.1:6379" in found[0][3]
 
 
 def test_each_node_is_checked_for_its_keeper() -> None:

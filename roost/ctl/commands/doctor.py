@@ -201,7 +201,18 @@ def cluster_findings(report: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 "ray-cluster",
                 "fail",
                 f"the Ray cluster ({where}) is not reachable: {report.get('error') or 'no answer'}",
-                "start it (ray start --head) or fix ray_address in roost.toml; the daemon keeps retrying",
+                _unreachable_fix(where),
+            )
+        )
+        return out
+    if report.get("error"):
+        out.append(
+            (
+                "ray-cluster",
+                "fail",
+                f"the Ray cluster ({where}) did not answer the daemon's query: {report['error']}",
+                f"check that the head (GCS) at {where} is up; a daemon whose head stays away longer than "
+                "gcs_rpc_server_reconnect_timeout_s exits, and reconciles once restarted",
             )
         )
         return out
@@ -243,6 +254,25 @@ def cluster_findings(report: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             )
         )
     return out
+
+
+def _unreachable_fix(where: str) -> str:
+    """What to do about a cluster the daemon cannot reach, by how roost.toml names it."""
+    retry = "; the daemon keeps retrying and refuses launches until it answers"
+    if where == "embedded":
+        return (
+            "the daemon's own Ray (ray_address unset) did not start: read the daemon's log (ray_unreachable) "
+            "for why, or set ray_address to join a running cluster" + retry
+        )
+    if where == "auto":
+        return "start Ray on the daemon's host (ray start --head), or set ray_address to the head's host:port" + retry
+    host, _, port = where.removeprefix("ray://").rpartition(":")
+    if host and port.isdigit():
+        return (
+            f"start the head there (on {host}: ray start --head --port {port}) and check that the daemon's host "
+            f"reaches {host}:{port}, or fix ray_address in roost.toml" + retry
+        )
+    return f"fix ray_address in roost.toml ({where!r} is not host:port)" + retry
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
