@@ -13,7 +13,13 @@ The cluster is ``ray.cluster_utils.Cluster`` on this machine (head + 2 workers, 
 custom resource; no dashboard; ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` keeps it on loopback),
 stopped by its own handle.
 
-Run: python bench/bench_ray.py [--n 40] [--storm 200] [--hold 60]
+``--local-only`` runs only the storm on the local backend (no cluster), to iterate on the
+daemon's own loop work. ``--baseline DIR`` adds daemons running the roost checkout at ``DIR``
+(e.g. an export of main) beside this checkout's, rounds alternating, so a change is measured
+before/after in one run.
+
+Run: python bench/bench_ray.py [--n 40] [--storm 200] [--hold 60] [--rounds 2]
+     [--local-only] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -106,16 +112,94 @@ async def wait_ended(http: aiohttp.ClientSession, url: str, job_ids: list[str]) 
         await asyncio.sleep(0.2)
 
 
+# A bare asyncio process that samples its own loop lag like the daemon's probe (sleep 50 ms,
+# how late it woke) until its stdin closes, then prints p50 and p99 in ms: the lag floor this
+# machine imposes on any loop during a storm, whatever the daemon does.
+BARE_LAG = """
+import asyncio, statistics, sys
+async def main():
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    loop.add_reader(0, lambda: done.done() or done.set_result(None))
+    lags = []
+    while not done.done():
+        t0 = loop.time()
+        await asyncio.sleep(0.05)
+        lags.append(max(0.0, loop.time() - t0 - 0.05))
+    q = statistics.quantiles(lags, n=100, method="inclusive")
+    print(round(q[49] * 1000, 3), round(q[98] * 1000, 3), flush=True)
+asyncio.run(main())
+"""
+
+
 async def storm(http: aiohttp.ClientSession, url: str, n: int) -> tuple[float, dict[str, Any]]:
+    """Wall time of ``n`` concurrent launches until all ended, the daemon's loop lag over it, and
+    (``floor_p50_ms``/``floor_p99_ms``) a bare loop's lag over the same storm."""
     async with http.get(url + "/debug/loop-lag?reset=1") as resp:
         await resp.read()
+    bare = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", BARE_LAG, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+    )
     t0 = time.perf_counter()
     results = await asyncio.gather(*(launch(http, url, SHORT[i % 3]) for i in range(n)))
     await wait_ended(http, url, [b["job_id"] for _, b in results])
     took = time.perf_counter() - t0
     async with http.get(url + "/debug/loop-lag") as resp:
         lag = await resp.json()
+    out, _ = await bare.communicate(b"")
+    lag["floor_p50_ms"], lag["floor_p99_ms"] = map(float, out.split())
     return took, lag
+
+
+def start_at(src: str | None, cfg: Path) -> Any:
+    """A daemon on ``cfg`` running this checkout, or the roost checkout at ``src``."""
+    if src is None:
+        return start_daemon(["--config", str(cfg)], cpu="0-1")
+    env = {**os.environ, "PYTHONPATH": src, "PYTHONSAFEPATH": "1"}
+    return start_daemon(["--config", str(cfg)], cpu="0-1", env=env)
+
+
+async def run_storms(http: aiohttp.ClientSession, daemons: dict[str, str], n_storm: int, rounds: int) -> None:
+    """``rounds`` storms on every daemon, alternating; wall time and loop lag per daemon."""
+    storms: dict[str, list[tuple[float, dict[str, Any]]]] = {label: [] for label in daemons}
+    for _ in range(rounds):
+        for label, url in daemons.items():
+            storms[label].append(await storm(http, url, n_storm))
+    print(f"storm of {n_storm} concurrent launches (short children), {rounds} rounds each, alternating:")
+    for label in daemons:
+        walls = sorted(w for w, _ in storms[label])
+        p50s = sorted(lag["p50_ms"] for _, lag in storms[label])
+        p99s = sorted(lag["p99_ms"] for _, lag in storms[label])
+        f50 = statistics.median(lag["floor_p50_ms"] for _, lag in storms[label])
+        f99 = statistics.median(lag["floor_p99_ms"] for _, lag in storms[label])
+        print(
+            f"  {label:10}: wall median {statistics.median(walls):.2f}s (best {walls[0]:.2f}s); "
+            f"loop lag p50 median {statistics.median(p50s):.1f} ms, p99 median {statistics.median(p99s):.1f} ms "
+            f"(best {p99s[0]:.1f}, worst {p99s[-1]:.1f}; target ≤ 20 ms); "
+            f"bare loop beside it p50 {f50:.1f} ms, p99 {f99:.1f} ms"
+        )
+    base = next(iter(daemons))
+    for label in list(daemons)[1:]:
+        ratio = statistics.median(w for w, _ in storms[label]) / statistics.median(w for w, _ in storms[base])
+        print(f"  {label}/{base} wall (medians) x{ratio:.2f}")
+
+
+async def main_local(n_storm: int, rounds: int, baseline: str | None) -> None:
+    with tempfile.TemporaryDirectory() as tmpd:
+        tmp = Path(tmpd)
+        daemons = {"local": start_at(None, write_config(tmp, "local"))}
+        if baseline is not None:
+            daemons["local-base"] = start_at(baseline, write_config(tmp, "local-base"))
+        try:
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
+                for d in daemons.values():
+                    for _ in range(3):
+                        _, body = await launch(http, d.url, "quick")
+                        await cancel(http, d.url, body["job_id"])
+                await run_storms(http, {k: d.url for k, d in daemons.items()}, n_storm, rounds)
+        finally:
+            for d in daemons.values():
+                d.stop()
 
 
 def keeper_rss() -> tuple[int, int]:
@@ -132,7 +216,7 @@ def keeper_rss() -> tuple[int, int]:
     return total, count
 
 
-async def main_async(n: int, n_storm: int, hold: int) -> None:
+async def main_async(n: int, n_storm: int, hold: int, rounds: int, baseline: str | None) -> None:
     from ray.cluster_utils import Cluster
 
     cluster = Cluster(
@@ -145,32 +229,36 @@ async def main_async(n: int, n_storm: int, hold: int) -> None:
     try:
         with tempfile.TemporaryDirectory() as tmpd:
             tmp = Path(tmpd)
-            local_cfg = write_config(tmp, "local")
-            ray_cfg = write_config(
-                tmp,
-                "ray",
-                launcher="ray",
-                ray_address=cluster.address,
-                ray_namespace="bench",
-                ray_node_root=str(tmp / "nodes"),
-                ray_placement=PLACEMENT,
-            )
-            local = start_daemon(["--config", str(local_cfg)], cpu="0-1")
-            remote = start_daemon(["--config", str(ray_cfg)], cpu="0-1")
+            daemons: dict[str, Any] = {}
             try:
-                await run_rounds(local.url, remote.url, remote.proc.pid, n, n_storm, hold)
+                for suffix, src in [("", None), *([("-base", baseline)] if baseline else [])]:
+                    daemons["local" + suffix] = start_at(src, write_config(tmp, "local" + suffix))
+                    ray_cfg = write_config(
+                        tmp,
+                        "ray" + suffix,
+                        launcher="ray",
+                        ray_address=cluster.address,
+                        ray_namespace="bench" + suffix,
+                        ray_node_root=str(tmp / ("nodes" + suffix)),
+                        ray_placement=PLACEMENT,
+                    )
+                    daemons["ray" + suffix] = start_at(src, ray_cfg)
+                await run_rounds(
+                    {k: d.url for k, d in daemons.items()}, daemons["ray"].proc.pid, n, n_storm, hold, rounds
+                )
             finally:
-                local.stop()
-                remote.stop()
+                for d in daemons.values():
+                    d.stop()
     finally:
         cluster.shutdown()
 
 
-async def run_rounds(local: str, remote: str, remote_pid: int, n: int, n_storm: int, hold: int) -> None:
+async def run_rounds(daemons: dict[str, str], remote_pid: int, n: int, n_storm: int, hold: int, rounds: int) -> None:
+    local, remote = daemons["local"], daemons["ray"]
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
         # Warm up: every node keeper started, the artifact cached on every node.
         for _ in range(6):
-            for url in (local, remote):
+            for url in daemons.values():
                 _, body = await launch(http, url, "quick")
                 await cancel(http, url, body["job_id"])
         lat: dict[str, list[float]] = {"local": [], "ray": []}
@@ -186,20 +274,7 @@ async def run_rounds(local: str, remote: str, remote_pid: int, n: int, n_storm: 
             f"  ray backend:   p50 {rp50:.1f} ms, p99 {pct(lat['ray'], 99):.1f} ms; "
             f"ray − local p50 {rp50 - lp50:+.1f} ms (target ≤ +50 ms), ratio x{rp50 / lp50:.2f}"
         )
-        storms: dict[str, list[tuple[float, dict[str, Any]]]] = {"local": [], "ray": []}
-        for _ in range(2):
-            for label, url in (("local", local), ("ray", remote)):
-                storms[label].append(await storm(http, url, n_storm))
-        print(f"storm of {n_storm} concurrent launches (short children), 2 rounds each, alternating:")
-        for label in ("local", "ray"):
-            walls = [w for w, _ in storms[label]]
-            lags = [lag["p99_ms"] for _, lag in storms[label]]
-            print(
-                f"  {label:5}: wall {min(walls):.2f}s / {max(walls):.2f}s; loop lag p99 "
-                f"{max(lags)} ms worst round (target ≤ 20 ms)"
-            )
-        ratio = min(w for w, _ in storms["ray"]) / min(w for w, _ in storms["local"])
-        print(f"  ray/local wall (best rounds) x{ratio:.2f}")
+        await run_storms(http, daemons, n_storm, rounds)
         # Memory: hold `hold` sleepy children on the Ray backend.
         daemon = psutil.Process(remote_pid)
         before = daemon.memory_info().rss
@@ -225,8 +300,14 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=40)
     ap.add_argument("--storm", type=int, default=200)
     ap.add_argument("--hold", type=int, default=60)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--local-only", action="store_true", help="only the storm, local backend, no cluster")
+    ap.add_argument("--baseline", help="also run daemons from the roost checkout at this directory")
     a = ap.parse_args()
-    asyncio.run(main_async(a.n, a.storm, a.hold))
+    if a.local_only:
+        asyncio.run(main_local(a.storm, a.rounds, a.baseline))
+    else:
+        asyncio.run(main_async(a.n, a.storm, a.hold, a.rounds, a.baseline))
 
 
 if __name__ == "__main__":
