@@ -33,7 +33,7 @@ from roost.http.context import Services
 from roost.http.guard import ConnectionGuard
 from roost.http.server import PolicedRunner, bound_port
 from roost.keys import KeyFileError, KeyHolder, KeyRing
-from roost.launcher.service import Launcher
+from roost.launcher.service import Launcher, LaunchServices
 from roost.lifecycle import Lifecycle
 from roost.logs import configure_logging
 from roost.metrics import Metrics
@@ -153,18 +153,20 @@ class Roost:
             files=files,
         )
         self.launcher = Launcher(
-            config=lambda: self.config,
-            clock=clock,
-            referee=self.referee,
-            table=self.table,
-            store=self.store,
-            executor=self.executor,
-            metrics=self.metrics,
-            events=self.events,
+            LaunchServices(
+                config=lambda: self.config,
+                clock=clock,
+                referee=self.referee,
+                table=self.table,
+                store=self.store,
+                executor=self.executor,
+                metrics=self.metrics,
+                events=self.events,
+                backend=backend,
+                url=lambda: self.url,
+            ),
             trace=self.write_trace,
-            backend=backend,
             a2a=self.a2a,
-            url=lambda: self.url,
             door_key=self.key_holder.door_key_for,
         )
         self.session_watch = SessionWatch(

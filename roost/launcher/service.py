@@ -33,12 +33,12 @@ import structlog
 
 from a2a.client import A2AClient
 from roost import ids
-from roost.blocking import BlockingExecutor
 from roost.config import Config
 from roost.errors import IdentityRefused, NotFound
-from roost.events import EventBus, ObservedError
-from roost.launcher.backend import ChildRef, ProcessBackend
+from roost.events import ObservedError
+from roost.launcher.backend import ChildRef
 from roost.launcher.completer import Completer, child_dir, process_attrs
+from roost.launcher.context import LaunchServices
 from roost.launcher.delegation import DelegationTrace, TraceSink
 from roost.launcher.finalize import PARENT_ENDED_REASON
 from roost.launcher.index import JobIndex, session_of
@@ -47,13 +47,11 @@ from roost.launcher.reconcile import reconcile
 from roost.launcher.request import LaunchRequest
 from roost.launcher.runner import JobRunner
 from roost.launcher.starter import LaunchTimeout, Starter
-from roost.metrics import Metrics
-from roost.referee import Referee, wall_ms
+from roost.referee import wall_ms
 from roost.repos.jobs import JobRepository
-from roost.sessions import SessionRecord, SessionTable
-from roost.store import Store
+from roost.sessions import SessionRecord
 
-__all__ = ["PARENT_ENDED_REASON", "LaunchTimeout", "Launcher"]
+__all__ = ["PARENT_ENDED_REASON", "LaunchServices", "LaunchTimeout", "Launcher"]
 
 log = structlog.get_logger("roost.launcher")
 
@@ -63,55 +61,37 @@ class Launcher:
 
     def __init__(
         self,
+        services: LaunchServices,
         *,
-        config: Callable[[], Config],
-        clock: Callable[[], int],
-        referee: Referee,
-        table: SessionTable,
-        store: Store,
-        executor: BlockingExecutor,
-        metrics: Metrics,
-        events: EventBus,
         trace: TraceSink,
-        backend: ProcessBackend,
         a2a: A2AClient,
-        url: Callable[[], str],
         door_key: Callable[[str], bytes | None],
     ) -> None:
-        self._config = config
-        self._clock = clock
-        self.referee = referee
-        self.table = table
-        self.store = store
-        self.repo = JobRepository(store)
-        self.executor = executor
-        self.metrics = metrics
-        self.events = events
-        self.backend = backend
-        self.trace = DelegationTrace(trace, executor, backend=backend, jobs=lambda: self.jobs)
-        self.index = JobIndex(metrics)
+        self._config = services.config
+        self._clock = services.clock
+        self.referee = services.referee
+        self.table = services.table
+        self.store = services.store
+        self.repo = JobRepository(services.store)
+        self.executor = services.executor
+        self.metrics = services.metrics
+        self.events = services.events
+        self.backend = services.backend
+        self.trace = DelegationTrace(trace, services.executor, backend=services.backend, jobs=lambda: self.jobs)
+        self.index = JobIndex(services.metrics)
         self.completer = Completer(
-            backend=backend,
-            table=table,
-            store=store,
-            metrics=metrics,
-            events=events,
+            backend=services.backend,
+            table=services.table,
+            store=services.store,
+            metrics=services.metrics,
+            events=services.events,
             a2a=a2a,
             door_key=door_key,
             trace=self.trace,
             set_state=self.index.set_state,
         )
         self.starter = Starter(
-            config=config,
-            clock=clock,
-            referee=referee,
-            table=table,
-            store=store,
-            executor=executor,
-            metrics=metrics,
-            events=events,
-            backend=backend,
-            url=url,
+            services,
             trace=self.trace,
             index=self.index,
             spawn_task=self.spawn_task,

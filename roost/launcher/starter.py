@@ -23,32 +23,29 @@ import structlog
 
 from roost import ids
 from roost.admission import admit_top_level
-from roost.blocking import BlockingExecutor
 from roost.config import Config
 from roost.errors import BadGateway, Conflict, IdentityRefused, NotFound, Refused, RoostError
-from roost.events import EventBus, ObservedError
+from roost.events import ObservedError
 from roost.launcher.backend import (
     CannotRunAs,
     ChildDirError,
     PlacementRefused,
-    ProcessBackend,
     StartFailed,
 )
 from roost.launcher.completer import child_dir, process_attrs
+from roost.launcher.context import Admitted, LaunchServices
 from roost.launcher.delegation import DelegationTrace
 from roost.launcher.index import JobIndex, session_of
 from roost.launcher.jobs import Job
 from roost.launcher.request import LaunchRequest
 from roost.launcher.runner import JobRunner, NotReady
 from roost.launcher.spec import new_job, start_spec
-from roost.metrics import Metrics
-from roost.referee import Referee, wall_ms
+from roost.referee import wall_ms
 from roost.refusals import for_launch
 from roost.registry import ArtifactNotFound
 from roost.repos.jobs import JobRepository
 from roost.repos.sessions import SessionRepository
-from roost.sessions import SessionRecord, SessionTable
-from roost.store import Store
+from roost.sessions import SessionRecord
 from roost.workdirs import check_workdir
 
 if TYPE_CHECKING:
@@ -70,32 +67,23 @@ class Starter:
 
     def __init__(
         self,
+        services: LaunchServices,
         *,
-        config: Callable[[], Config],
-        clock: Callable[[], int],
-        referee: Referee,
-        table: SessionTable,
-        store: Store,
-        executor: BlockingExecutor,
-        metrics: Metrics,
-        events: EventBus,
-        backend: ProcessBackend,
-        url: Callable[[], str],
         trace: DelegationTrace,
         index: JobIndex,
         spawn_task: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]],
         on_running: Callable[[Job, JobRunner], None],
     ) -> None:
-        self._config = config
-        self._clock = clock
-        self.referee = referee
-        self.table = table
-        self.store = store
-        self.executor = executor
-        self.metrics = metrics
-        self.events = events
-        self.backend = backend
-        self._url = url
+        self._config = services.config
+        self._clock = services.clock
+        self.referee = services.referee
+        self.table = services.table
+        self.store = services.store
+        self.executor = services.executor
+        self.metrics = services.metrics
+        self.events = services.events
+        self.backend = services.backend
+        self._url = services.url
         self.trace = trace
         self.index = index
         self._spawn_task = spawn_task
@@ -214,7 +202,7 @@ class Starter:
             fresh = req.workdir is None
             workdir = Path(req.workdir) if req.workdir else cfg.state_dir / "jobs" / job_id
         job = new_job(job_id, req, artifact, parent, trust, str(workdir), uid)
-        return await self._start(job, artifact, parent, approval, jti, t0, fresh, req.task)
+        return await self._start(Admitted(job, artifact, parent, approval, jti, t0, fresh, req.task))
 
     def _check_switch(self, uid: int | None) -> None:
         """Refuse at once a job whose uid the backend could never start a child as."""
@@ -223,68 +211,27 @@ class Starter:
         except CannotRunAs as exc:
             raise Refused(str(exc)) from None
 
-    async def _start(
-        self,
-        job: Job,
-        artifact: Artifact,
-        parent: SessionRecord | None,
-        approval: str | None,
-        jti: str | None,
-        t0: float,
-        fresh: bool,
-        task: dict[str, str | None] | None,
-    ) -> Job:
+    async def _start(self, launch: Admitted) -> Job:
         """Place the child, then start it once its node's start gate has a free slot."""
+        job = launch.job
         try:
             job.node = await self.backend.place(
-                job.job_id, f"{job.name}@{job.version}", artifact.manifest.capabilities.resources, job.uid
+                job.job_id, f"{job.name}@{job.version}", launch.artifact.manifest.capabilities.resources, job.uid
             )
         except PlacementRefused as exc:
-            self._release(jti)
-            if parent is not None:
-                await self.trace.not_started(parent, job.name, job.version, t0, "refused", str(exc))
+            self._release(launch.jti)
+            if launch.parent is not None:
+                await self.trace.not_started(launch.parent, job.name, job.version, launch.t0, "refused", str(exc))
             raise Conflict(str(exc)) from None
         async with self.backend.start_gate(job.node):
-            return await self._start_gated(job, artifact, parent, approval, jti, t0, fresh, task)
+            return await self._start_gated(launch)
 
-    async def _start_gated(
-        self,
-        job: Job,
-        artifact: Artifact,
-        parent: SessionRecord | None,
-        approval: str | None,
-        jti: str | None,
-        t0: float,
-        fresh: bool,
-        task: dict[str, str | None] | None,
-    ) -> Job:
+    async def _start_gated(self, launch: Admitted) -> Job:
+        """Directory, process, ready line; then the job is running and supervised."""
+        job = launch.job
         span = self.events.start("roost.process.start", **process_attrs(job))
-        try:
-            job.workdir = (await self.backend.prepare_dir(child_dir(job), task, fresh=fresh)).workdir
-        except ChildDirError as exc:
-            self._release(jti)
-            await self.backend.finish_off(job.job_id, None)
-            span.failed(ObservedError(name="ChildDirError", category="validation", message=exc.detail))
-            if parent is not None:
-                reason = f"the child directory could not be created: {exc.detail}"
-                await self.trace.not_started(parent, job.name, job.version, t0, "failed", reason)
-            raise Conflict(f"the job directory {job.workdir} could not be created: {exc.detail}") from None
-        runner = JobRunner(self.backend, child_dir(job), self._spawn_task)
-        try:
-            spec = start_spec(
-                self.config, job, artifact, parent, approval, url=self._url(), instance=self.events.run_id
-            )
-            child = await runner.start(spec)
-        except CannotRunAs as exc:
-            self._release(jti)
-            await self._fail_start(job, parent, span, t0, str(exc), exit_status=None)
-            raise Refused(str(exc)) from None
-        except StartFailed as exc:
-            self._release(jti)
-            reason = f"the child could not be started ({exc.detail})"
-            await self._fail_start(job, parent, span, t0, reason, exit_status=None)
-            raise BadGateway(reason) from None
-        job.pid, job.pid_start = child.pid, child.pid_start
+        await self._prepare_dir(launch, span)
+        runner = await self._spawn(launch, span)
         self.index.runners[job.job_id] = runner
         self.index.remember(job)
         self.metrics.jobs.labels(state="starting").inc()
@@ -293,31 +240,13 @@ class Starter:
         with contextlib.suppress(Exception):
             await first_commit
         if isinstance(ready, NotReady):
-            self._release(jti)
-            await self._fail_start(
-                job,
-                parent,
-                span,
-                t0,
-                ready.reason,
-                exit_status=ready.status,
-                error_name="ContainmentRefused" if ready.containment else "LaunchFailed",
-            )
+            self._release(launch.jti)
+            error_name = "ContainmentRefused" if ready.containment else "LaunchFailed"
+            await self._fail_start(launch, span, ready.reason, exit_status=ready.status, error_name=error_name)
             if ready.timed_out:
                 raise LaunchTimeout(ready.why)
             raise BadGateway(ready.reason)
-        job.session_id, job.capsule_url = ready.session_id, ready.capsule_url
-        job.ready_ms = wall_ms()
-        self.index.set_state(job, "running")
-        rec = self.table.get(job.session_id)
-        if rec is not None and rec.job_id is None:
-            rec.job_id = job.job_id
-            self.store.enqueue([SessionRepository.job_op(rec.session_id, job.job_id)])
-        if parent is not None:
-            await self.trace.start_line(job, parent, readopted=job.readopted)
-        self.store.enqueue([JobRepository.upsert_op(job)])
-        self._on_running(job, runner)
-        self.metrics.launch_seconds.observe(time.monotonic() - t0)
+        await self._running(launch, runner, ready.session_id, ready.capsule_url)
         span.completed(
             **_a(
                 {
@@ -338,6 +267,63 @@ class Starter:
         )
         return job
 
+    async def _prepare_dir(self, launch: Admitted, span: Any) -> None:
+        """The child's directory, with its task; a directory that cannot be made ends the launch."""
+        job = launch.job
+        try:
+            job.workdir = (await self.backend.prepare_dir(child_dir(job), launch.task, fresh=launch.fresh)).workdir
+        except ChildDirError as exc:
+            self._release(launch.jti)
+            await self.backend.finish_off(job.job_id, None)
+            span.failed(ObservedError(name="ChildDirError", category="validation", message=exc.detail))
+            if launch.parent is not None:
+                reason = f"the child directory could not be created: {exc.detail}"
+                await self.trace.not_started(launch.parent, job.name, job.version, launch.t0, "failed", reason)
+            raise Conflict(f"the job directory {job.workdir} could not be created: {exc.detail}") from None
+
+    async def _spawn(self, launch: Admitted, span: Any) -> JobRunner:
+        """Start the child process; the runner that now owns it."""
+        job = launch.job
+        runner = JobRunner(self.backend, child_dir(job), self._spawn_task)
+        try:
+            spec = start_spec(
+                self.config,
+                job,
+                launch.artifact,
+                launch.parent,
+                launch.approval,
+                url=self._url(),
+                instance=self.events.run_id,
+            )
+            child = await runner.start(spec)
+        except CannotRunAs as exc:
+            self._release(launch.jti)
+            await self._fail_start(launch, span, str(exc), exit_status=None)
+            raise Refused(str(exc)) from None
+        except StartFailed as exc:
+            self._release(launch.jti)
+            reason = f"the child could not be started ({exc.detail})"
+            await self._fail_start(launch, span, reason, exit_status=None)
+            raise BadGateway(reason) from None
+        job.pid, job.pid_start = child.pid, child.pid_start
+        return runner
+
+    async def _running(self, launch: Admitted, runner: JobRunner, session_id: str, capsule_url: str | None) -> None:
+        """The child reported ready: record it running, link its session, hand it to supervision."""
+        job = launch.job
+        job.session_id, job.capsule_url = session_id, capsule_url
+        job.ready_ms = wall_ms()
+        self.index.set_state(job, "running")
+        rec = self.table.get(session_id)
+        if rec is not None and rec.job_id is None:
+            rec.job_id = job.job_id
+            self.store.enqueue([SessionRepository.job_op(rec.session_id, job.job_id)])
+        if launch.parent is not None:
+            await self.trace.start_line(job, launch.parent, readopted=job.readopted)
+        self.store.enqueue([JobRepository.upsert_op(job)])
+        self._on_running(job, runner)
+        self.metrics.launch_seconds.observe(time.monotonic() - launch.t0)
+
     def _release(self, jti: str | None) -> None:
         """Give back a reservation whose child never registered (its slot would linger 60 s)."""
         if jti is not None:
@@ -345,15 +331,14 @@ class Starter:
 
     async def _fail_start(
         self,
-        job: Job,
-        parent: SessionRecord | None,
+        launch: Admitted,
         span: Any,
-        t0: float,
         reason: str,
         *,
         exit_status: str | None,
         error_name: str = "LaunchFailed",
     ) -> None:
+        job, parent = launch.job, launch.parent
         runner = self.index.runners.pop(job.job_id, None)
         if runner is not None:
             runner.close()
@@ -371,7 +356,7 @@ class Starter:
         if rec is not None and rec.running:
             await self.referee.end_session(rec, "failed")
         if parent is not None:
-            await self.trace.not_started(parent, job.name, job.version, t0, "failed", reason)
+            await self.trace.not_started(parent, job.name, job.version, launch.t0, "failed", reason)
             job.end_written = True
         with contextlib.suppress(Exception):
             await self.store.commit([JobRepository.upsert_op(job)])
