@@ -14,9 +14,9 @@ import statistics
 
 from aiohttp import web
 
-from roost.errors import Refused
+from roost.errors import BadGateway, Conflict, Refused
 from roost.http.caller import caller_of, is_loopback
-from roost.http.context import LAUNCHER, PROBES
+from roost.http.context import LAUNCHER, PROBES, REFEREE
 from roost.http.middleware import read_json
 from roost.identifiers import require_id
 from roost.launcher.request import parse_request
@@ -30,13 +30,30 @@ routes = web.RouteTableDef()
 @routes.post("/jobs")
 async def launch(request: web.Request) -> web.Response:
     req = parse_request(await read_json(request))
-    job = await request.app[LAUNCHER].launch(
-        req,
-        request.headers.get(CREDENTIAL_HEADER),
-        loopback=is_loopback(request.remote),
-        uid=caller_of(request).uid,
-    )
+    credential = request.headers.get(CREDENTIAL_HEADER)
+    try:
+        job = await request.app[LAUNCHER].launch(
+            req, credential, loopback=is_loopback(request.remote), uid=caller_of(request).uid
+        )
+    except BadGateway:
+        # The credential was good when the spawn was granted (else the launch was refused). If
+        # it names no running session now, the parent ended while its child was starting (the
+        # child's /register is then refused): a conflict with the state, not a bad gateway.
+        if credential and not _still_running(request, credential):
+            raise Conflict(
+                "the parent session ended while its child was starting, so the child was stopped; "
+                "no job runs for this request"
+            ) from None
+        raise
     return web.json_response(job.view(), status=201)
+
+
+def _still_running(request: web.Request, credential: str) -> bool:
+    try:
+        request.app[REFEREE].authenticate(credential)
+    except Refused:
+        return False
+    return True
 
 
 @routes.get("/jobs/{job_id}")
