@@ -6,6 +6,12 @@ Why it is done this way:
   transport does), never from an executor thread: Linux ties parent-death behaviour to the
   spawning thread. No ``preexec_fn`` (it forces fork and costs 3×): the lifeline's read end
   travels by ``pass_fds``, the own process group by ``process_group=0``; both keep vfork.
+* With vfork the loop's thread waits until the child has been scheduled and has exec'd. On an
+  idle host that is under a millisecond; on a host whose CPUs are all taken it is the child's
+  wait for a CPU (tens of ms at the p90 in a storm of launches, ``bench/bench_ray.py``), and it
+  is most of the daemon's event-loop lag then. A plain fork that does not wait for the exec was
+  measured worse (copying the daemon's page tables costs more than the wait it saves); only
+  moving the fork out of the daemon's process would remove the wait.
 * The environment starts empty. Names a manifest's ``capabilities.env.allow`` lists are copied
   from the daemon's environment first, then the fixed names are set, so an allow list can never
   displace ``MURMUR_*``. The approval is never in argv or the environment: it goes on stdin.
