@@ -19,7 +19,8 @@ backend starts one; only the keeper is a Ray worker. The keeper
   with ``meta/job_id.txt``, ``input.json``, ``completion.json``, the child's log, the trace lines
   the daemon writes for a session there (``append_trace``); and an artifact
   cache laid out as a registry (``<root>/registry``) that the capsule host resolves from
-  (the file work: roost/raybackend/keeperfiles.py, roost/raybackend/keepercache.py).
+  (the record methods and file work: roost/raybackend/keeperfiles.py; the cache:
+  roost/raybackend/keepercache.py).
 * does the peer plane's file work for its children's sessions (their exports read, fetched files
   stored under ``peer-in/``), since only it can open their directories (roost/raybackend/peerkeeper.py).
 
@@ -47,19 +48,16 @@ from typing import Any
 
 import psutil
 
-from roost.completion import CompletionRecord, read_completion, write_completion
 from roost.fsutil import Place
 from roost.launcher import records
 from roost.launcher.cgroups import JobCgroups, sweep_marked
-from roost.launcher.childfiles import list_names, read_at
 from roost.launcher.spawn import CannotSwitchUser, ChildSpec, apply_limits, run_as, start_process
 from roost.launcher.supervise import ProcessWatch, signal_group
 from roost.manifest import ResourceCaps
 from roost.raybackend import keepercache
-from roost.raybackend.keeperfiles import check_job_id, read_from
+from roost.raybackend.keeperfiles import ChildRecordsKeeper, check_job_id
 from roost.raybackend.peerkeeper import PeerFilesKeeper
 from roost.raybackend.placement import node_root_name, run_as_refusal, setid_capable
-from roost.trace import append_lines
 
 __all__ = ["NODE_ROOT_ENV", "PYTHON_MARK", "NodeKeeper"]
 
@@ -87,7 +85,7 @@ class _Child:
     finished_off: bool = False
 
 
-class NodeKeeper(PeerFilesKeeper):
+class NodeKeeper(ChildRecordsKeeper, PeerFilesKeeper):
     """One node's keeper. Constructed by Ray on the node it is pinned to."""
 
     def __init__(self, node_id: str, root: str, job_cgroups: str = "auto") -> None:
@@ -146,59 +144,6 @@ class NodeKeeper(PeerFilesKeeper):
         ca = os.environ.get("MURMUR_ROOST_CA") or None
         blob = await asyncio.to_thread(fetch_artifact_blocking, url, sha256, self.root / "blobs", token=token, ca=ca)
         await asyncio.to_thread(keepercache.place_artifact, self.cache, name, version, sha256, blob)
-
-    # -- a child's directory ---------------------------------------------------------------
-    def place(self, job_id: str, uid: int | None) -> Place:
-        return Place(str(self.jobs_root), (check_job_id(job_id),), uid)
-
-    def workdir(self, job_id: str) -> str:
-        return str(self.jobs_root / check_job_id(job_id))
-
-    async def prepare(self, job_id: str, uid: int | None, task: dict[str, str | None] | None) -> str:
-        """Make the child's directory with ``meta/job_id.txt`` and ``input.json``; its path."""
-        place = self.place(job_id, uid)
-        fd = await asyncio.to_thread(records.prepare_child_dir, place, job_id, task, fresh=True)
-        os.close(fd)
-        return str(place.path)
-
-    async def read_completion(self, job_id: str, uid: int | None) -> dict[str, Any] | None:
-        rec = await asyncio.to_thread(read_completion, self.place(job_id, uid))
-        return rec.to_dict() if rec is not None else None
-
-    async def write_completion(self, job_id: str, uid: int | None, record: dict[str, Any]) -> None:
-        rec = CompletionRecord.from_dict(record)
-        await asyncio.to_thread(write_completion, self.place(job_id, uid), rec)
-
-    async def stderr_tail(self, job_id: str, uid: int | None) -> list[str]:
-        return await asyncio.to_thread(records.stderr_tail, self.place(job_id, uid))
-
-    async def own_session_end(self, job_id: str, uid: int | None, session_id: str) -> str | None:
-        return await asyncio.to_thread(records.own_session_end, self.place(job_id, uid), session_id)
-
-    async def append_log(self, job_id: str, uid: int | None, lines: list[str]) -> None:
-        await asyncio.to_thread(records.append_log, self.place(job_id, uid), lines)
-
-    async def read_log(self, job_id: str, uid: int | None, offset: int, max_bytes: int = 256 * 1024) -> bytes:
-        """The child's log from ``offset`` on (for ``roostctl logs -f``)."""
-        return await asyncio.to_thread(read_from, self.place(job_id, uid), records.LOG_FILE, offset, max_bytes)
-
-    async def read_file(
-        self, job_id: str, uid: int | None, name: str, offset: int, max_bytes: int
-    ) -> tuple[int, bytes]:
-        """``(start, data)`` of one of the child's record files (``roostctl logs -f``, ``job``)."""
-        return await asyncio.to_thread(read_at, self.place(job_id, uid), name, offset, max_bytes)
-
-    async def list_files(self, job_id: str, uid: int | None, sub: str) -> list[str]:
-        """The regular files in one directory of the child's (its ``out/``, its records dir)."""
-        return await asyncio.to_thread(list_names, self.place(job_id, uid), sub)
-
-    async def append_trace(
-        self, job_id: str, uid: int | None, session_id: str, lines: list[tuple[str, dict[str, Any]]]
-    ) -> list[str]:
-        """Append the daemon's lines (already redacted) to the trace of a session whose workdir
-        is this child's directory, in order, in one batch; their event ids."""
-        workdir = str(self.place(job_id, uid).path)
-        return await asyncio.to_thread(append_lines, workdir, session_id, [(e, p) for e, p in lines], uid=uid)
 
     # -- processes -------------------------------------------------------------------------
     async def start(
