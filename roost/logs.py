@@ -13,16 +13,19 @@ logger, cached or not.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from typing import Any
+from urllib.parse import unquote
 
 import orjson
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-from roost.trace import redact
+from roost.ids import token_id
+from roost.trace import redact, redact_text
 
-__all__ = ["configure_logging", "enabled_for"]
+__all__ = ["configure_logging", "enabled_for", "redact_message"]
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 _METHOD_LEVELS = {
@@ -89,12 +92,27 @@ class _StdlibBridge(logging.Handler):
                 message = record.getMessage()
             except Exception:
                 message = str(record.msg)
-            getattr(structlog.get_logger("stdlib"), method)(message[:_MAX_STDLIB_MESSAGE], **fields)
+            # Redacted here, before any processor: a whole message is cut to length, which could
+            # leave a token's tail that no longer looks like one.
+            getattr(structlog.get_logger("stdlib"), method)(redact_message(message)[:_MAX_STDLIB_MESSAGE], **fields)
         except Exception:
             pass  # a broken log line must never take down the handler's caller
 
 
 _MAX_STDLIB_MESSAGE = 300
+# A peer handle travels as the path segment after /resources/peer/ (percent-encoded, or cut
+# short, or malformed, it need not look like a token): an access line shows only its id.
+_PEER_PATH_RE = re.compile(r"(/resources/peer/)([^\s?#\"']+)")
+
+
+def redact_message(message: str) -> str:
+    """A stdlib record's text as it may be written: the segment after ``/resources/peer/`` as
+    ``<handle:16-hex id>``, and every token-shaped word as its id."""
+    if "/resources/peer/" in message:
+        message = _PEER_PATH_RE.sub(lambda m: f"{m.group(1)}<handle:{token_id(unquote(m.group(2)))}>", message)
+    return redact_text(message)
+
+
 _BRIDGE = _StdlibBridge()
 
 

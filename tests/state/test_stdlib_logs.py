@@ -6,8 +6,16 @@ import json
 import socket
 import time
 from pathlib import Path
+from urllib.parse import unquote
 
+import aiohttp
+import structlog
+from aiohttp import web
+
+from roost.ids import token_id
+from roost.logs import configure_logging, redact_message
 from tests.support.daemon import DaemonProcess, start_daemon_process
+from tests.support.peer import TOKEN_RE
 from tests.support.registry import RegistryBuilder
 
 
@@ -36,3 +44,43 @@ def test_a_header_over_8k_prints_no_traceback_and_no_bytes(
     bridged = [e for e in events if e.get("logger", "").startswith("aiohttp")]
     assert bridged, events
     assert all(e["level"] == "error" and "error" in e for e in bridged)
+
+
+async def test_an_access_line_shows_a_peer_handle_only_by_its_id() -> None:
+    """aiohttp's access log names the request's path; a handle there (well formed, cut short or
+    percent-encoded) reaches the log only as ``<handle:16-hex id>``."""
+    configure_logging("json", "info")
+
+    async def peer_file(request: web.Request) -> web.Response:
+        return web.Response(status=404)
+
+    app = web.Application()
+    app.router.add_get("/resources/peer/{handle}", peer_file)
+    runner = web.AppRunner(app)  # aiohttp's default access log, through the stdlib bridge
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    handles = ["mh1.AAAA.AAAA", "mh1%2EBBBBsecret%2ECCCC", "mh1.DDDDsecret", "zzsecretzz"]
+    try:
+        with structlog.testing.capture_logs() as logs:
+            async with aiohttp.ClientSession() as http:
+                for handle in handles:
+                    async with http.get(f"http://127.0.0.1:{port}/resources/peer/{handle}?x=1") as resp:
+                        assert resp.status == 404
+    finally:
+        await runner.cleanup()
+    access = [e for e in logs if e.get("logger") == "aiohttp.access"]
+    assert len(access) == len(handles), logs
+    text = repr(access)
+    assert not TOKEN_RE.search(text) and "secret" not in text, text
+    for handle in handles:
+        assert f"/resources/peer/<handle:{token_id(unquote(handle))}>" in text
+
+
+def test_redact_message_keeps_what_is_not_a_handle() -> None:
+    line = '127.0.0.1 "GET /resources/peer/mh1.x.y HTTP/1.1" 404 msc1.abc.def /health'
+    out = redact_message(line)
+    assert out.startswith(f'127.0.0.1 "GET /resources/peer/<handle:{token_id("mh1.x.y")}> HTTP/1.1" 404 <token:')
+    assert out.endswith("> /health") and "msc1.abc" not in out
+    assert redact_message("GET /health 200") == "GET /health 200"
