@@ -22,8 +22,7 @@ import contextlib
 import logging
 import weakref
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiohttp import web
 
@@ -83,11 +82,12 @@ Identify = Callable[[web.Request], Awaitable[str | None]]
 """Who a direct (unsealed) caller is, as an owner key such as ``uid:1000``; None if unknown."""
 
 _MISSING = object()
+JSON_TYPE = "application/json"
 
 
-@dataclass(frozen=True, slots=True)
-class Caller:
-    """Who sent a request: how its task is classified, and which tasks it may see."""
+class Caller(NamedTuple):
+    """Who sent a request: how its task is classified, and which tasks it may see (a named
+    tuple: one is built per request)."""
 
     provenance: Provenance
     owner: str | None
@@ -231,7 +231,7 @@ class Door(TaskQueue):
         origin_raw = headers.get(ORIGIN_HEADER)
         if not self.peer_tasks_accept and origin_raw is not None and origin_raw.lower() == "peer":
             return web.Response(status=403, body=PEER_NOT_ACCEPTED_BODY, content_type="application/json")
-        if request.content_type != "application/json":
+        if headers.get("Content-Type") != JSON_TYPE and request.content_type != JSON_TYPE:  # the usual value first
             return web.Response(status=404)
         req: jsonrpc.Request | None = None
         try:
@@ -285,10 +285,22 @@ class Door(TaskQueue):
         raise errors.unsupported_operation(UNSUPPORTED[kind])
 
     async def _caller(self, request: web.Request, subject: str) -> Caller:
+        return self._known_caller(request, subject) or await self._looked_up_caller(request)
+
+    async def _looked_up_caller(self, request: web.Request) -> Caller:
+        """An unsealed caller whose owner ``identify`` finds."""
+        return Caller(Provenance.from_wire(request.headers.get(ORIGIN_HEADER), None), await self._identity(request))
+
+    def _known_caller(self, request: web.Request, subject: str) -> Caller | None:
+        """The caller when no lookup is needed (a valid seal, or no ``identify``); None → :meth:`_caller`.
+
+        A send asks this first, so the usual request does not pay for a coroutine it never suspends in.
+        """
         headers = request.headers
-        origin, trust = headers.get(ORIGIN_HEADER), headers.get(TRUST_HEADER)
+        origin = headers.get(ORIGIN_HEADER)
         sealed = headers.get(seal.SEAL_HEADER)
         if sealed is not None:
+            trust = headers.get(TRUST_HEADER)
             sender = seal.verify(
                 self.seal_key,
                 sealed,
@@ -300,8 +312,9 @@ class Door(TaskQueue):
             )
             if sender is not None:
                 return Caller(Provenance.from_wire(origin, trust), f"session:{sender}")
-        owner = await self._identity(request) if self._identify is not None else None
-        return Caller(Provenance.from_wire(origin, None), owner)
+        if self._identify is not None:
+            return None
+        return Caller(Provenance.from_wire(origin, None), None)
 
     async def _identity(self, request: web.Request) -> str | None:
         """The direct caller's owner key, looked up once per connection."""
@@ -358,7 +371,7 @@ class Door(TaskQueue):
         block, history = send_configuration(params.get("configuration"), dialect)
         sealed = seal.SEAL_HEADER in headers  # the subject costs a digest: only a seal needs it
         subject = seal.send_subject(message, headers.get(DELEGATION_HEADER)) if sealed else message.message_id
-        caller = await self._caller(request, subject)
+        caller = self._known_caller(request, subject) or await self._looked_up_caller(request)
         provenance = caller.provenance
         delegation_id: str | None = None
         if provenance.origin is Origin.COMPLETION:

@@ -65,6 +65,9 @@ def request_versions(headers: Mapping[str, str]) -> list[str]:
     values: list[str] = getall(VERSION_HEADER, []) if getall is not None else []
     if getall is None and VERSION_HEADER in headers:
         values = [headers[VERSION_HEADER]]
+    if len(values) == 1:  # the usual request
+        value = values[0].strip()
+        return [value] if value else []
     return [v.strip() for v in values if v.strip()]
 
 

@@ -184,11 +184,22 @@ class TaskQueue:
     def admit(self, incoming: Incoming) -> TaskRecord:
         """A new task for a message without ``taskId`` (queued, or a ``rejected`` record)."""
         message = incoming.message
-        task = DoorTask(
-            id=prefixed("tsk"),
-            context_id=message.context_id or prefixed("ctx"),
-            owner=incoming.owner,
-            **_from_message(incoming),
+        provenance = incoming.provenance
+        task = DoorTask(  # positional, in DoorTask's field order: this is built once per request
+            prefixed("tsk"),
+            message.context_id or prefixed("ctx"),
+            message.message_id,
+            message.text,
+            tuple(message.parts),
+            provenance,
+            provenance.lane,
+            incoming.raw_traceparent,
+            incoming.trace,
+            incoming.tracestate,
+            incoming.delegation_id,
+            time.time_ns() // 1_000_000,
+            incoming.dialect,
+            incoming.owner,
         )
         refusal = self._refusal()
         rec = TaskRecord(task, TaskState.REJECTED if refusal else TaskState.SUBMITTED, self.max_history)
