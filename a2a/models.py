@@ -439,7 +439,7 @@ def parse_message_lean(obj: object, *, require_kind: bool = False) -> Message:
         Message,
         {
             "message_id": message_id,
-            "role": normalize_role(role),
+            "role": _ROLE_FROM_WIRE.get(role, role),  # normalize_role, inline on the hot path
             "parts": parts,
             "context_id": context_id,
             "task_id": task_id,

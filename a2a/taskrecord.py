@@ -100,7 +100,7 @@ class TaskRecord:
         self.updated = _clock()
         if agent and status_text:
             t = self.task
-            self.status_id = f"msg_{t.id}_{t.turn}_{state.value}"
+            self.status_id = f"msg_{t.id}_{t.turn}_{state._value_}"  # _value_: no enum property call
             self.history.append((self.status_id, status_text))
         if self.waiters is not None and state in _SETTLED:
             waiters, self.waiters = self.waiters, None
