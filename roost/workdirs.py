@@ -6,7 +6,10 @@ directory owned by the caller's uid and no component of its path can be replaced
 uid: every directory from ``/`` down is owned by root or the caller and is not writable by
 group or others — except a sticky directory such as ``/tmp``, where others cannot rename or
 remove what they do not own. No component may be a symbolic link (its target could change
-after the check). The refusal names the component that is wrong. docs/security.md.
+after the check). The daemon writes its records into ``<workdir>/.murmur``, so a ``.murmur``
+that is already there must be a real directory of the caller (or root): a planted link (to
+``/etc``, say) is refused at registration, not at the first write. The refusal names the
+component that is wrong. docs/security.md.
 
 :func:`may_access` is the pure permission rule used on opened descriptors (redeem, fetch):
 would ``uid`` with groups ``gids`` be allowed ``want`` on a file with this stat?
@@ -91,6 +94,26 @@ def _component_problem(path: str, st: os.stat_result, uid: int, *, last: bool) -
     return None
 
 
+def _records_dir_problem(path: str, uid: int) -> str | None:
+    """Blocking: why the workdir's existing ``.murmur`` at ``path`` may not take roost's records."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None  # roost creates it, beneath the checked workdir, following no link
+    except OSError as exc:
+        return f"the workdir's {path} cannot be examined: {exc.strerror or exc}"
+    if stat.S_ISLNK(st.st_mode):
+        return (
+            f"the workdir's {path} is a symbolic link, which could send roost's records elsewhere; "
+            "remove it and let roost create the directory"
+        )
+    if not stat.S_ISDIR(st.st_mode):
+        return f"the workdir's {path} is not a directory"
+    if st.st_uid not in (0, uid):
+        return f"the workdir's {path} belongs to uid {st.st_uid}, not to the calling uid {uid}"
+    return None
+
+
 def workdir_problem(workdir: str, uid: int) -> str | None:
     """Blocking: why ``workdir`` may not be used by ``uid`` (a sentence), or None if it may."""
     if not os.path.isabs(workdir):
@@ -111,7 +134,7 @@ def workdir_problem(workdir: str, uid: int) -> str | None:
         problem = _component_problem(path, st, uid, last=i == len(chain) - 1)
         if problem is not None:
             return problem
-    return None
+    return _records_dir_problem(os.path.join(current, ".murmur"), uid)
 
 
 def check_workdir(workdir: str, uid: int | None) -> str:

@@ -67,3 +67,23 @@ def test_workdir_rule(tmp_path: Path) -> None:
     with pytest.raises(Refused) as info:
         check_workdir(str(mine), None)
     assert info.value.status == 403 and "cannot tell which user" in info.value.message
+
+
+@pytest.mark.skipif(not ROOT, reason="chown needs root")
+def test_an_existing_murmur_must_be_the_callers_directory(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o700)
+    os.chown(mine, 1000, 1000)
+    records = mine / ".murmur"
+    records.mkdir(mode=0o700)
+    os.chown(records, 1000, 1000)
+    assert workdir_problem(str(mine), 1000) is None
+    os.chown(records, 0, 0)  # root's is fine: roost made it before it gave things away
+    assert workdir_problem(str(mine), 1000) is None
+    os.chown(records, 1002, 1002)
+    assert (
+        workdir_problem(str(mine), 1000) == f"the workdir's {records} belongs to uid 1002, not to the calling uid 1000"
+    )
+    records.rmdir()
+    records.symlink_to("/etc")
+    assert "symbolic link" in (workdir_problem(str(mine), 1000) or "")
