@@ -80,3 +80,15 @@ async def test_restart_ends_sessions_whose_process_is_gone(
     alive.kill()
     await alive.wait()
     await _until(lambda: not rec.running)
+
+
+async def test_a_session_claiming_init_is_refused(daemon_factory: Any, registry: RegistryBuilder) -> None:
+    registry.add("orchestrator")
+    d = await daemon_factory(registry.root, spawn_allow=("orchestrator",))
+    for pid in (1, 0, -5):
+        body = {"session_id": "ses_init", "name": "orchestrator", "version": "0.1.0", "pid": pid}
+        status, answer, _, _ = await d.call("POST", "/register", json=body)
+        assert (status, answer) == (400, {"error": "pid must be a process id (a whole number above 1)"})
+    assert d.roost.table.get("ses_init") is None
+    status, _, _, _ = await d.call("GET", "/status/ses_init")
+    assert status == 404
