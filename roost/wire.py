@@ -17,6 +17,7 @@ __all__ = [
     "FINAL_JOB_STATES",
     "HOST_ERROR_HEADER",
     "JOB_STATES",
+    "RECORD_START_HEADER",
     "JobState",
 ]
 
@@ -25,6 +26,9 @@ CREDENTIAL_HEADER: Final = "x-murmur-spawn-credential"
 
 APPROVAL_HEADER: Final = "x-murmur-spawn-approval"
 """Carries a ``msa1.`` spawn approval on the ``POST /register`` of the child it was granted for."""
+
+RECORD_START_HEADER: Final = "roost-record-start"
+"""Where the bytes of an admin ``GET /records/{id}?name=…`` answer start in the file."""
 
 AUDIENCE_HEADER: Final = "x-murmur-audience"
 """Names the reader of a peer handle (``name@host:port``) on ``GET /resources/peer/{handle}``."""

@@ -30,6 +30,7 @@ from roost.admin.control import Control
 from roost.admin.routes_cluster import routes as cluster_routes
 from roost.admin.routes_control import routes as control_routes
 from roost.admin.routes_jobs import routes as job_routes
+from roost.admin.routes_records import routes as record_routes
 from roost.admin.routes_sessions import routes as session_routes
 from roost.admin.routes_stream import routes as stream_routes
 from roost.blocking import BlockingExecutor
@@ -89,7 +90,7 @@ def build_admin_app(
     app[EVENTS] = events
     app[JOBS] = jobs
     app[TABLE] = table
-    for route_table in (control_routes, session_routes, job_routes, stream_routes, cluster_routes):
+    for route_table in (control_routes, session_routes, job_routes, stream_routes, record_routes, cluster_routes):
         app.add_routes(route_table)
     return app
 

@@ -19,8 +19,10 @@ __all__ = [
     "REQUEST_TYPE",
     "RESULT_TYPE",
     "SCHEMA",
+    "TASK_FILES",
     "InitialTask",
     "format_request",
+    "initial_task_from",
     "read_initial_task",
     "read_job_id",
     "result_envelope",
@@ -31,6 +33,8 @@ SCHEMA = "murmur.message.v1"
 REQUEST_TYPE = "murmur.code_task.request.v1"
 RESULT_TYPE = "murmur.code_task.result.v1"
 MAX_TASK_BYTES = 8 * 1024 * 1024
+TASK_FILES = ("input.json", "task.md", "input.txt")
+"""Where a task is looked for, in this order (the first usable one wins)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,17 +81,22 @@ def _read(path: Path) -> bytes | None:
         return None
 
 
+def initial_task_from(name: str, raw: bytes) -> InitialTask | None:
+    """The task one file of :data:`TASK_FILES` holds, or None when it is an unusable
+    ``input.json`` (the chain then goes on to the next file)."""
+    if name == "input.json":
+        text = format_request(raw)
+        return InitialTask(text, name) if text is not None else None
+    return InitialTask(raw.decode("utf-8", "replace"), name)
+
+
 def read_initial_task(workdir: Path) -> InitialTask | None:
     """Walk the chain; an unparseable ``input.json`` falls through to ``task.md`` (blocking)."""
-    raw = _read(workdir / "input.json")
-    if raw is not None:
-        text = format_request(raw)
-        if text is not None:
-            return InitialTask(text, "input.json")
-    for name in ("task.md", "input.txt"):
+    for name in TASK_FILES:
         raw = _read(workdir / name)
-        if raw is not None:
-            return InitialTask(raw.decode("utf-8", "replace"), name)
+        task = initial_task_from(name, raw) if raw is not None else None
+        if task is not None:
+            return task
     return None
 
 

@@ -7,7 +7,7 @@ the dashboard holds no credential of its own.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ class AdminSocket:
         if self._session is not None:
             await self._session.close()
 
-    async def _call(self, method: str, path: str, body: object = None, *, text: bool = False) -> Any:
+    async def _request(self, method: str, path: str, body: object = None) -> tuple[Mapping[str, str], bytes]:
         try:
             async with self._http().request(
                 method, f"http://admin{path}", json=body, timeout=aiohttp.ClientTimeout(total=30)
@@ -55,11 +55,15 @@ class AdminSocket:
                     except ValueError:
                         msg = None
                     raise AdminError(str(msg or f"the daemon answered HTTP {resp.status}"), resp.status)
-                if text:
-                    return raw.decode("utf-8", "replace")
-                return json.loads(raw) if raw else {}
+                return resp.headers, raw
         except (aiohttp.ClientError, OSError) as exc:
             raise AdminError(f"the daemon is not reachable at {self.path}: {exc}", 502) from None
+
+    async def _call(self, method: str, path: str, body: object = None, *, text: bool = False) -> Any:
+        _, raw = await self._request(method, path, body)
+        if text:
+            return raw.decode("utf-8", "replace")
+        return json.loads(raw) if raw else {}
 
     async def get(self, path: str) -> Any:
         return await self._call("GET", path)
@@ -69,6 +73,10 @@ class AdminSocket:
 
     async def text(self, path: str) -> str:
         return str(await self._call("GET", path, text=True))
+
+    async def raw(self, path: str) -> tuple[Mapping[str, str], bytes]:
+        """A route's body as it came, with the answer's headers."""
+        return await self._request("GET", path)
 
     async def lines(self, path: str) -> AsyncIterator[dict[str, Any] | None]:
         """NDJSON objects from a streaming admin route until it ends; ``None`` for each keep-alive

@@ -15,7 +15,6 @@ import json
 import os
 import sys
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -25,6 +24,7 @@ from roost.dashboard import render
 from roost.dashboard.admin import AdminError, AdminSocket
 from roost.dashboard.gauges import gauges
 from roost.dashboard.guard import COOKIE, CSRF_HEADER, Guard
+from roost.dashboard.records import read_records
 from roost.dashboard.timeline import layout, parse_trace
 from roost.peercred import tcp_peer_uid
 
@@ -33,7 +33,6 @@ __all__ = ["build_app"]
 GUARD: web.AppKey[Guard] = web.AppKey("guard", Guard)
 ADMIN: web.AppKey[AdminSocket] = web.AppKey("admin", AdminSocket)
 STATIC = {"style.css": "text/css", "app.js": "text/javascript"}
-_FILE_MAX = 64 * 1024
 # Written whenever the daemon's stream sends its own keep-alive: a reader that left is noticed
 # (the write fails) and its admin stream closed, instead of lingering until the next event.
 KEEP_ALIVE = b": keep-alive\n\n"
@@ -136,28 +135,6 @@ async def home_fragment(request: web.Request) -> web.Response:
         return _html(f'<p class="error">{render._e(exc.message)}</p>', status=502)
 
 
-def _read_files(workdir: str, session_id: str | None) -> tuple[str | None, list[tuple[str, str]], str]:
-    """The task text, the ``out/`` files (first 64 KiB each) and the session's trace (blocking)."""
-    from roost.capsule.taskinput import read_initial_task
-
-    wd = Path(workdir)
-    task = None
-    with contextlib.suppress(OSError):
-        initial = read_initial_task(wd)
-        task = initial.text if initial is not None else None
-    files: list[tuple[str, str]] = []
-    with contextlib.suppress(OSError):
-        for p in sorted((wd / "out").iterdir()):
-            if p.is_file():
-                with open(p, "rb") as fh:
-                    files.append((str(p.relative_to(wd)), fh.read(_FILE_MAX).decode("utf-8", "replace")))
-    trace = ""
-    if session_id:
-        with contextlib.suppress(OSError), open(wd / ".murmur" / session_id / "trace.jsonl", "rb") as fh:
-            trace = fh.read(4 * 1024 * 1024).decode("utf-8", "replace")
-    return task, files, trace
-
-
 async def _detail(admin: AdminSocket, *, job_id: str | None = None, session_id: str | None = None) -> str:
     job = await admin.get(f"/jobs/{job_id}") if job_id else None
     sid = session_id or (job or {}).get("session_id")
@@ -171,11 +148,10 @@ async def _detail(admin: AdminSocket, *, job_id: str | None = None, session_id: 
     src = job or session
     if src is None:
         raise AdminError("no such job or session", 404)
-    task, files, trace = await asyncio.get_running_loop().run_in_executor(
-        None, _read_files, str(src.get("workdir") or ""), sid
-    )
-    items, t0, t1 = layout(parse_trace(trace))
-    return render.detail_fragment(job, session, task, files, items, t0, t1)
+    ident = str(job["job_id"]) if job is not None else str(sid)
+    records = await read_records(admin, ident, sid)
+    items, t0, t1 = layout(parse_trace(records.trace))
+    return render.detail_fragment(job, session, records.task, records.files, items, t0, t1)
 
 
 async def detail(request: web.Request) -> web.Response:

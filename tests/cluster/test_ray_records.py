@@ -2,19 +2,16 @@
 
 Each test node has a root of its own that the daemon is never told about (tests/cluster/conftest.py).
 Real example capsules run under the real ``roost-capsule`` host on chosen nodes (the log test: a
-runtime double that prints stdout lines on cue). While they run,
-a Python audit hook watches this process (the daemon runs in it): it must open nothing under the
-nodes' roots, so a trace line or a log line that reached the right file on the right node went
-there through the keeper, not through a disk the daemon happened to share with the node.
+runtime double that prints stdout lines on cue). While they run, a Python audit hook watches this
+process (the daemon runs in it; tests/support/nodewatch.py): it must open nothing under the nodes'
+roots, so a trace line or a log line that reached the right file on the right node went there
+through the keeper, not through a disk the daemon happened to share with the node.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +21,7 @@ import pytest
 from roost.trace import trace_path
 from tests.support.cluster import add_doubles, job_final, ray_settings, wait_for
 from tests.support.daemon import RunningDaemon
+from tests.support.nodewatch import daemon_stays_off
 from tests.support.registry import EXAMPLES, RegistryBuilder
 from tests.trace_checks import assert_trace_guarantees
 
@@ -33,35 +31,6 @@ PLACEMENT = {
     "orchestrator": {"resources": {"w1": 1}},
     "worker": {"resources": {"w2": 1}},
 }
-
-# Paths this process opened or listed below the watched directory while a watch was on.
-_WATCH: dict[str, Any] = {"base": None, "seen": []}
-
-
-def _audit(event: str, args: tuple[Any, ...]) -> None:
-    base = _WATCH["base"]
-    if base is None or event not in ("open", "os.listdir", "os.scandir"):
-        return
-    path = args[0] if args else None
-    if isinstance(path, bytes):
-        path = path.decode("utf-8", "replace")
-    if isinstance(path, str) and (path.startswith(base) or path == "trace.jsonl"):
-        _WATCH["seen"].append((event, path))
-
-
-sys.addaudithook(_audit)
-
-
-@contextmanager
-def daemon_stays_off(base: Path) -> Iterator[list[tuple[str, str]]]:
-    """Record every file or directory this process opens below ``base`` (and any relative open
-    of a ``trace.jsonl``, which is how a local trace writer opens one)."""
-    seen: list[tuple[str, str]] = []
-    _WATCH["base"], _WATCH["seen"] = str(base), seen
-    try:
-        yield seen
-    finally:
-        _WATCH["base"] = None
 
 
 @pytest.fixture
