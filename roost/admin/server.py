@@ -38,6 +38,7 @@ from roost.events import EventBus
 from roost.http.caller import caller_of
 from roost.http.context import Services
 from roost.http.middleware import MAX_BODY_BYTES, error_middleware, json_error
+from roost.http.server import QuietRunner
 from roost.peercred import unix_peer_uid
 from roost.sessions import SessionTable
 
@@ -168,7 +169,7 @@ class AdminServer:
         sock = await self._executor.run(bind_admin_socket, path)
         st = os.stat(path)
         self._inode = (st.st_dev, st.st_ino)
-        self._runner = web.AppRunner(self._app(), access_log=None, handle_signals=False, shutdown_timeout=5.0)
+        self._runner = QuietRunner(self._app(), access_log=None, handle_signals=False, shutdown_timeout=5.0)
         await self._runner.setup()
         await web.SockSite(self._runner, sock).start()
         self.path = path

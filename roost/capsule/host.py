@@ -39,12 +39,13 @@ from roost.capsule.entrypoint import task_env
 from roost.capsule.hostsock import HostSocket
 from roost.capsule.lifeline import LifelineWatch
 from roost.capsule.limits import rlimit_plan
-from roost.capsule.prepare import ContainmentRefused, LaunchRefused, Prepared, RunOptions, prepare, say
+from roost.capsule.prepare import ContainmentRefused, LaunchRefused, Prepared, RunOptions, door_note, prepare, say
 from roost.capsule.reaper import KILL_GRACE_SECS, become_subreaper, descendants, kill_tree, reap_orphans
 from roost.capsule.sandbox import Confinement
 from roost.capsule.serving import EXIT_STATUS, TaskServer, build_door
 from roost.capsule.taskinput import read_initial_task, read_job_id
 from roost.completion import CompletionRecord, report, write_completion
+from roost.http.server import QuietRunner
 from roost.manifest import Manifest
 from roost.trace import TraceWriter
 
@@ -173,7 +174,9 @@ class Host:
             await self._cleanup()
 
     async def _start_listeners(self) -> str:
-        self._runner = web.AppRunner(self.door.app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        self._runner = QuietRunner(
+            self.door.app, note=door_note, access_log=None, handle_signals=False, shutdown_timeout=1.0
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()

@@ -25,6 +25,8 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
+from roost.capsule.prepare import door_note
+from roost.http.server import QuietRunner
 from roost.tlsclient import context_for, untrusted_sentence
 from roost.wire import CREDENTIAL_HEADER, HOST_ERROR_HEADER
 
@@ -81,7 +83,7 @@ class HostSocket:
         for verb in ROUTES:
             app.router.add_post(verb, self._forward)
         app.router.add_get("/jobs/{job_id}", self._forward)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._runner = QuietRunner(app, note=door_note, access_log=None, handle_signals=False)
         await self._runner.setup()
         old = os.umask(0o177)
         try:

@@ -170,3 +170,8 @@ def say(text: str) -> None:
     with contextlib.suppress(OSError, ValueError):
         sys.stderr.write(f"roost-capsule: {text}\n")
         sys.stderr.flush()
+
+
+def door_note(status: int, error: str) -> None:
+    """A listener of this capsule answered a request it could not serve: one line, no bytes of it."""
+    say(f"answered a request it could not serve with HTTP {status} ({error})")

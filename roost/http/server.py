@@ -2,7 +2,12 @@
 
 Why any of it: the TCP listener must refuse a connection on accept (the per-uid cap) and close
 one whose first request head never arrives (the head deadline), and aiohttp has no public hook
-for either. What is used, and why each is needed:
+for either. And a request aiohttp cannot parse is answered by aiohttp itself, with a text body
+that quotes the offending bytes (a header line can hold most of a credential) and a log line
+with a traceback: every roost listener (the daemon's, the capsule door's, the host socket's,
+the admin socket's) answers it instead with a short JSON sentence and logs one line with the
+status and the error's class (:meth:`_QuietHandler.handle_error`, a public method of the
+handler; :class:`QuietRunner` is how that handler gets in). What is used, and why each is needed:
 
 * ``BaseRunner._make_server`` — the only place a runner builds its :class:`~aiohttp.web_server.Server`
   (the protocol factory); overriding it is how our handler class gets in.
@@ -23,11 +28,109 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from aiohttp import web
+import structlog
+from aiohttp import http_exceptions, web
 from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_request import BaseRequest
 from aiohttp.web_server import Server
 
-__all__ = ["ConnectionPolicy", "PolicedRunner", "bound_port"]
+__all__ = [
+    "ConnectionPolicy",
+    "ErrorNote",
+    "PolicedRunner",
+    "QuietRunner",
+    "bound_port",
+    "log_low_level",
+    "low_level_sentence",
+]
+
+log = structlog.get_logger("roost.http")
+
+# What a low-level refusal says: fixed sentences, never the request's own bytes.
+_MALFORMED = "malformed HTTP request: it could not be read as HTTP/1.1"
+_SENTENCES: tuple[tuple[type[BaseException], str], ...] = (
+    (
+        http_exceptions.LineTooLong,
+        "malformed HTTP request: a request or header line is longer than this server accepts",
+    ),
+    (http_exceptions.BadStatusLine, "malformed HTTP request: the request line is not an HTTP/1.1 request line"),
+    (http_exceptions.InvalidHeader, "malformed HTTP request: a header line is not valid"),
+    (http_exceptions.InvalidURLError, "malformed HTTP request: the request target is not a valid path"),
+    (
+        http_exceptions.PayloadEncodingError,
+        "malformed HTTP request: the body's framing (Content-Length, Transfer-Encoding) is not valid",
+    ),
+)
+
+
+def low_level_sentence(status: int, exc: BaseException | None) -> str:
+    """The answer to a request aiohttp refused before any handler ran (or a handler's escape)."""
+    if status == 504:
+        return "the request took too long and was abandoned"
+    if status >= 500:
+        return "internal error: the server could not complete this request; its log has the details"
+    for kind, sentence in _SENTENCES:
+        if isinstance(exc, kind):
+            return sentence
+    return _MALFORMED
+
+
+ErrorNote = Callable[[int, str], None]
+"""Told of each low-level error answer: its status and the error's class name (never its text)."""
+
+
+def log_low_level(status: int, error: str) -> None:
+    """The daemon's note of a low-level error answer: one structlog line."""
+    if status >= 500:
+        log.error("http_request_failed", status=status, error=error)
+    else:
+        log.info("http_request_malformed", status=status, error=error)
+
+
+class _QuietHandler(RequestHandler):
+    """aiohttp's per-connection protocol, whose own error answers echo nothing of the request."""
+
+    def __init__(self, manager: Server, *, note: ErrorNote, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self._note = note
+
+    def handle_error(
+        self,
+        request: BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        # ``message`` (and the exception's text) quote the request's bytes: neither is used.
+        self._note(status, type(exc).__name__ if exc is not None else "none")
+        if request.writer.output_size > 0:
+            # Some of the answer went out already: the connection is broken, as aiohttp has it.
+            raise ConnectionError("an answer was partly sent; the connection is closed")
+        resp = web.json_response({"error": low_level_sentence(status, exc)}, status=status)
+        resp.force_close()
+        return resp
+
+
+class _QuietServer(Server):
+    note: ErrorNote
+
+    def __call__(self) -> RequestHandler:
+        return _QuietHandler(self, note=self.note, loop=self._loop, **self._kwargs)
+
+
+class QuietRunner(web.AppRunner):
+    """An :class:`aiohttp.web.AppRunner` whose low-level error answers are short sentences;
+    ``note`` hears of each (the daemon logs it; a capsule says it on its stderr)."""
+
+    def __init__(self, app: web.Application, *, note: ErrorNote = log_low_level, **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+        self.note = note
+
+    async def _make_server(self) -> Server:
+        server = await super()._make_server()
+        server.__class__ = _QuietServer
+        server.note = self.note  # type: ignore[attr-defined]
+        return server
 
 
 class ConnectionPolicy(Protocol):
@@ -43,11 +146,11 @@ class ConnectionPolicy(Protocol):
         """The connection sent no complete request head in time and is being closed."""
 
 
-class _PolicedHandler(RequestHandler):
+class _PolicedHandler(_QuietHandler):
     """aiohttp's per-connection protocol, with the policy's accept check and head deadline."""
 
-    def __init__(self, manager: Server, *, policy: ConnectionPolicy, **kwargs: Any) -> None:
-        super().__init__(manager, **kwargs)
+    def __init__(self, manager: Server, *, policy: ConnectionPolicy, note: ErrorNote, **kwargs: Any) -> None:
+        super().__init__(manager, note=note, **kwargs)
         self._policy = policy
         self._release: Callable[[], None] | None = None
         self._head_timer: asyncio.TimerHandle | None = None
@@ -83,15 +186,15 @@ class _PolicedHandler(RequestHandler):
             super().connection_lost(exc)
 
 
-class _PolicedServer(Server):
+class _PolicedServer(_QuietServer):
     policy: ConnectionPolicy
 
     def __call__(self) -> RequestHandler:
-        return _PolicedHandler(self, policy=self.policy, loop=self._loop, **self._kwargs)
+        return _PolicedHandler(self, policy=self.policy, note=self.note, loop=self._loop, **self._kwargs)
 
 
-class PolicedRunner(web.AppRunner):
-    """An :class:`aiohttp.web.AppRunner` whose connections go through a :class:`ConnectionPolicy`."""
+class PolicedRunner(QuietRunner):
+    """A :class:`QuietRunner` whose connections go through a :class:`ConnectionPolicy`."""
 
     def __init__(self, app: web.Application, *, policy: ConnectionPolicy, **kwargs: Any) -> None:
         super().__init__(app, **kwargs)
