@@ -10,7 +10,8 @@ A session with neither (no verified pid, no job) holds a lease instead, renewed 
 authenticated calls; when it lapses the session ends with the reason recorded.
 
 On start, running sessions with a recorded pid are re-watched; one whose process is gone (or
-whose pid now names a different process, told apart by its start time) is ended at once.
+whose pid now names a different process, told apart by its start in clock ticks since boot,
+:mod:`roost.procstart`) is ended at once.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import structlog
 from roost.blocking import BlockingExecutor
 from roost.events import EventBus
 from roost.launcher.supervise import ProcessWatch
+from roost.procstart import same_process
 from roost.sessions import SessionRecord, SessionTable
 
 __all__ = [
@@ -33,7 +35,6 @@ __all__ = [
     "SessionWatch",
     "observe_session_end",
     "pid_holds_connection",
-    "process_start_time",
 ]
 
 log = structlog.get_logger("roost.sessions")
@@ -57,26 +58,6 @@ def pid_holds_connection(pid: int, peer: tuple[str, int], local: tuple[str, int]
         ):
             return True
     return False
-
-
-def process_start_time(pid: int | None) -> float | None:
-    """Blocking: when process ``pid`` started (to tell it from a later one with its pid)."""
-    if pid is None:
-        return None
-    try:
-        return float(psutil.Process(pid).create_time())
-    except (psutil.Error, OSError):
-        return None
-
-
-def _same_process(pid: int, start: float | None) -> bool:
-    try:
-        proc = psutil.Process(pid)
-        if start is not None and abs(proc.create_time() - start) > 0.01:
-            return False
-        return proc.status() != psutil.STATUS_ZOMBIE
-    except (psutil.Error, OSError):
-        return False
 
 
 def _unwatchable(rec: SessionRecord) -> bool:
@@ -140,7 +121,7 @@ class SessionWatch:
                 self._sessions.lease(rec)  # a fresh lease: nobody could renew it while we were away
             if rec.pid is None or self._launched(rec.pid):
                 continue
-            if await self._executor.run(_same_process, rec.pid, rec.pid_start):
+            if await self._executor.run(same_process, rec.pid, rec.pid_start):
                 self._watch(rec)
             else:
                 log.info("session_process_gone", session_id=rec.session_id, pid=rec.pid)

@@ -16,7 +16,8 @@ from roost.http.caller import caller_of
 from roost.http.context import EXECUTOR, KEYS, LAUNCHER, METRICS, REFEREE, SETTINGS
 from roost.http.middleware import json_ok, read_json
 from roost.identifiers import require_id
-from roost.sessionwatch import pid_holds_connection, process_start_time
+from roost.procstart import process_identity
+from roost.sessionwatch import pid_holds_connection
 from roost.wire import APPROVAL_HEADER, CREDENTIAL_HEADER
 
 __all__ = ["routes"]
@@ -67,7 +68,7 @@ async def register(request: web.Request) -> web.Response:
         if peer and local:
             owns = await executor.run(pid_holds_connection, pid, (peer[0], peer[1]), (local[0], local[1]))
         if owns:
-            pid_start = await executor.run(process_start_time, pid)
+            pid_start = await executor.run(process_identity, pid)
         else:
             log.info("register_pid_unverified", pid=pid)
             pid = None

@@ -139,9 +139,10 @@ class StartSpec:
 class ChildRef:
     """What the job record remembers of a started child, enough to find it again later.
 
-    ``pid`` and ``pid_start`` (the process's create time, seconds since the epoch, as
-    ``psutil`` gives it) identify the process on ``node`` (None: this host): the pair is never
-    reused, so a matching pid with another start time is somebody else's process.
+    ``pid`` and ``pid_start`` (when the process started, in clock ticks since boot:
+    :func:`roost.procstart.process_identity`, which no wall-clock step moves) identify the
+    process on ``node`` (None: this host): the pair is never reused, so a matching pid with
+    another start is somebody else's process.
     """
 
     job_id: str
@@ -203,7 +204,7 @@ class ChildHandle(Protocol):
     Attributes:
         job_id: the job the child belongs to.
         pid: the child's process id on its node.
-        pid_start: the process's create time (see :class:`ChildRef`); None when unknown.
+        pid_start: when the process started (see :class:`ChildRef`); None when unknown.
         node: where it runs (None: this host).
         exited: resolves once, when the child's main process has ended, with a status
             sentence: ``"exit status N"``, ``"killed by SIGNAME"``, or — for a child this

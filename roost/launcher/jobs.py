@@ -3,7 +3,7 @@
 
 A job row is the launcher's durable memory of a child it started. It is written (one full-row
 upsert) at every state change, so after a ``kill -9`` of the daemon the reconcile pass knows
-every child it had running, where its directory is, which pid and process create time it had,
+every child it had running, where its directory is, which pid and process start (ticks since boot) it had,
 whether its ``delegation_start``/``delegation`` lines were written and how far a completion
 delivery got (``delivery``: ``posting`` is the marker that makes delivery at-most-once across a
 crash — a post whose answer was never recorded is not sent again).

@@ -42,6 +42,7 @@ from roost.launcher.lifeline import connect_keeper, make_pipe, stop_keeper
 from roost.launcher.spawn import CannotSwitchUser, ChildSpec, RunAs, apply_limits, run_as, start_process
 from roost.launcher.supervise import ProcessWatch, signal_group, stop_group
 from roost.manifest import ResourceCaps
+from roost.procstart import process_identity, same_process
 from roost.trace import append_lines
 
 __all__ = ["LocalBackend", "LocalChild", "find_job_processes"]
@@ -106,15 +107,6 @@ class LocalChild:
         if self._transport is not None:
             self._transport.close()
         self._watch.close()
-
-
-def _same_process(pid: int | None, start: float | None) -> bool:
-    if pid is None or start is None:
-        return False
-    try:
-        return psutil.Process(pid).create_time() == start and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def find_job_processes(instance: str) -> list[tuple[int, str, int]]:
@@ -281,10 +273,8 @@ class LocalBackend:
         finally:
             os.close(read_fd)
             os.close(log_fd)
-        try:
-            pid_start: float | None = psutil.Process(popen.pid).create_time()
-        except psutil.Error:
-            pid_start = None
+        # Its start in clock ticks since boot: a wall-clock step cannot make it a stranger.
+        pid_start = process_identity(popen.pid)
         # A script capsule's host sets its entrypoint's rlimits itself, just before exec; limiting
         # the host would starve it (it needs more address space than a small limit allows).
         failed = [] if spec.limits_in_child else apply_limits(popen.pid, spec.resources)
@@ -349,7 +339,7 @@ class LocalBackend:
 
     # -- after a restart --------------------------------------------------------------------------
     async def is_running(self, ref: ChildRef) -> bool:
-        return await self._executor.run(_same_process, ref.pid, ref.pid_start)
+        return await self._executor.run(same_process, ref.pid, ref.pid_start)
 
     def adopt(self, ref: ChildRef) -> LocalChild:
         assert ref.pid is not None

@@ -3,7 +3,8 @@
 For every job that was ``starting`` or ``running`` when the previous daemon stopped (cleanly or
 with ``kill -9``):
 
-* **matched** — its process is alive with the same pid *and* the same create time: it is
+* **matched** — its process is alive with the same pid *and* the same start (clock ticks
+  since boot, :mod:`roost.procstart`): it is
   re-adopted (watched without being its parent, its deadline re-armed from the ready time, its
   lifeline still held);
 * **lost** — its process is gone: it is finalized exactly as a live exit would be, with exactly

@@ -54,6 +54,7 @@ from roost.launcher.cgroups import JobCgroups, sweep_marked
 from roost.launcher.spawn import CannotSwitchUser, ChildSpec, apply_limits, run_as, start_process
 from roost.launcher.supervise import ProcessWatch, signal_group
 from roost.manifest import ResourceCaps
+from roost.procstart import process_identity
 from roost.raybackend import keepercache
 from roost.raybackend.keeperfiles import ChildRecordsKeeper, check_job_id
 from roost.raybackend.peerkeeper import PeerFilesKeeper
@@ -159,7 +160,7 @@ class NodeKeeper(ChildRecordsKeeper, PeerFilesKeeper):
         """Start the child in its directory, in its own process group, as ``uid``; hold its lifeline.
 
         ``argv[0] == "@python"`` becomes this node's interpreter; ``MURMUR_REGISTRY_PATH`` is this
-        keeper's artifact cache. Returns ``{pid, start}`` (start: the process's create time).
+        keeper's artifact cache. Returns ``{pid, start}`` (start: :func:`roost.procstart.process_identity`).
         """
         if job_id in self.children:
             raise ValueError(f"job {job_id} already runs on this node")
@@ -195,10 +196,7 @@ class NodeKeeper(ChildRecordsKeeper, PeerFilesKeeper):
         finally:
             os.close(read_fd)
             os.close(log_fd)
-        try:
-            start = psutil.Process(popen.pid).create_time()
-        except psutil.Error:
-            start = None
+        start = process_identity(popen.pid)
         if limit_host:
             apply_limits(popen.pid, resources)
         watch = ProcessWatch(popen.pid, popen)

@@ -16,7 +16,6 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 from roost import ids
@@ -49,6 +48,12 @@ while os.read(fd, 1):
     pass
 sys.exit(7)
 """
+
+
+def _start_ticks(pid: int) -> int:
+    """The kernel's start of ``pid`` in clock ticks since boot (field 22 of /proc/<pid>/stat)."""
+    stat = Path(f"/proc/{pid}/stat").read_bytes()
+    return int(stat[stat.rfind(b")") + 2 :].split()[19])
 
 
 @pytest.fixture
@@ -100,7 +105,7 @@ async def test_a_child_from_start_to_exit(backend: LocalBackend, tmp_path: Path)
     child = await backend.start(_spec(tmp_path, child_dir, CHILD, stdin=b"approval-line\n"))
     assert isinstance(child, ChildHandle)
     assert child.pid > 0 and child.alive and child.node is None
-    assert child.pid_start == psutil.Process(child.pid).create_time()
+    assert child.pid_start == _start_ticks(child.pid)
     first = json.loads(await asyncio.wait_for(child.readline(), 10))
     assert first == {"stdin": "approval-line", "cwd": str(tmp_path / "job")}
     with pytest.raises(ValueError):
