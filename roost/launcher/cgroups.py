@@ -8,7 +8,10 @@ descendant — double-forked, ``setsid``, ignoring SIGTERM — is in it. Ending 
 ``cgroup.kill`` and waits for ``populated 0``. ``capabilities.resources`` become ``memory.max``,
 ``pids.max`` and ``cpu.max`` for the controllers enabled in the jobs root. The jobs root is the
 daemon's cgroup's parent when the daemon sits in a ``daemon`` leaf (systemd's
-``DelegateSubgroup=daemon``), else ``<own cgroup>/roost-jobs``.
+``DelegateSubgroup=daemon``), else ``<own cgroup>/roost-jobs``. A job's cgroup is removed
+when the job ends; one left behind (a daemon killed before it could, a removal that stayed busy)
+is removed by the next daemon's start once it is empty and no longer fresh
+(:meth:`JobCgroups.sweep_empty`), so empty cgroups do not pile up.
 
 **Fallback** (no writable hierarchy, or ``job_cgroups = "off"``): every process of a job carries
 ``MURMUR_JOB_ID`` in its environment (the launcher sets it; the capsule host passes it to
@@ -48,6 +51,9 @@ __all__ = [
 log = structlog.get_logger("roost.launcher")
 
 CPU_PERIOD_US = 100_000
+# An empty job cgroup younger than this may belong to a job being started right now (made, its
+# child not yet moved in) by a daemon sharing the jobs root: the start-up sweep leaves it.
+FRESH_CGROUP_SECS = 60.0
 
 
 def find_v2_mount(mounts: str) -> str | None:
@@ -189,17 +195,48 @@ class JobCgroups:
             except OSError:
                 break
             time.sleep(0.02)
-        for _ in range(50):
-            try:
-                path.rmdir()
-                break
-            except FileNotFoundError:
-                break
-            except OSError as exc:
-                if exc.errno != errno.EBUSY:
-                    break
-                time.sleep(0.02)
+        if not _remove(path, tries=50):
+            log.warning("cgroup_not_removed", job_id=job_id, cgroup=str(path))
         return left
+
+    def sweep_empty(self, min_age_secs: float = FRESH_CGROUP_SECS) -> int:
+        """Remove every empty job cgroup under the root older than ``min_age_secs``: what ended
+        jobs left behind. A populated one (a job still running, perhaps re-adopted) is kept:
+        the kernel refuses to remove it. Returns how many were removed."""
+        removed = 0
+        now = time.time()
+        try:
+            entries = list(os.scandir(self.root))
+        except OSError:
+            return 0
+        for entry in entries:
+            if not JOB_ID_RE.match(entry.name) or not entry.is_dir(follow_symlinks=False):
+                continue
+            path = Path(entry.path)
+            try:
+                young = now - entry.stat(follow_symlinks=False).st_mtime < min_age_secs
+                if young or "populated 0" not in (path / "cgroup.events").read_text():
+                    continue
+            except OSError:
+                continue
+            if _remove(path, tries=1):
+                removed += 1
+        return removed
+
+
+def _remove(path: Path, *, tries: int) -> bool:
+    """Remove an empty cgroup; it may stay busy for a moment after its last process died."""
+    for attempt in range(tries):
+        try:
+            path.rmdir()
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or attempt == tries - 1:
+                return False
+            time.sleep(0.02)
+    return False
 
 
 def _into_daemon_leaf(service: Path) -> bool:

@@ -175,10 +175,13 @@ class LocalBackend:
     # -- lifecycle ----------------------------------------------------------------------------
     async def open(self) -> None:
         self.cgroups = await self._executor.run(JobCgroups.discover, self._job_cgroups)
+        # Empty cgroups of jobs that ended without removing theirs (roost/launcher/cgroups.py).
+        swept = await self._executor.run(self.cgroups.sweep_empty) if self.cgroups is not None else 0
         log.info(
             "job_containment",
             cgroups=str(self.cgroups.root) if self.cgroups else None,
             controllers=",".join(sorted(self.cgroups.controllers)) if self.cgroups else "",
+            swept=swept,
         )
         try:
             self.keeper = await connect_keeper(self._state_dir, self._executor)
