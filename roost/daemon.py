@@ -34,6 +34,7 @@ from roost.http.guard import ConnectionGuard
 from roost.http.server import PolicedRunner, bound_port
 from roost.keys import KeyFileError, KeyHolder, KeyRing
 from roost.launcher.service import Launcher, LaunchServices
+from roost.launcher.workdirplace import RegisteredWorkdirs
 from roost.lifecycle import Lifecycle
 from roost.logs import configure_logging
 from roost.metrics import Metrics
@@ -97,6 +98,18 @@ class Roost:
         )
         self.store = Store(None if config.ephemeral_keys else config.db_path, self.executor)
         self.state_lock = StateLock(config.state_dir)
+        self.lifecycle = Lifecycle(config)
+        backend = process_backend(
+            config,
+            self.executor,
+            daemon_url=lambda: self.lifecycle.advertise_url,
+            keeper_token=lambda node_id: keeper_token(self.key_holder.ring, node_id),
+        )
+        # A registered workdir is checked on the disk of the host its session runs on
+        # (a job on a Ray node: that node's), docs/security.md.
+        workdirs = RegisteredWorkdirs(
+            self.executor, backend, (lambda: self.launcher.jobs) if config.launcher == "ray" else None
+        )
         self.referee = Referee(
             settings=self.settings,
             table=self.table,
@@ -104,18 +117,12 @@ class Roost:
             keys=self.key_holder,
             executor=self.executor,
             clock=clock,
+            workdirs=workdirs.check,
         )
         self.settings.on_reload.append(self.referee.forget_resolved)
         self.events = EventBus(clock=clock)
-        self.lifecycle = Lifecycle(config)
         # One client (one connection pool) for every outbound A2A call the daemon makes.
         self.a2a = A2AClient(connect_timeout=5.0, total_timeout=config.peer_timeout_secs)
-        backend = process_backend(
-            config,
-            self.executor,
-            daemon_url=lambda: self.lifecycle.advertise_url,
-            keeper_token=lambda node_id: keeper_token(self.key_holder.ring, node_id),
-        )
         # A session whose child runs on another node has its trace there (docs/operations.md).
         nodes = JobNodes(backend, lambda: self.launcher.jobs) if config.launcher == "ray" else None
         self.traces = TraceFiles(self.executor, nodes)

@@ -39,10 +39,10 @@ from roost.registry import Artifact, Registry
 from roost.repos.sessions import SessionRepository
 from roost.repos.spent import SpentRepository
 from roost.reservelog import ReservationJournal, replay
-from roost.sessions import Reservation, SessionRecord, SessionTable, Slot, Trust
+from roost.sessions import SLOT_JOB, Reservation, SessionRecord, SessionTable, Slot, Trust
 from roost.settings import Settings
 from roost.store import Op, Store, StoreConflict
-from roost.workdirs import check_workdir
+from roost.workdirs import registered_workdir
 
 __all__ = ["APPROVAL_TTL_MS", "Grant", "Referee", "refusals"]
 
@@ -53,6 +53,9 @@ EXPIRY_SWEEP_SECS = 1.0
 LEASE_CHECK_TICKS = 5  # leases are checked every fifth expiry sweep
 Clock = Callable[[], int]
 SessionEndHook = Callable[[SessionRecord], Awaitable[None]]
+WorkdirCheck = Callable[[str, int | None, str | None], Awaitable[str]]
+"""``(workdir, uid, job_id)`` → the normalised workdir if ``uid`` may use it where the session
+runs (the job's node, else this host), or the refusal (roost/launcher/workdirplace.py)."""
 
 
 def wall_ms() -> int:
@@ -87,6 +90,7 @@ class Referee:
         keys: KeyHolder,
         executor: BlockingExecutor,
         clock: Clock = wall_ms,
+        workdirs: WorkdirCheck | None = None,
     ) -> None:
         self._settings = settings
         self.table = table
@@ -94,6 +98,7 @@ class Referee:
         self._keys = keys
         self.executor = executor
         self.clock = clock
+        self._workdirs = workdirs or self._local_workdir
         self.sessions = SessionRepository(store)
         self.spent = SpentRepository(store)
         self.journal = ReservationJournal(store, clock)
@@ -310,8 +315,12 @@ class Referee:
         self.journal.released(gone)
         return gone
 
-    def _approver_uid(self, approval: str) -> int | None:
-        """The uid of the running session an approval was granted to (verified, not spent)."""
+    async def _local_workdir(self, workdir: str, uid: int | None, job_id: str | None) -> str:
+        return await self.executor.run(registered_workdir, workdir, uid)
+
+    def _approver(self, approval: str) -> tuple[int | None, str | None]:
+        """The uid of the running session an approval was granted to (verified, not spent), and
+        the job its slot was reserved for (None: a ``/spawn`` of the session's own)."""
         try:
             claims = tokens.verify_approval(self.keys.approval_key, approval, now_ms=self.clock())
         except tokens.ApprovalExpired:
@@ -321,7 +330,9 @@ class Referee:
         parent = self.table.running_session(claims.sid)
         if parent is None:
             raise IdentityRefused()
-        return parent.uid
+        slot = self.table.reservations.get(claims.jti)
+        job_id = slot[SLOT_JOB] if slot is not None else None
+        return parent.uid, job_id if isinstance(job_id, str) else None
 
     # -- POST /register --------------------------------------------------------------------
     def _admit_top_level(self, name: str) -> None:
@@ -352,10 +363,11 @@ class Referee:
         if self.table.get(session_id) is not None:
             raise IdentityRefused()
         if workdir is not None:
-            # The workdir must belong to the session's uid (a child's: its parent's). Checked
-            # first, so everything below still runs with no await before the table insert.
-            owner = uid if approval is None else self._approver_uid(approval)
-            workdir = await self.executor.run(check_workdir, workdir, owner)
+            # The workdir must belong to the session's uid (a child's: its parent's), on the disk
+            # of the host the session runs on. Checked first, so everything below still runs
+            # with no await before the table insert.
+            owner, job = (uid, job_id) if approval is None else self._approver(approval)
+            workdir = await self._workdirs(workdir, owner, job or job_id)
         ops: list[Op] = []
         spent_op: Op | None
         parent_id: str | None

@@ -22,6 +22,7 @@ from roost.manifest import Manifest
 
 __all__ = [
     "SLOT_EXP",
+    "SLOT_JOB",
     "SLOT_JTI",
     "SLOT_PARENT",
     "Reservation",
@@ -122,8 +123,9 @@ Slot = tuple[str, str, str, str, str, int, Trust, int, str | None]
 SLOT_JTI: Final = 0
 SLOT_PARENT: Final = 1
 SLOT_EXP: Final = 7
+SLOT_JOB: Final = 8
 assert Reservation._fields[SLOT_JTI] == "jti" and Reservation._fields[SLOT_PARENT] == "parent_id"
-assert Reservation._fields[SLOT_EXP] == "exp_ms"
+assert Reservation._fields[SLOT_EXP] == "exp_ms" and Reservation._fields[SLOT_JOB] == "job_id"
 _EXP = SLOT_EXP
 
 

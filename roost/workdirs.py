@@ -21,9 +21,21 @@ import os
 import stat
 from collections.abc import Collection
 
-from roost.errors import Refused
+from roost.errors import BadRequest, Refused
 
-__all__ = ["WorkdirRefused", "check_workdir", "groups_of", "may_access", "workdir_problem"]
+__all__ = [
+    "NOT_A_DIRECTORY",
+    "WorkdirRefused",
+    "check_workdir",
+    "from_verdict",
+    "groups_of",
+    "may_access",
+    "registered_workdir",
+    "workdir_problem",
+    "workdir_verdict",
+]
+
+NOT_A_DIRECTORY = "workdir must be an existing directory"
 
 R_OK, W_OK, X_OK = 4, 2, 1
 
@@ -148,3 +160,36 @@ def check_workdir(workdir: str, uid: int | None) -> str:
     if problem is not None:
         raise WorkdirRefused(problem)
     return os.path.normpath(workdir)
+
+
+def registered_workdir(workdir: str, uid: int | None) -> str:
+    """Blocking: the ``/register`` check, run on the host where the session runs (the daemon's,
+    or a Ray node's keeper for a child placed there): an existing directory (else 400), then
+    :func:`check_workdir`. The normalised workdir, or the refusal."""
+    if not os.path.isdir(workdir):
+        raise BadRequest(NOT_A_DIRECTORY)
+    return check_workdir(workdir, uid)
+
+
+def workdir_verdict(workdir: str, uid: int | None) -> tuple[str, str]:
+    """Blocking: :func:`registered_workdir` as plain values for a remote call: ``("ok", workdir)``,
+    ``("bad", sentence)`` (400) or ``("refused", sentence)`` (403)."""
+    try:
+        return "ok", registered_workdir(workdir, uid)
+    except WorkdirRefused as exc:
+        return "refused", exc.message
+    except BadRequest as exc:
+        return "bad", exc.message
+
+
+def from_verdict(verdict: object) -> str:
+    """The workdir a :func:`workdir_verdict` accepted, else the same error it stands for."""
+    if isinstance(verdict, (tuple, list)) and len(verdict) == 2 and all(isinstance(v, str) for v in verdict):
+        kind, text = verdict
+        if kind == "ok":
+            return str(text)
+        if kind == "bad":
+            raise BadRequest(str(text))
+        if kind == "refused":
+            raise WorkdirRefused(str(text))
+    raise WorkdirRefused("the workdir could not be checked where the session runs (an unreadable answer)")

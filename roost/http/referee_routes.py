@@ -5,13 +5,11 @@ need I/O, and hands typed values to :class:`roost.referee.Referee`."""
 
 from __future__ import annotations
 
-import os
-
 import structlog
 from aiohttp import web
 
 from roost.bodies import parse_deregister, parse_register, parse_spawn
-from roost.errors import BadRequest, NotFound, Refused, RoostError
+from roost.errors import NotFound, Refused, RoostError
 from roost.http.caller import caller_of
 from roost.http.context import EXECUTOR, KEYS, LAUNCHER, METRICS, REFEREE, SETTINGS
 from roost.http.middleware import json_ok, read_json
@@ -57,8 +55,7 @@ async def register(request: web.Request) -> web.Response:
     referee, executor = request.app[REFEREE], request.app[EXECUTOR]
     req = parse_register(await read_json(request))
     workdir, pid = req.workdir, req.pid
-    if workdir is not None and not await executor.run(os.path.isdir, workdir):
-        raise BadRequest("workdir must be an existing directory")
+    # The workdir is checked by the referee, on the disk of the host the session runs on.
     pid_start = None
     if pid is not None:
         # Believe a pid only if that process holds this very connection.

@@ -355,6 +355,13 @@ class ProcessBackend(Protocol):
         """The regular files in the directory's ``sub`` directory (sorted names); [] when none."""
         ...
 
+    async def check_workdir(self, dir: ChildDir, workdir: str, uid: int | None) -> str:
+        """The ``/register`` ownership check of a workdir a session of this job names, run where
+        the directory lives (``dir.node``; :func:`roost.workdirs.registered_workdir`): the
+        normalised workdir, else :class:`roost.errors.BadRequest` (not an existing directory)
+        or :class:`roost.workdirs.WorkdirRefused`, with the same sentence as on this host."""
+        ...
+
     # -- children -------------------------------------------------------------------------
     def check_run_as(self, uid: int | None) -> None:
         """Raise :class:`CannotRunAs` at once when no child could ever be started as ``uid``

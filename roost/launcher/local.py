@@ -44,6 +44,7 @@ from roost.launcher.supervise import ProcessWatch, signal_group, stop_group
 from roost.manifest import ResourceCaps
 from roost.procstart import process_identity, same_process
 from roost.trace import append_lines
+from roost.workdirs import registered_workdir
 
 __all__ = ["LocalBackend", "LocalChild", "find_job_processes"]
 
@@ -246,6 +247,9 @@ class LocalBackend:
 
     async def list_files(self, dir: ChildDir, sub: str) -> list[str]:
         return await self._executor.run(childfiles.list_names, place_of(dir), sub)
+
+    async def check_workdir(self, dir: ChildDir, workdir: str, uid: int | None) -> str:
+        return await self._executor.run(registered_workdir, workdir, uid)
 
     # -- children -------------------------------------------------------------------------------
     def check_run_as(self, uid: int | None) -> None:

@@ -37,6 +37,7 @@ from ray.exceptions import RayActorError, RayError
 from roost.blocking import BlockingExecutor
 from roost.completion import CompletionRecord, read_completion, write_completion
 from roost.config import Config
+from roost.errors import Unavailable
 from roost.launcher.backend import (
     BackendError,
     CannotRunAs,
@@ -53,6 +54,7 @@ from roost.manifest import ResourceCaps
 from roost.raybackend.cluster import RayCluster
 from roost.raybackend.nodekeeper import PYTHON_MARK
 from roost.raybackend.placement import bundle_for, run_as_refusal
+from roost.workdirs import from_verdict
 
 __all__ = ["RayBackend", "RayChild", "keeper_gone_sentence", "node_gone_sentence"]
 
@@ -401,6 +403,18 @@ class RayBackend:
             return [str(n) for n in await self.call(keeper.list_files, dir.job_id, dir.uid, sub)]
         except (RayError, BackendError, ValueError):
             return []
+
+    async def check_workdir(self, dir: ChildDir, workdir: str, uid: int | None) -> str:
+        """Checked by the node's keeper on the node's own disk, where the child runs."""
+        node = self._node(dir.node, dir.job_id)
+        try:
+            keeper = await self._keeper(node)
+            verdict = await self.call(keeper.check_workdir, dir.job_id, workdir, uid)
+        except (RayError, BackendError) as exc:
+            raise Unavailable(
+                f"the workdir could not be checked on Ray node {node.node_id}, where the session runs: {_cause(exc)}"
+            ) from None
+        return from_verdict(verdict)
 
     # -- children ----------------------------------------------------------------------------
     def check_run_as(self, uid: int | None) -> None:

@@ -22,6 +22,7 @@ from roost.ids import JOB_ID_RE
 from roost.launcher import records
 from roost.launcher.childfiles import list_names, read_at
 from roost.trace import append_lines
+from roost.workdirs import workdir_verdict
 
 __all__ = ["ChildRecordsKeeper", "check_job_id", "read_from"]
 
@@ -112,3 +113,10 @@ class ChildRecordsKeeper:
         is this child's directory, in order, in one batch; their event ids."""
         workdir = str(self.place(job_id, uid).path)
         return await asyncio.to_thread(append_lines, workdir, session_id, [(e, p) for e, p in lines], uid=uid)
+
+    async def check_workdir(self, job_id: str, workdir: str, uid: int | None) -> tuple[str, str]:
+        """The ``/register`` ownership check of a workdir a session of this job names, on this
+        node's disk (the same pure check the daemon runs on its own): a
+        :func:`roost.workdirs.workdir_verdict`."""
+        check_job_id(job_id)
+        return await asyncio.to_thread(workdir_verdict, workdir, uid)

@@ -120,6 +120,7 @@ class FakeBackend:
         self.children: dict[str, FakeChild] = {}
         self.lifelines: set[str] = set()
         self.finished_off: list[tuple[str, int | None]] = []
+        self.workdir_checks: list[tuple[str, str, int | None]] = []
         self.next_child: dict[str, str] = {}
         self.gate = asyncio.Semaphore(4)
         self._pid = 1000
@@ -174,6 +175,10 @@ class FakeBackend:
 
     async def list_files(self, dir: ChildDir, sub: str) -> list[str]:
         return []
+
+    async def check_workdir(self, dir: ChildDir, workdir: str, uid: int | None) -> str:
+        self.workdir_checks.append((dir.job_id, workdir, uid))
+        return workdir
 
     def check_run_as(self, uid: int | None) -> None:
         return None

@@ -11,6 +11,9 @@ session_id, name, version, workdir, pid), prints the ready line, then does what 
 * ``never-ready`` — never prints the ready line; ``bad-ready`` — prints a non-JSON line, exits 1;
 * ``stubborn`` — ignore SIGTERM;
 * ``delegate NAME TASK…`` — launch NAME through ``POST /jobs`` with its own credential;
+* ``plant-link`` / ``plant-other`` — an attacker: register a workdir it planted in its directory
+  instead (``evil``, a symbolic link to ``/etc``; ``theirs``, a directory owned by uid 65534);
+  when refused, write the answer to ``refused.json`` and exit 3;
 * ``chatter`` — after the ready line print ``chatter: first`` on stdout, wait until a file
   ``go`` appears in its directory, print ``chatter: last``, then finish like ``sleep 0``.
 
@@ -24,6 +27,7 @@ import signal
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 
 
@@ -81,11 +85,26 @@ def main():
     roost = os.environ["MURMUR_ROOST_URL"]
     sid = "ses_" + os.urandom(8).hex()
     headers = {"x-murmur-spawn-approval": approval} if approval else {}
-    cred = post(
-        roost + "/register",
-        {"session_id": sid, "name": name, "version": version, "workdir": workdir, "pid": os.getpid()},
-        headers,
-    )["credential"]
+    named = workdir
+    own = words[: words.index("delegate")] if "delegate" in words else words  # not its child's task
+    if "plant-link" in own:
+        named = os.path.join(workdir, "evil")
+        os.symlink("/etc", named)
+    if "plant-other" in own:
+        named = os.path.join(workdir, "theirs")
+        os.mkdir(named, 0o755)
+        os.chown(named, 65534, 65534)
+    try:
+        cred = post(
+            roost + "/register",
+            {"session_id": sid, "name": name, "version": version, "workdir": named, "pid": os.getpid()},
+            headers,
+        )["credential"]
+    except urllib.error.HTTPError as exc:
+        if named == workdir:
+            raise
+        write_json(os.path.join(workdir, "refused.json"), {"status": exc.code, "body": json.loads(exc.read())})
+        return 3
     spawner = json.loads(os.environ.get("MURMUR_SPAWNER") or "null")
     started = time.monotonic()
 

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,8 +111,12 @@ class DaemonProcess:
         return self.proc.wait(timeout=timeout)
 
 
-def start_daemon_process(args: list[str], *, env: dict[str, str] | None = None, timeout: float = 30) -> DaemonProcess:
-    cmd = [sys.executable, "-m", "roost", "--port", "0", "--log-format", "json", *args]
+def start_daemon_process(
+    args: list[str], *, env: dict[str, str] | None = None, timeout: float = 30, prefix: Sequence[str] = ()
+) -> DaemonProcess:
+    """``mur-roost`` as a process of its own; ``prefix`` runs it through a command that execs it
+    (the same pid), e.g. ``unshare`` to give it a mount namespace of its own."""
+    cmd = [*prefix, sys.executable, "-m", "roost", "--port", "0", "--log-format", "json", *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     assert proc.stderr is not None
     lines: list[str] = []

@@ -8,8 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from roost.errors import Refused
-from roost.workdirs import R_OK, W_OK, X_OK, check_workdir, may_access, workdir_problem
+from roost.errors import Refused, RoostError
+from roost.workdirs import (
+    NOT_A_DIRECTORY,
+    R_OK,
+    W_OK,
+    X_OK,
+    WorkdirRefused,
+    check_workdir,
+    from_verdict,
+    may_access,
+    registered_workdir,
+    workdir_problem,
+    workdir_verdict,
+)
 
 ROOT = os.geteuid() == 0
 
@@ -87,3 +99,24 @@ def test_an_existing_murmur_must_be_the_callers_directory(tmp_path: Path) -> Non
     records.rmdir()
     records.symlink_to("/etc")
     assert "symbolic link" in (workdir_problem(str(mine), 1000) or "")
+
+
+def test_a_verdict_carries_the_same_answer_across_a_remote_call(tmp_path: Path) -> None:
+    """What a node keeper sends back (plain values) becomes the same error the daemon raises itself."""
+    me = os.geteuid()
+    tmp_path.chmod(0o700)
+    (tmp_path / "evil").symlink_to("/etc")
+    (tmp_path / "ok").mkdir(mode=0o700)
+    assert workdir_verdict(str(tmp_path / "ok") + "/", me) == ("ok", str(tmp_path / "ok"))
+    assert from_verdict(workdir_verdict(str(tmp_path / "ok"), me)) == str(tmp_path / "ok")
+    cases = [str(tmp_path / "evil"), str(tmp_path / "missing"), str(tmp_path / "ok")]
+    for path, uid in ((cases[0], me), (cases[1], me), (cases[2], None)):
+        with pytest.raises(RoostError) as here:
+            registered_workdir(path, uid)
+        with pytest.raises(RoostError) as there:
+            from_verdict(list(workdir_verdict(path, uid)))  # a list, as a remote call may give it
+        assert (type(there.value), there.value.message) == (type(here.value), here.value.message)
+        assert there.value.status == here.value.status
+    assert workdir_verdict(cases[1], me) == ("bad", NOT_A_DIRECTORY)
+    with pytest.raises(WorkdirRefused):
+        from_verdict({"nonsense": True})
