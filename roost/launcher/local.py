@@ -39,7 +39,16 @@ from roost.launcher.backend import (
 from roost.launcher.cgroups import JobCgroups, sweep_marked
 from roost.launcher.keeper import KeeperClient, KeeperError
 from roost.launcher.lifeline import connect_keeper, make_pipe, stop_keeper
-from roost.launcher.spawn import CannotSwitchUser, ChildSpec, RunAs, apply_limits, run_as, start_process
+from roost.launcher.spawn import (
+    CannotSwitchUser,
+    ChildSpec,
+    RunAs,
+    apply_limits,
+    can_switch_users,
+    run_as,
+    start_process,
+    switch_refusal,
+)
 from roost.launcher.supervise import ProcessWatch, signal_group, stop_group
 from roost.manifest import ResourceCaps
 from roost.procstart import process_identity, same_process
@@ -170,12 +179,15 @@ class LocalBackend:
         self._job_cgroups = job_cgroups
         self.keeper: KeeperClient | None = None
         self.cgroups: JobCgroups | None = None
+        # Root with CAP_SETUID/CAP_SETGID (read at open); a job of another uid is refused up front without.
+        self._can_switch = True
         # Write ends held here only when the keeper is unavailable (then a crash ends the children).
         self._own_lifelines: dict[str, int] = {}
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def open(self) -> None:
         self.cgroups = await self._executor.run(JobCgroups.discover, self._job_cgroups)
+        self._can_switch = await self._executor.run(can_switch_users)
         # Empty cgroups of jobs that ended without removing theirs (roost/launcher/cgroups.py).
         swept = await self._executor.run(self.cgroups.sweep_empty) if self.cgroups is not None else 0
         log.info(
@@ -253,12 +265,9 @@ class LocalBackend:
 
     # -- children -------------------------------------------------------------------------------
     def check_run_as(self, uid: int | None) -> None:
-        me = os.geteuid()
-        if uid is not None and uid != me and me != 0:
-            raise CannotRunAs(
-                f"this daemon runs as uid {me}, so it cannot start a child as uid {uid} (the session's "
-                "own); run the daemon as root (with CAP_SETUID/CAP_SETGID) or as that user"
-            )
+        refusal = switch_refusal(uid, me=os.geteuid(), capable=self._can_switch)
+        if refusal is not None:
+            raise CannotRunAs(refusal)
 
     async def start(self, spec: StartSpec) -> LocalChild:
         job_id = spec.dir.job_id

@@ -40,11 +40,14 @@ __all__ = [
     "ChildSpec",
     "RunAs",
     "apply_limits",
+    "can_switch_users",
     "capsule_host_env",
     "child_argv",
     "child_env",
     "run_as",
+    "setid_capable",
     "start_process",
+    "switch_refusal",
 ]
 
 
@@ -119,20 +122,64 @@ class CannotSwitchUser(Exception):
     """The daemon cannot start a child as the session's uid; the message is one sentence."""
 
 
+_CAP_SETGID = 6
+_CAP_SETUID = 7
+
+
+def setid_capable(proc_status: str) -> bool:
+    """Whether a ``/proc/<pid>/status`` text shows CAP_SETUID and CAP_SETGID in the effective set."""
+    for line in proc_status.splitlines():
+        if line.startswith("CapEff:"):
+            try:
+                eff = int(line.split(":", 1)[1].strip(), 16)
+            except ValueError:
+                return False
+            return bool(eff >> _CAP_SETUID & 1) and bool(eff >> _CAP_SETGID & 1)
+    return False
+
+
+def can_switch_users() -> bool:
+    """Blocking: whether this process is root with CAP_SETUID and CAP_SETGID (what a child of
+    another uid takes: ``setuid``, ``setgid`` and ``setgroups`` in the forked child)."""
+    if os.geteuid() != 0:
+        return False
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            return setid_capable(fh.read())
+    except OSError:
+        return True  # no /proc to ask: let the start say what the kernel thinks
+
+
+def switch_refusal(uid: int | None, *, me: int, capable: bool) -> str | None:
+    """None when a daemon running as ``me`` (root with the capabilities when ``capable``) can
+    start a child as ``uid``; else the refusal sentence with its fix."""
+    if uid is None or uid == me or (me == 0 and capable):
+        return None
+    if me == 0:
+        return (
+            f"this daemon runs as root without CAP_SETUID/CAP_SETGID, so it cannot start a child as "
+            f"uid {uid} (the session's own); give the daemon those capabilities (systemd: "
+            "CapabilityBoundingSet= and AmbientCapabilities= in its unit) or run it as that user"
+        )
+    return (
+        f"this daemon runs as uid {me}, so it cannot start a child as uid {uid} (the session's "
+        "own); run the daemon as root (with CAP_SETUID/CAP_SETGID) or as that user"
+    )
+
+
 def run_as(uid: int | None) -> RunAs | None:
     """Blocking (passwd/group lookups): who a child of a session of ``uid`` runs as.
 
-    None means "as the daemon itself" (the same uid, or no uid recorded). A root daemon
-    switches to any other uid; any other daemon refuses (:class:`CannotSwitchUser`).
+    None means "as the daemon itself" (the same uid, or no uid recorded). A root daemon with
+    CAP_SETUID/CAP_SETGID switches to any other uid; any other daemon refuses
+    (:class:`CannotSwitchUser`), before anything of the job is made.
     """
     me = os.geteuid()
     if uid is None or uid == me:
         return None
-    if me != 0:
-        raise CannotSwitchUser(
-            f"this daemon runs as uid {me}, so it cannot start a child as uid {uid} (the session's "
-            "own); run the daemon as root (with CAP_SETUID/CAP_SETGID) or as that user"
-        )
+    refusal = switch_refusal(uid, me=me, capable=can_switch_users())
+    if refusal is not None:
+        raise CannotSwitchUser(refusal)
     import pwd
 
     try:

@@ -205,11 +205,12 @@ class Starter:
         return await self._start(Admitted(job, artifact, parent, approval, jti, t0, fresh, req.task))
 
     def _check_switch(self, uid: int | None) -> None:
-        """Refuse at once a job whose uid the backend could never start a child as."""
+        """Refuse at once (409, as a node that cannot take the child) a job whose uid the
+        backend could never start a child as."""
         try:
             self.backend.check_run_as(uid)
         except CannotRunAs as exc:
-            raise Refused(str(exc)) from None
+            raise Conflict(str(exc)) from None
 
     async def _start(self, launch: Admitted) -> Job:
         """Place the child, then start it once its node's start gate has a free slot."""
@@ -299,7 +300,7 @@ class Starter:
         except CannotRunAs as exc:
             self._release(launch.jti)
             await self._fail_start(launch, span, str(exc), exit_status=None)
-            raise Refused(str(exc)) from None
+            raise Conflict(str(exc)) from None
         except StartFailed as exc:
             self._release(launch.jti)
             reason = f"the child could not be started ({exc.detail})"

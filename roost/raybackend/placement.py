@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from roost.config import RayPlacement
+from roost.launcher.spawn import setid_capable
 from roost.manifest import ResourceCaps
 
 __all__ = [
@@ -36,8 +37,6 @@ __all__ = [
 CPU = "CPU"
 MEMORY = "memory"
 _MIN_CPU = 0.0001  # Ray keeps resource amounts to four decimal places
-_CAP_SETGID = 6
-_CAP_SETUID = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,18 +145,6 @@ def keeper_name(node_id: str) -> str:
 def node_root_name(node_id: str) -> str:
     """A node's own directory under ``ray_node_root``: several nodes on one machine never share one."""
     return "node-" + hashlib.sha256(node_id.encode()).hexdigest()[:16]
-
-
-def setid_capable(proc_status: str) -> bool:
-    """Whether a ``/proc/<pid>/status`` text shows CAP_SETUID and CAP_SETGID in the effective set."""
-    for line in proc_status.splitlines():
-        if line.startswith("CapEff:"):
-            try:
-                eff = int(line.split(":", 1)[1].strip(), 16)
-            except ValueError:
-                return False
-            return bool(eff >> _CAP_SETUID & 1) and bool(eff >> _CAP_SETGID & 1)
-    return False
 
 
 def run_as_refusal(node_id: str, uid: int | None, keeper_uid: int, can_switch: bool) -> str | None:

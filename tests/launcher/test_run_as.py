@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RegistryBuilder
+from conftest import EXAMPLES, DaemonProcess, RegistryBuilder, start_daemon_process
 from trust.attacker import NOBODY, owned_dir, request_as, system_python
 
 from .conftest import DOUBLE, job_final, wait_for
@@ -119,3 +119,33 @@ async def test_delegated_child_inherits_the_uid(daemon_factory: Any, registry: R
     await job_final(d, job["job_id"], headers=cred)
     with contextlib.suppress(ProcessLookupError):
         await wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 10)
+
+
+async def test_a_root_daemon_without_setuid_setgid_refuses_another_uid_up_front(
+    scratch: Path, daemon_processes: list[DaemonProcess]
+) -> None:
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is needed to take the capabilities away")
+    cfg = scratch / "roost.toml"
+    cfg.write_text(
+        f'registry_path = "{EXAMPLES / "registry"}"\nstate_dir = "{scratch / "state"}"\n'
+        f'spawn_allow = ["worker"]\nlaunch_uids = [0, {NOBODY}]\n'
+    )
+    # Root, with CAP_SETUID and CAP_SETGID out of its bounding set (so out of its effective set).
+    d = start_daemon_process(["--config", str(cfg)], prefix=["setpriv", "--bounding-set=-setuid,-setgid"])
+    daemon_processes.append(d)
+    wd = owned_dir(scratch, "wd", NOBODY)
+    status, body = await request_as(
+        NOBODY, d.url, "POST", "/jobs", {"name": "worker", "version": "0.1.0", "workdir": str(wd), "task": "a b"}
+    )
+    assert status == 409, body
+    assert body == {
+        "error": f"this daemon runs as root without CAP_SETUID/CAP_SETGID, so it cannot start a child as uid "
+        f"{NOBODY} (the session's own); give the daemon those capabilities (systemd: CapabilityBoundingSet= "
+        "and AmbientCapabilities= in its unit) or run it as that user"
+    }
+    assert list(wd.iterdir()) == []  # refused before anything of the job was made
+    # Its own uid's jobs still run.
+    status, body = await request_as(0, d.url, "POST", "/jobs", {"name": "worker", "version": "0.1.0", "task": "a b"})
+    assert status == 201, body
+    assert d.stop() == 0

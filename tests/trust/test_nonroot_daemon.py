@@ -109,7 +109,7 @@ def test_a_service_user_daemon_refuses_another_uids_child(scratch: Path) -> None
         status, body = _post(
             url + "/jobs", {"name": "worker", "version": "0.1.0"}, {"x-murmur-spawn-credential": body["credential"]}
         )
-        assert status == 403, body
+        assert status == 409, body
         assert body == {
             "error": f"this daemon runs as uid {NOBODY}, so it cannot start a child as uid 0 (the session's own); "
             "run the daemon as root (with CAP_SETUID/CAP_SETGID) or as that user"
