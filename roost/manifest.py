@@ -6,11 +6,18 @@ the runtime's business. Fields that *are* modelled are strict about their types:
 whose ``capabilities.network.allow`` is a string instead of a list is refused, never guessed.
 
 Parsing never resolves ``${VAR}`` secrets, so the daemon needs no provider key (upstream era G).
+
+``capabilities.filesystem.scope`` and ``read_only`` must be relative paths inside the workdir
+(E-CAP-002): checked here, where a manifest is first read (packing it into a registry, reading
+it back out of one), so such a capsule is refused before it is published or launched, whatever
+containment class a host would reach for it.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import PurePosixPath
 from typing import Annotated, Literal
 
 import yaml
@@ -22,9 +29,11 @@ __all__ = [
     "Containment",
     "Manifest",
     "ManifestError",
+    "outside_workdir",
     "parse_byte_count",
     "parse_duration_secs",
     "parse_manifest",
+    "scope_refusal",
 ]
 
 Containment = Literal["advisory", "scoped", "sealed"]
@@ -301,6 +310,38 @@ def _first_error(exc: ValidationError) -> str:
     return f"{loc}: {msg}"
 
 
+def _relative_inside(entry: str) -> bool:
+    if not entry or os.path.isabs(entry) or "\x00" in entry:
+        return False
+    depth = 0
+    for part in PurePosixPath(entry).parts:
+        if part == "..":
+            depth -= 1
+            if depth < 0:
+                return False
+        elif part not in ("", "."):
+            depth += 1
+    return True
+
+
+def outside_workdir(manifest: Manifest) -> str | None:
+    """The first ``filesystem.scope``/``read_only`` entry that is not a relative path inside the
+    workdir (E-CAP-002), or None."""
+    fs = manifest.capabilities.filesystem
+    for entry in ([fs.scope] if fs.scope is not None else []) + list(fs.read_only):
+        if not _relative_inside(entry):
+            return entry
+    return None
+
+
+def scope_refusal(manifest: Manifest, bad: str) -> str:
+    """The E-CAP-002 sentence for a filesystem path outside the workdir."""
+    return (
+        f"E-CAP-002: {manifest.coordinates} declares the filesystem path '{bad}', which is not a relative "
+        "path inside the workdir, so its containment cannot be drawn"
+    )
+
+
 def parse_manifest(text: str | bytes) -> Manifest:
     """Parse ``murmur.yaml`` text into a :class:`Manifest`; raise :class:`ManifestError` with one sentence."""
     try:
@@ -310,6 +351,10 @@ def parse_manifest(text: str | bytes) -> Manifest:
     if not isinstance(data, dict):
         raise ManifestError("murmur.yaml must be a mapping with at least 'name' and 'version'")
     try:
-        return Manifest.model_validate(data)
+        manifest = Manifest.model_validate(data)
     except ValidationError as exc:
         raise ManifestError(_first_error(exc)) from None
+    bad = outside_workdir(manifest)
+    if bad is not None:
+        raise ManifestError(scope_refusal(manifest, bad))
+    return manifest

@@ -36,7 +36,7 @@ from roost.capsule.probe import Decision, HostProbe
 from roost.manifest import Manifest
 from roost.netrule import NetworkAllowRule
 
-__all__ = ["Grants", "effective_grants", "outside_workdir", "plan_grants"]
+__all__ = ["Grants", "effective_grants", "plan_grants"]
 
 SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin")
 ETC_READ = (
@@ -231,30 +231,6 @@ def plan_grants(
 
 def _read_only(manifest: Manifest) -> list[str]:
     return list(manifest.capabilities.filesystem.read_only)
-
-
-def outside_workdir(manifest: Manifest) -> str | None:
-    """The first ``filesystem.scope``/``read_only`` entry that is not a relative path inside the
-    workdir (E-CAP-002), or None."""
-    fs = manifest.capabilities.filesystem
-    for entry in ([fs.scope] if fs.scope is not None else []) + list(fs.read_only):
-        if not _relative_inside(entry):
-            return entry
-    return None
-
-
-def _relative_inside(entry: str) -> bool:
-    if not entry or os.path.isabs(entry) or "\x00" in entry:
-        return False
-    depth = 0
-    for part in Path(entry).parts:
-        if part == "..":
-            depth -= 1
-            if depth < 0:
-                return False
-        elif part not in ("", "."):
-            depth += 1
-    return True
 
 
 def _inside(path: str, scope: str) -> bool:

@@ -15,14 +15,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from roost.capsule.confine import outside_workdir
 from roost.capsule.entrypoint import EntrypointError, resolve_argv
 from roost.capsule.lifeline import ENV as LIFELINE_ENV
 from roost.capsule.lifeline import LifelineError, lifeline_refusal, take_lifeline
 from roost.capsule.probe import Decision, HostProbe, decide, probe_host, refusal
 from roost.completion import SpawnerHandle, SpawnerHandleError
 from roost.ids import session_id as mint_session_id
-from roost.manifest import Manifest
+from roost.manifest import Manifest, outside_workdir, scope_refusal
 from roost.registry import Registry
 from roost.registry.errors import RegistryError
 from roost.trace import TRACE_FILE, records_dir
@@ -156,12 +155,11 @@ def prepare(opts: RunOptions) -> Prepared:
     )
     if not decision.floor_met:
         raise ContainmentRefused(refusal(manifest.coordinates, decision), prepared)
+    # Parsing refuses such a manifest already (roost/manifest.py); kept for a manifest that
+    # reached here another way, before any containment is drawn from it.
     bad = outside_workdir(manifest) if decision.achieved != "advisory" else None
     if bad is not None:
-        raise LaunchRefused(
-            f"E-CAP-002: {manifest.coordinates} declares the filesystem path '{bad}', which is not a relative "
-            "path inside the workdir, so its containment cannot be drawn"
-        )
+        raise LaunchRefused(scope_refusal(manifest, bad))
     return prepared
 
 

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from roost.capsule import landlock
-from roost.capsule.confine import _ports, _relative_inside
-from roost.manifest import Manifest, parse_manifest
+from roost.capsule.confine import _ports
+from roost.manifest import Manifest, _relative_inside, parse_manifest
 
 segment = st.sampled_from(["a", "b", "out", "..", ".", "x.y"])
 

@@ -83,3 +83,29 @@ def test_bad_durations(bad: object) -> None:
 def test_bad_byte_counts(bad: object) -> None:
     with pytest.raises(ValueError):
         parse_byte_count(bad)
+
+
+@pytest.mark.parametrize(
+    ("filesystem", "bad"),
+    [
+        ("{scope: /etc}", "/etc"),
+        ("{scope: ../elsewhere}", "../elsewhere"),
+        ("{scope: out/../../x}", "out/../../x"),
+        ("{scope: out, read_only: [ref, /usr]}", "/usr"),
+        ("{read_only: ['../up']}", "../up"),
+    ],
+)
+def test_a_filesystem_path_outside_the_workdir_is_refused_at_parse(filesystem: str, bad: str) -> None:
+    text = f"name: wide\nversion: 0.1.0\ncapabilities:\n  containment: advisory\n  filesystem: {filesystem}\n"
+    with pytest.raises(ManifestError) as err:
+        parse_manifest(text)
+    assert str(err.value) == (
+        f"E-CAP-002: wide@0.1.0 declares the filesystem path '{bad}', which is not a relative path inside "
+        "the workdir, so its containment cannot be drawn"
+    )
+
+
+def test_filesystem_paths_inside_the_workdir_parse() -> None:
+    text = "name: narrow\nversion: 0.1.0\ncapabilities:\n  filesystem: {scope: out/./x, read_only: [ref, out/a/../b]}\n"
+    fs = parse_manifest(text).capabilities.filesystem
+    assert fs.scope == "out/./x" and fs.read_only == ["ref", "out/a/../b"]
