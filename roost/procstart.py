@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import psutil
 
-__all__ = ["process_identity", "same_process", "start_ticks"]
+__all__ = ["process_identity", "process_owner", "same_process", "start_ticks"]
 
 # The old rule's tolerance: psutil's create time is rounded to the clock tick (10 ms).
 _LEGACY_TOLERANCE_SECS = 0.01
@@ -70,3 +70,11 @@ def same_process(pid: int | None, recorded: float | None) -> bool:
         return abs(psutil.Process(pid).create_time() - recorded) <= _LEGACY_TOLERANCE_SECS
     except psutil.Error:
         return False
+
+
+def process_owner(pid: int) -> int | None:
+    """Blocking: the real uid of process ``pid`` (None if there is no such process)."""
+    try:
+        return int(psutil.Process(pid).uids().real)
+    except (psutil.Error, OSError):
+        return None

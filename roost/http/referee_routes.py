@@ -14,7 +14,7 @@ from roost.http.caller import caller_of
 from roost.http.context import EXECUTOR, KEYS, LAUNCHER, METRICS, REFEREE, SETTINGS
 from roost.http.middleware import json_ok, read_json
 from roost.identifiers import require_id
-from roost.procstart import process_identity
+from roost.procstart import process_identity, process_owner
 from roost.sessionwatch import pid_holds_connection
 from roost.wire import APPROVAL_HEADER, CREDENTIAL_HEADER
 
@@ -67,6 +67,16 @@ async def register(request: web.Request) -> web.Response:
         if owns:
             pid_start = await executor.run(process_identity, pid)
         else:
+            # Not believed, so not watched (the session holds a lease instead); but a pid of
+            # another user's process is a claim the caller had no business making.
+            caller = caller_of(request).uid
+            owner = await executor.run(process_owner, pid) if caller not in (None, 0) else None
+            if owner is not None and owner != caller:
+                raise Refused(
+                    f"pid {pid} is a process of uid {owner}, not of the calling uid {caller}; "
+                    "name the session's own process, or no pid",
+                    "pid",
+                )
             log.info("register_pid_unverified", pid=pid)
             pid = None
     try:

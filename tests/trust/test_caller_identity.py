@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import time
@@ -105,3 +106,26 @@ async def test_sessions_record_the_registering_uid_and_children_inherit(daemon: 
         daemon.roost.store.rows, "SELECT session_id, uid FROM sessions ORDER BY created_ms"
     )
     assert {r["session_id"]: r["uid"] for r in rows} == {sid: NOBODY, child_sid: NOBODY, own_sid: 0}
+
+
+async def test_a_session_may_not_claim_another_users_process(daemon: RunningDaemon) -> None:
+    body = {"session_id": "ses_claims_root", "name": "orchestrator", "version": "0.1.0", "pid": os.getpid()}
+    status, answer = await request_as(NOBODY, daemon.url, "POST", "/register", body)
+    assert status == 403, answer
+    assert answer == {
+        "error": f"pid {os.getpid()} is a process of uid 0, not of the calling uid {NOBODY}; "
+        "name the session's own process, or no pid"
+    }
+    assert daemon.roost.table.get("ses_claims_root") is None
+    # A process of its own that does not hold the connection is not believed, but not refused:
+    # the session holds a lease instead of being watched.
+    own = await asyncio.create_subprocess_exec("sleep", "30", user=NOBODY, group=NOBODY, extra_groups=[])
+    try:
+        body = {"session_id": "ses_claims_own", "name": "orchestrator", "version": "0.1.0", "pid": own.pid}
+        status, answer = await request_as(NOBODY, daemon.url, "POST", "/register", body)
+        assert status == 200, answer
+        rec = daemon.roost.table.get("ses_claims_own")
+        assert rec is not None and rec.pid is None and rec.uid == NOBODY
+    finally:
+        own.kill()
+        await own.wait()
