@@ -16,6 +16,7 @@ from roost.ctl.errors import CtlError
 from roost.dashboard.admin import AdminError, AdminSocket
 from roost.dashboard.guard import Guard
 from roost.dashboard.server import build_app
+from roost.http.server import QuietRunner
 
 __all__ = ["serve"]
 
@@ -40,7 +41,16 @@ async def _serve(ctx: Context, admin_path: Path, sock: socket.socket, open_brows
         await admin.close()
         raise CtlError(f"{exc.message}; is mur-roost running? (pass --socket or --state-dir)") from None
     guard = Guard(port=sock.getsockname()[1])
-    runner = web.AppRunner(build_app(guard, admin), access_log=None, handle_signals=False, shutdown_timeout=1.0)
+    # A request it cannot parse gets a short sentence and one line here, never its bytes back.
+    runner = QuietRunner(
+        build_app(guard, admin),
+        note=lambda status, error: ctx.out.info(
+            f"roostctl dashboard: answered a request it could not serve with HTTP {status} ({error})"
+        ),
+        access_log=None,
+        handle_signals=False,
+        shutdown_timeout=1.0,
+    )
     await runner.setup()
     await web.SockSite(runner, sock).start()
     ctx.out.line(guard.url())

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import pytest
 from ops.support import REPO, daemon_env, roostctl, wait_for
 from trust.attacker import NOBODY, system_python
+from trust.test_malformed_requests import MALFORMED, check_answer, exchange
 
 pytestmark = pytest.mark.slow
 
@@ -273,3 +274,8 @@ def test_tree_appears_changes_live_timeline_and_cancel(env: Env) -> None:
             browser.close()
     for name in ("dashboard-tree.png", "dashboard-timeline.png"):
         assert (ARTIFACTS / name).stat().st_size > 10_000
+
+
+def test_a_malformed_request_gets_a_sentence_not_its_bytes(env: Env) -> None:
+    for raw, sentence in MALFORMED:
+        check_answer(exchange(("127.0.0.1", env.port), raw), sentence)
