@@ -41,9 +41,42 @@ def test_a_header_over_8k_prints_no_traceback_and_no_bytes(
         if line.startswith("mur-roost: "):
             continue
         events.append(json.loads(line))  # every other line is one JSON event
-    bridged = [e for e in events if e.get("logger", "").startswith("aiohttp")]
-    assert bridged, events
-    assert all(e["level"] == "error" and "error" in e for e in bridged)
+    # Our listener answers what aiohttp cannot parse itself (QuietRunner): one event per request,
+    # with the status and the error's class, and nothing from aiohttp's own error path.
+    noted = [e for e in events if e["event"] == "http_request_malformed"]
+    assert len(noted) == 2 and all(e["status"] == 400 and e["error"] for e in noted), events
+    assert not [e for e in events if e.get("logger", "").startswith("aiohttp") and e["level"] == "error"], events
+
+
+async def test_an_aiohttp_error_record_is_one_event_with_its_class_and_no_traceback() -> None:
+    """A handler that raises makes aiohttp log "Error handling request" with the exception: through
+    the bridge that is one event with the logger and the error's class, never its text or a traceback."""
+    configure_logging("json", "info")
+
+    async def broken(request: web.Request) -> web.Response:
+        raise RuntimeError(f"leaked {SECRET_TOKEN}")
+
+    app = web.Application()
+    app.router.add_get("/broken", broken)
+    runner = web.AppRunner(app)  # aiohttp's own error path, not ours
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        with structlog.testing.capture_logs() as logs:
+            async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/broken") as resp:
+                assert resp.status == 500
+    finally:
+        await runner.cleanup()
+    errors = [e for e in logs if e.get("logger", "").startswith("aiohttp") and e["log_level"] == "error"]
+    assert len(errors) == 1, logs
+    assert errors[0]["error"] == "RuntimeError", errors
+    text = repr(logs)
+    assert "Traceback" not in text and SECRET_TOKEN not in text and "leaked" not in text, text
+
+
+SECRET_TOKEN = "msc1.c2VjcmV0LWJ5dGVz.Zm9yZ2VkLXNpZ25hdHVyZQ"
 
 
 async def test_an_access_line_shows_a_peer_handle_only_by_its_id() -> None:
