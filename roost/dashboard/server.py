@@ -85,7 +85,10 @@ async def guard_mw(request: web.Request, handler: Handler) -> web.StreamResponse
     if request.method == "GET" and request.path == "/" and "token" in request.query:
         if not guard.token_ok(request.query.get("token")):
             return _forbidden()
-        return web.HTTPSeeOther("/", headers={"Set-Cookie": guard.cookie_header(), **_SECURITY_HEADERS})
+        # The token leaves the address bar: a plain 303 that sets the session cookie.
+        return web.Response(
+            status=303, headers={"Location": "/", "Set-Cookie": guard.cookie_header(), **_SECURITY_HEADERS}
+        )
     if not guard.cookie_ok(request.cookies.get(COOKIE)):
         return _forbidden()
     same_site = guard.origin_ok(request.headers.get("Origin")) and guard.csrf_ok(request.headers.get(CSRF_HEADER))
