@@ -7,6 +7,10 @@ per peer from its card and cached as an :class:`Endpoint`: the JSON-RPC interfac
 (A2A 1.0 §8.3.2). Errors never echo the request's headers or body, because the relay's headers
 may carry credentials.
 
+Redirects are never followed: a 3xx is a :class:`~a2a.errors.PeerHTTPError`. Following one would
+send the request (and whatever the caller stamped on it) to a URL the caller never checked, so
+a relay's network rule would only hold for the first hop.
+
 Peer URLs: ``host:port`` or ``http://host:port[/path]``. ``https://`` is refused with
 :class:`~a2a.errors.UnsupportedPeerURL`: murmur doors are plain HTTP on loopback/LAN, and
 silently downgrading an https URL to clear text (what murmur does) would leak whatever the
@@ -264,7 +268,9 @@ class A2AClient:
         self, method: str, target: URL, shown_url: str, body: bytes | None, headers: Mapping[str, str]
     ) -> tuple[int, bytes]:
         try:
-            async with self._http().request(method, target, data=body, headers=headers) as resp:
+            async with self._http().request(method, target, data=body, headers=headers, allow_redirects=False) as resp:
+                if 300 <= resp.status < 400:
+                    raise _redirect_refusal(shown_url, resp.status, resp.headers.get("Location"))
                 return resp.status, await resp.read()
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise errors.PeerUnreachable(shown_url, _reason(exc, self._total)) from None
@@ -285,6 +291,15 @@ class A2AClient:
             text = body.decode("utf-8", "replace").strip()
             message = _snippet(text) if text else "no body"
         return errors.PeerHTTPError(url, status, message, code)
+
+
+def _redirect_refusal(url: str, status: int, location: str | None) -> errors.PeerHTTPError:
+    where = f" to {_snippet(location)}" if location else ""
+    return errors.PeerHTTPError(
+        url,
+        status,
+        f"it redirects{where}, and A2A requests are never redirected: give the URL the peer serves A2A at",
+    )
 
 
 def _snippet(text: str) -> str:

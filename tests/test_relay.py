@@ -349,3 +349,82 @@ def test_parse_send_names_the_bad_part() -> None:
         parse_send({"peer_url": "127.0.0.1:1", "parts": [{"text": "ok"}, {"foo": 1}]})
     req = parse_send({"peer_url": "127.0.0.1:1", "text": "a", "parts": [{"kind": "data", "data": {"k": 1}}]})
     assert [(p.kind, p.text, p.data) for p in req.parts] == [("text", "a", None), ("data", None, {"k": 1})]
+
+
+@contextlib.asynccontextmanager
+async def listening(app: web.Application, host: str) -> AsyncIterator[str]:
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, host, 0).start()
+    try:
+        yield f"http://{host}:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize("card_redirects", [False, True])
+async def test_a_redirect_to_a_forbidden_host_is_not_followed(
+    relay_daemon: RunningDaemon, tmp_path: Path, card_redirects: bool
+) -> None:
+    """An allowed door (a registered session, so the relay seals) answers 307 towards a host the
+    sender's network rule does not cover: nothing reaches that host, the send is a 502 sentence."""
+    d = relay_daemon
+    sid, cred = await _session(d, "sender", tmp_path / "s")
+    reached: list[dict[str, str]] = []
+
+    async def record(request: web.Request) -> web.Response:
+        reached.append({k.lower(): v for k, v in request.headers.items()})
+        return web.json_response({"jsonrpc": "2.0", "id": "x", "result": {"task": {}}})
+
+    forbidden_app = web.Application()
+    forbidden_app.router.add_route("*", "/{tail:.*}", record)
+    async with listening(forbidden_app, "127.0.0.2") as forbidden:
+        stamped: list[dict[str, str]] = []
+
+        async def redirect(request: web.Request) -> web.Response:
+            if request.method == "POST":
+                stamped.append({k.lower(): v for k, v in request.headers.items()})
+            return web.Response(status=307, headers={"Location": forbidden + request.path})
+
+        async def card(_request: web.Request) -> web.Response:
+            return web.json_response(
+                {
+                    "name": "door",
+                    "supportedInterfaces": [
+                        {"url": allowed + "/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+                    ],
+                }
+            )
+
+        allowed_app = web.Application()
+        if not card_redirects:
+            allowed_app.router.add_get("/.well-known/agent-card.json", card)
+        allowed_app.router.add_route("*", "/{tail:.*}", redirect)
+        async with listening(allowed_app, "127.0.0.1") as allowed:
+            status, reg, _, _ = await d.call(
+                "POST",
+                "/register",
+                json={
+                    "session_id": "ses_door",
+                    "name": "narrow",
+                    "version": "0.1.0",
+                    "workdir": str(tmp_path / "s"),
+                    "capsule_url": allowed,
+                },
+            )
+            assert status == 200, reg
+            status, body, _, _ = await d.call(
+                "POST", "/a2a/send", json={"peer_url": allowed, "text": "secret"}, headers={CRED: cred}
+            )
+            s2, b2, _, _ = await d.call(
+                "POST", "/a2a/tasks/get", json={"peer_url": allowed, "task_id": "tsk_1"}, headers={CRED: cred}
+            )
+    assert reached == []
+    assert stamped and all(h["x-murmur-task-seal"].startswith(f"v2.{sid}.") for h in stamped)
+    dialled = allowed if card_redirects else allowed + "/"  # without a card: the given URL
+    assert status == 502 and body["error"] == (
+        f"peer at {dialled} refused the message (307): it redirects to {forbidden}/, "
+        "and A2A requests are never redirected: give the URL the peer serves A2A at"
+    )
+    assert s2 == 502 and "never redirected" in b2["error"]
+    assert _trace(tmp_path / "s", sid) == []

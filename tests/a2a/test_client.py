@@ -205,6 +205,40 @@ async def test_1_0_wire_from_card() -> None:
     assert [b["method"] for _, _, b in rec.requests] == ["SendMessage", "GetTask", "CancelTask"]
 
 
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+async def test_redirects_are_never_followed(status: int) -> None:
+    """A 3xx is a PeerHTTPError with a sentence; nothing reaches the server it points to."""
+    beyond = Recorder(TASK)
+    card = {
+        "name": "x",
+        "supportedInterfaces": [{"url": "/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+    }
+    tail = "and A2A requests are never redirected: give the URL the peer serves A2A at"
+    async with serve(beyond.handle, card) as elsewhere:
+
+        async def redirect(r: web.Request) -> web.Response:
+            return web.Response(status=status, headers={"Location": f"{elsewhere}{r.path}"})
+
+        async with serve(redirect, card) as url, A2AClient() as client:
+            with pytest.raises(errors.PeerHTTPError) as sent:
+                await client.send_message(url, MSG, headers={"x-murmur-task-seal": "v2.ses.SEAL"})
+            with pytest.raises(errors.PeerHTTPError) as got:
+                await client.get_task(url + "/a2a", "tsk_1", dialect="0.3")
+        async with serve(redirect) as bare, A2AClient() as client:
+            with pytest.raises(errors.PeerHTTPError) as card_got:
+                await client.fetch_card(bare)
+    assert beyond.requests == []
+    assert (
+        str(sent.value) == f"peer at {url}/a2a refused the message ({status}): it redirects to {elsewhere}/a2a, {tail}"
+    )
+    assert "SEAL" not in str(sent.value)
+    assert got.value.status == status and str(got.value).endswith(tail)
+    assert card_got.value.status == status
+    assert str(card_got.value).startswith(
+        f"peer at {bare} refused the message ({status}): it redirects to {elsewhere}/"
+    )
+
+
 async def test_fetch_card_errors() -> None:
     async def h(_r: web.Request) -> web.Response:
         return web.Response(status=404)
