@@ -281,10 +281,13 @@ class Roost:
     async def _start(self) -> None:
         cfg = self.config
         check_listeners(cfg)
+        # Nothing in the state directory is read or written before the lock is held, whatever
+        # the mode: with --ephemeral-keys the key and the database are in memory, but the keeper
+        # socket, admin.sock and jobs/ are still there, and a second daemon must not touch them.
+        await self.executor.run(prepare_state_dir, cfg.state_dir)
+        await self.executor.run(self.state_lock.acquire)
+        reset = False
         if not cfg.ephemeral_keys:
-            # Nothing in the state directory is read or written before the lock is held.
-            await self.executor.run(prepare_state_dir, cfg.state_dir)
-            await self.executor.run(self.state_lock.acquire)
             reset = await self.executor.run(check_key_file, cfg)
             try:
                 await self.key_holder.load()
@@ -294,7 +297,7 @@ class Roost:
             await self.store.open()
             await self.executor.run(self.referee.load)
             self.events.run_id = await self.executor.run(instance_id, self.store, self.events.run_id)
-            if not cfg.ephemeral_keys and reset:
+            if reset:
                 say_keys_reset(self.table.running, len(self.table.reservations), self.keys.key_id)
             for service in (self.relay, self.peer_plane, self.launcher, self.session_watch):
                 await service.start()

@@ -526,6 +526,11 @@ class Referee:
         """Give ``rec`` a lease (it has no process roost can watch)."""
         self._leases.grant(rec.session_id, self.clock() if now_ms is None else now_ms, self.lease_ms)
 
+    def supervised(self, rec: SessionRecord) -> None:
+        """``rec`` is now a job's session: the launcher watches its process (its exit ends the
+        session), so a lease granted before the job linked it must not end it under the job."""
+        self._leases.drop(rec.session_id)
+
     @property
     def lease_ms(self) -> int:
         return int(self.config.session_lease_secs * 1000)
@@ -543,8 +548,8 @@ class Referee:
                 continue  # renewed while an earlier one was being ended
             self._leases.drop(sid)
             rec = self.table.running_session(sid)
-            if rec is None:
-                continue
+            if rec is None or rec.job_id is not None:
+                continue  # ended, or a job's session now (the launcher watches it)
             reason = f"lease lapsed: no authenticated call from this session for {secs:g} seconds"
             if await self.end_session(rec, "failed", reason):
                 ended += 1

@@ -49,6 +49,7 @@ from roost.launcher.runner import JobRunner
 from roost.launcher.starter import LaunchTimeout, Starter
 from roost.referee import wall_ms
 from roost.repos.jobs import JobRepository
+from roost.repos.sessions import SessionRepository
 from roost.sessions import SessionRecord
 
 __all__ = ["PARENT_ENDED_REASON", "LaunchServices", "LaunchTimeout", "Launcher"]
@@ -253,6 +254,14 @@ class Launcher:
                 if rec.job_id == job.job_id or rec.pid == job.pid:
                     job.session_id, job.capsule_url = rec.session_id, rec.capsule_url
                     break
+        session = self.table.get(job.session_id) if job.session_id is not None else None
+        if session is not None:
+            if session.job_id is None:
+                # Linked here if the crash came before the link was written: the session watch
+                # must see a job behind it, not a session to lease.
+                session.job_id = job.job_id
+                self.store.enqueue([SessionRepository.job_op(session.session_id, job.job_id)])
+            self.referee.supervised(session)
         if job.state == "starting":
             # It got as far as a session (or will never report to anyone): supervise it as running.
             job.state = "running"

@@ -319,6 +319,8 @@ class Starter:
         if rec is not None and rec.job_id is None:
             rec.job_id = job.job_id
             self.store.enqueue([SessionRepository.job_op(rec.session_id, job.job_id)])
+        if rec is not None:
+            self.referee.supervised(rec)  # a lease it took at /register would end it under the job
         if launch.parent is not None:
             await self.trace.start_line(job, launch.parent, readopted=job.readopted)
         self.store.enqueue([JobRepository.upsert_op(job)])

@@ -10,6 +10,8 @@ session_id, name, version, workdir, pid), prints the ready line, then does what 
 * ``crash`` — three recognisable stderr lines, exit 7 with no completion;
 * ``never-ready`` — never prints the ready line; ``bad-ready`` — prints a non-JSON line, exits 1;
 * ``stubborn`` — ignore SIGTERM;
+* ``no-pid`` — register without a pid (an external runtime roost cannot watch by pid);
+* ``linger`` — after its own deregistration, stay until a file ``go`` appears in its directory;
 * ``delegate NAME TASK…`` — launch NAME through ``POST /jobs`` with its own credential;
 * ``plant-link`` / ``plant-other`` — an attacker: register a workdir it planted in its directory
   instead (``evil``, a symbolic link to ``/etc``; ``theirs``, a directory owned by uid 65534);
@@ -95,11 +97,10 @@ def main():
         os.mkdir(named, 0o755)
         os.chown(named, 65534, 65534)
     try:
-        cred = post(
-            roost + "/register",
-            {"session_id": sid, "name": name, "version": version, "workdir": named, "pid": os.getpid()},
-            headers,
-        )["credential"]
+        body = {"session_id": sid, "name": name, "version": version, "workdir": named}
+        if "no-pid" not in own:
+            body["pid"] = os.getpid()
+        cred = post(roost + "/register", body, headers)["credential"]
     except urllib.error.HTTPError as exc:
         if named == workdir:
             raise
@@ -176,6 +177,9 @@ def main():
             },
         )
     post(roost + "/deregister", {"outcome": "complete"}, {"x-murmur-spawn-credential": cred})
+    if "linger" in words:
+        while not os.path.exists(os.path.join(workdir, "go")):
+            time.sleep(0.05)
     return 0
 
 

@@ -9,19 +9,24 @@ cannot be verified and it holds a lease) renewing while it runs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shlex
 import shutil
+import signal
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from roost.events import Subscription
 from roost.referee import EXPIRY_SWEEP_SECS
 from tests.support.capsules import CAPSULE_CMD, add_examples, base_env
-from tests.support.daemon import RunningDaemon
+from tests.support.daemon import DaemonProcess, RunningDaemon, start_daemon_process
+from tests.support.launcher import DOUBLE, RUNTIME, add_doubles, job_final, wait_for
 from tests.support.registry import RegistryBuilder
 
 CRED = "x-murmur-spawn-credential"
@@ -150,3 +155,82 @@ async def test_roost_capsule_renews_its_lease_while_it_runs(
         if proc.returncode is None:
             proc.kill()  # unshare waits out SIGTERM; its death kills the namespace (--kill-child)
         await asyncio.wait_for(proc.wait(), 30)
+
+
+async def test_a_top_level_job_whose_child_is_unverifiable_outlives_the_lease(
+    daemon_factory: Any, registry: RegistryBuilder
+) -> None:
+    """Its child registers with no pid (so /register grants a lease), but the launcher watches
+    the child's process: once the job links the session, a lapse must not end it under the job."""
+    add_doubles(registry)
+    d: RunningDaemon = await daemon_factory(
+        registry.root, spawn_allow=("solo",), runtime_command=RUNTIME, session_lease_secs=LEASE_SECS
+    )
+    status, job, _, _ = await d.call("POST", "/jobs", json={"name": "solo", "version": "0.1.0", "task": "no-pid hang"})
+    assert status == 201, job
+    sid = d.roost.launcher.jobs[job["job_id"]].session_id
+    assert sid is not None
+    rec = d.roost.table.get(sid)
+    assert rec is not None and rec.pid is None and rec.job_id == job["job_id"]
+    assert sid not in d.roost.referee.leases
+    d.clock.advance(int(LEASE_SECS * 1000) * 3)
+    assert await d.roost.referee.lapse_leases(d.clock()) == 0
+    assert await status_of(d, sid) == "running"
+    status, view, _, _ = await d.call("GET", f"/jobs/{job['job_id']}")
+    assert status == 200 and view["state"] == "running", view
+    status, _, _, _ = await d.call("POST", f"/jobs/{job['job_id']}/cancel")
+    assert status in (200, 202)
+    assert (await job_final(d, job["job_id"]))["state"] == "terminated"
+
+
+async def test_a_readopted_job_whose_link_was_never_written_is_not_leased(
+    daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path, daemon_processes: list[DaemonProcess]
+) -> None:
+    """kill -9 came before the session's link to its job reached the database: the daemon that
+    re-adopts the job links them again, and the restart's fresh leases skip that session."""
+    add_doubles(registry)
+    state = tmp_path / "state"
+    cfg = tmp_path / "roost.toml"
+    cfg.write_text(
+        f'registry_path = "{registry.root}"\nstate_dir = "{state}"\nspawn_allow = ["solo"]\n'
+        f'runtime_command = ["{sys.executable}", "{DOUBLE}"]\nsession_lease_secs = {LEASE_SECS}\n'
+        "stop_grace_secs = 1.0\n"
+    )
+    loop = asyncio.get_running_loop()
+    first = await loop.run_in_executor(None, start_daemon_process, ["--config", str(cfg)])
+    daemon_processes.append(first)
+    async with aiohttp.ClientSession() as http:
+        body = {"name": "solo", "version": "0.1.0", "task": "no-pid hang"}
+        async with http.post(first.url + "/jobs", json=body) as resp:
+            assert resp.status == 201, await resp.text()
+            job = await resp.json()
+    db = state / "roost.db"
+
+    def job_names_its_session() -> bool:
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            row = conn.execute("SELECT session_id FROM jobs WHERE job_id = ?", (job["job_id"],)).fetchone()
+        return row is not None and row[0] is not None
+
+    await wait_for(job_names_its_session)  # the job's row is written behind its answer
+    first.proc.send_signal(signal.SIGKILL)
+    first.proc.wait()
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        assert conn.execute("UPDATE sessions SET job_id = NULL WHERE job_id = ?", (job["job_id"],)).rowcount == 1
+    d: RunningDaemon = await daemon_factory(
+        registry.root,
+        state_dir=state,
+        spawn_allow=("solo",),
+        runtime_command=RUNTIME,
+        session_lease_secs=LEASE_SECS,
+        stop_grace_secs=1.0,
+    )
+    readopted = d.roost.launcher.jobs[job["job_id"]]
+    assert readopted.readopted and readopted.state == "running"
+    sid = readopted.session_id
+    assert sid is not None and sid not in d.roost.referee.leases
+    d.clock.advance(int(LEASE_SECS * 1000) * 3)
+    assert await d.roost.referee.lapse_leases(d.clock()) == 0
+    assert await status_of(d, sid) == "running"
+    status, _, _, _ = await d.call("POST", f"/jobs/{job['job_id']}/cancel")
+    assert status in (200, 202)
+    assert (await job_final(d, job["job_id"]))["state"] == "terminated"

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,7 +15,7 @@ import pytest
 
 from roost.startup import EXIT_DAMAGED, EXIT_HELD, EXIT_NO_KEY, EXIT_STATE_DIR
 from tests.support.daemon import DaemonProcess, start_daemon_process
-from tests.support.registry import RegistryBuilder
+from tests.support.registry import EXAMPLES, RegistryBuilder
 
 
 def _run(state: Path, registry: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -34,22 +37,48 @@ def _populated(state: Path, registry: RegistryBuilder, daemon_processes: list[Da
     assert d.stop() == 0
 
 
+def _post_json(url: str, body: object) -> tuple[int, dict[str, object]]:
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"content-type": "application/json"}, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def _get_json(url: str) -> dict[str, object]:
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        body: dict[str, object] = json.loads(resp.read())
+        return body
+
+
+@pytest.mark.parametrize("mode", [(), ("--ephemeral-keys",)], ids=["persisted_keys", "ephemeral_keys"])
 def test_a_second_daemon_on_the_same_state_dir_names_the_first(
-    tmp_path: Path, registry: RegistryBuilder, daemon_processes: list[DaemonProcess]
+    tmp_path: Path, daemon_processes: list[DaemonProcess], mode: tuple[str, ...]
 ) -> None:
+    """Whatever the mode, the lock comes first: with ephemeral keys the key and the database are in
+    memory, but the keeper socket, admin.sock and jobs/ are in the state dir all the same."""
     state = tmp_path / "state"
-    first = start_daemon_process(["--state-dir", str(state), "--registry-path", str(registry.root)])
+    args = ["--state-dir", str(state), "--registry-path", str(EXAMPLES / "registry"), "--spawn-allow", "sleeper"]
+    first = start_daemon_process([*args, *mode])
     daemon_processes.append(first)
+    status, job = _post_json(first.url + "/jobs", {"name": "sleeper", "version": "0.1.0", "task": "sleep 600"})
+    assert status == 201, job
+    assert _get_json(f"{first.url}/jobs/{job['job_id']}")["state"] == "running"
     keeper_before = sorted(os.listdir(state))
-    proc = _run(state, registry.root)
-    assert proc.returncode == EXIT_HELD
+    proc = _run(state, EXAMPLES / "registry", *mode)
+    assert proc.returncode == EXIT_HELD, proc.stderr
     line = _one_sentence(proc)
     assert f"pid {first.proc.pid}" in line and "held by another running mur-roost" in line
-    assert "job_readopted" not in proc.stderr and "reconciled" not in proc.stderr
+    for never in ("keeper_reconnected", "job_readopted", "reconciled"):
+        assert never not in proc.stderr, proc.stderr
     assert sorted(os.listdir(state)) == keeper_before
     assert first.proc.poll() is None  # the first one is untouched and still serving
+    assert _get_json(f"{first.url}/jobs/{job['job_id']}")["state"] == "running"  # its child's lifeline too
     assert first.stop() == 0
-    again = start_daemon_process(["--state-dir", str(state), "--registry-path", str(registry.root)])
+    again = start_daemon_process([*args, *mode])
     daemon_processes.append(again)
     assert again.proc.poll() is None  # the lock went with the first daemon
 
