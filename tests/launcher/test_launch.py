@@ -452,6 +452,8 @@ async def test_events_and_metrics(daemon_factory: Any, registry: RegistryBuilder
     status, body, _, _ = await d.call("POST", "/jobs", json={"name": "solo", "version": "0.1.0", "task": "sleep 0"})
     assert status == 201
     await job_final(d, body["job_id"])
+    # The state is final before the record is committed; the exit event closes after that.
+    await asyncio.wait_for(d.roost.launcher.jobs[body["job_id"]].done.wait(), 20)
     ops = [(e["operation"], e["type"]) for e in d.roost.events.recent()]
     assert ("roost.process.start", "operation.completed") in ops
     assert ("roost.process.exit", "operation.completed") in ops
