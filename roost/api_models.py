@@ -199,7 +199,13 @@ class A2ASendRequest(_Open):
     text: str | None = None
     parts: list[dict[str, Any]] | None = None
     context_id: str | None = None
+    task_id: str | None = Field(
+        default=None,
+        description="Continue this task at the peer (one waiting for input) instead of starting a new one.",
+    )
+    message_id: str | None = Field(default=None, description="Default: a new msg_ id.")
     traceparent: str | None = None
+    tracestate: str | None = None
 
 
 class A2ASendResponse(_Open):

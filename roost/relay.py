@@ -60,6 +60,7 @@ class SendRequest:
     peer_url: str
     parts: tuple[Part, ...]
     context_id: str | None
+    task_id: str | None
     message_id: str
     traceparent: str | None
     tracestate: str | None
@@ -84,7 +85,11 @@ def parse_task_call(body: dict[str, Any]) -> A2ATaskRequest:
 
 
 def parse_send(body: dict[str, Any]) -> SendRequest:
-    """Validate a send body (pure). ``text`` or ``parts`` is required; nothing sets origin or trust."""
+    """Validate a send body (pure). ``text`` or ``parts`` is required; nothing sets origin or trust.
+
+    ``task_id`` (with ``context_id``) makes the message continue a task the peer holds, e.g. one
+    waiting for input; the seal covers both, so neither can be swapped on a sealed message.
+    """
     peer_url = require_str(body, "peer_url").strip()
     if not peer_url:
         raise BadRequest("peer_url must not be empty")
@@ -110,6 +115,7 @@ def parse_send(body: dict[str, Any]) -> SendRequest:
         peer_url=peer_url,
         parts=tuple(parts),
         context_id=_optional_str(body, "context_id") or None,
+        task_id=_optional_str(body, "task_id") or None,
         message_id=_optional_str(body, "message_id") or prefixed("msg"),
         traceparent=_optional_str(body, "traceparent"),
         tracestate=_optional_str(body, "tracestate"),
@@ -272,7 +278,7 @@ class Relay:
                 "role": "user",
                 "parts": list(req.parts),
                 "context_id": req.context_id,
-                "task_id": None,
+                "task_id": req.task_id,
                 "metadata": None,
             },
         )

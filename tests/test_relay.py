@@ -306,6 +306,10 @@ async def test_auth_and_validation(relay_daemon: RunningDaemon, tmp_path: Path) 
         "POST", "/a2a/send", json={"peer_url": "127.0.0.1:9", "text": 3}, headers={CRED: cred}
     )
     assert status == 400
+    status, body, _, _ = await d.call(
+        "POST", "/a2a/send", json={"peer_url": "127.0.0.1:9", "text": "x", "task_id": 7}, headers={CRED: cred}
+    )
+    assert (status, body) == (400, {"error": "invalid JSON: field 'task_id' must be a string"})
 
 
 def test_stamp_is_pure_and_never_reads_trust_from_input() -> None:

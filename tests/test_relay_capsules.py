@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.capsule.conftest import capsules
+from tests.capsule.test_door_conformance import ASKER
 from tests.support.capsules import Capsules, add_examples, base_env, trace_events, wait_for
 from tests.support.registry import RegistryBuilder
 from tests.trace_checks import assert_trace_guarantees
@@ -97,3 +98,77 @@ async def test_untrusted_session_cannot_raise_trust_at_a_capsule(
     recs = assert_trace_guarantees(recv.trace)
     start = next(r for r in recs if r["event_type"] == "task_start")
     assert (start["origin"], start["trust"], start["lane"]) == ("peer", "untrusted", "peer")
+
+
+CONTINUER = """
+import json, subprocess, sys, time
+peer = sys.stdin.read().strip()
+
+
+def cli(*args):
+    proc = subprocess.run(["roost-capsule", *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr)
+        sys.exit(proc.returncode)
+    return json.loads(proc.stdout)
+
+
+def until(task_id, state):
+    for _ in range(600):
+        got = cli("get", "--peer", peer, task_id)
+        if got["state"] == state:
+            return got
+        time.sleep(0.05)
+    sys.exit(f"task {task_id} never became {state}: {got}")
+
+
+first = cli("send", "--peer", peer, "Hello")
+asked = until(first["task_id"], "input-required")
+again = cli("send", "--peer", peer, "--task-id", first["task_id"], "--context-id", first["context_id"], "world")
+done = until(first["task_id"], "completed")
+print(json.dumps({"first": first, "asked": asked, "again": again, "done": done}))
+"""
+
+
+async def test_a_capsule_continues_a_task_that_asks_for_input(
+    daemon_factory: Any, registry: RegistryBuilder, capsules: Capsules, tmp_path: Path
+) -> None:
+    """Capsule A sends through the relay to capsule B, whose script asks for input; A reads the
+    question with ``roost-capsule get`` and answers with ``send --task-id``; B's task completes."""
+    registry.add("asker", script=ASKER, extra={"lifecycle": {"after_task": "sleep"}})
+    registry.add("continuer", capabilities={"network": {"allow": ["127.0.0.1"]}}, script=CONTINUER)
+    registry.add("intruder", capabilities={"network": {"allow": ["127.0.0.1"]}})
+    d = await daemon_factory(registry.root, spawn_allow=("asker", "continuer", "intruder"))
+    recv = await capsules.start(
+        "asker@0.1.0", tmp_path / "recv", registry=registry.root, env=base_env(MURMUR_ROOST_URL=d.url)
+    )
+    work = tmp_path / "send"
+    work.mkdir()
+    (work / "task.md").write_text(recv.url)
+    sender = await capsules.start("continuer@0.1.0", work, registry=registry.root, env=base_env(MURMUR_ROOST_URL=d.url))
+    assert await sender.wait() == 0, sender.stderr
+    got = json.loads((work / "out" / "result.txt").read_text())
+    first, asked, again, done = got["first"], got["asked"], got["again"], got["done"]
+    assert (first["trust"], first["state"]) == ("trusted", "submitted")
+    assert asked["status_text"] == "Whom should I greet?"
+    assert again["task_id"] == first["task_id"] and again["context_id"] == first["context_id"]
+    assert done["artifacts"] == [{"name": "response", "text": "Hello, world!\n"}]
+
+    # Only the session that created the task may continue it: another session's message naming
+    # it finds no such task (-32001).
+    _, intruder = await d.register_top("intruder")
+    body = {"peer_url": recv.url, "text": "hijack", "task_id": first["task_id"]}
+    status, err, _, _ = await d.call("POST", "/a2a/send", json=body, headers={"x-murmur-spawn-credential": intruder})
+    assert status == 502 and "-32001" in err["error"], err
+    assert await recv.terminate() == 143
+
+    s_recs = assert_trace_guarantees(sender.trace)
+    sends = [r for r in s_recs if r["event_type"] == "a2a_send"]
+    assert [(s["task_id"], s["trust"]) for s in sends] == [(first["task_id"], "trusted")] * 2
+    assert sends[0]["message_id"] != sends[1]["message_id"]
+    r_recs = assert_trace_guarantees(recv.trace)
+    assert [r["event_type"] for r in r_recs].count("task_start") == 1
+    ends = [r for r in r_recs if r["event_type"] == "task_end"]
+    assert [e["exit_status"] for e in ends] == ["ok"]
+    start = next(r for r in r_recs if r["event_type"] == "task_start")
+    assert (start["origin"], start["trust"]) == ("peer", "trusted")

@@ -1,6 +1,6 @@
 """``roost-capsule``: run a script capsule (``run``), or, from inside one, ask the host for things.
 
-Why the client verbs are stdlib-only: ``send``/``share``/``fetch``/``delegate`` run inside an
+Why the client verbs are stdlib-only: ``send``/``get``/``share``/``fetch``/``delegate`` run inside an
 entrypoint, often once per task, so they import nothing heavy (no aiohttp, no pydantic) and talk
 HTTP/1.1 to ``$MURMUR_HOST_SOCKET`` with ``http.client`` over ``AF_UNIX``. The host adds the
 session credential; these commands never see it.
@@ -101,9 +101,16 @@ def _cmd_send(a: argparse.Namespace) -> int:
     body: dict[str, object] = {"peer_url": a.peer, "text": a.text}
     if a.context_id:
         body["context_id"] = a.context_id
+    if a.task_id:
+        body["task_id"] = a.task_id
     if a.traceparent:
         body["traceparent"] = a.traceparent
     _print(_call("send", "POST", "/send", body))
+    return EXIT_OK
+
+
+def _cmd_get(a: argparse.Namespace) -> int:
+    _print(_call("get", "POST", "/get", {"peer_url": a.peer, "task_id": a.task_id}))
     return EXIT_OK
 
 
@@ -204,9 +211,14 @@ def _parser() -> argparse.ArgumentParser:
     send = sub.add_parser("send", help="send an A2A message through roost's relay")
     send.add_argument("--peer", required=True)
     send.add_argument("--context-id")
+    send.add_argument("--task-id", help="continue this task (one waiting for input) instead of starting one")
     send.add_argument("--traceparent")
     send.add_argument("text")
     send.set_defaults(fn=_cmd_send)
+    get = sub.add_parser("get", help="read a task's state at a peer through roost's relay")
+    get.add_argument("--peer", required=True)
+    get.add_argument("task_id")
+    get.set_defaults(fn=_cmd_get)
     share = sub.add_parser("share", help="mint a peer-file handle for a file this capsule exports")
     share.add_argument("path")
     share.add_argument("--peer", required=True)

@@ -38,6 +38,7 @@ MAX_PATH = 100  # sun_path is 108 bytes on Linux; keep a margin
 # verb path on the host socket -> (method, daemon path)
 ROUTES: dict[str, tuple[str, str]] = {
     "/send": ("POST", "/a2a/send"),
+    "/get": ("POST", "/a2a/tasks/get"),
     "/share": ("POST", "/handles"),
     "/fetch": ("POST", "/peer-fetch"),
     "/delegate": ("POST", "/jobs"),
