@@ -207,7 +207,7 @@ class Roost:
         self._runner: web.AppRunner | None = None
 
     def _admin_app(self) -> web.Application:
-        jobs = JobSources(launcher=self.launcher, store=self.store, table=self.table)
+        jobs = JobSources(launcher=self.launcher, table=self.table)
         return build_admin_app(self.services, control=self.control, events=self.events, jobs=jobs, table=self.table)
 
     # What tests and the launcher read of the daemon: each answers from the service that owns it.

@@ -19,9 +19,8 @@ from roost.launcher.backend import ChildDir
 from roost.launcher.completer import child_dir
 from roost.launcher.jobs import Job
 from roost.launcher.records import LOG_FILE
-from roost.launcher.request import parse_request
+from roost.launcher.request import LaunchRequest
 from roost.sessions import SessionRecord, SessionTable
-from roost.store import Store
 from roost.wire import ACTIVE_JOB_STATES, JOB_STATES
 
 if TYPE_CHECKING:
@@ -53,69 +52,69 @@ class JobSources:
     """Where the admin API's view of jobs and their logs comes from."""
 
     launcher: Launcher
-    store: Store
     table: SessionTable
 
 
-async def list_jobs(roost: JobSources, state: str | None = None) -> list[dict[str, Any]]:
+async def list_jobs(jobs: JobSources, state: str | None = None) -> list[dict[str, Any]]:
     """Every job (memory over the store: memory is ahead of write-behind), oldest first."""
-    return [j.view() for j in await roost.launcher.list_jobs(state)]
+    return [j.view() for j in await jobs.launcher.list_jobs(state)]
 
 
-def counts_by_state(roost: JobSources) -> dict[str, int]:
+def counts_by_state(jobs: JobSources) -> dict[str, int]:
     """Jobs per state among those the launcher holds in memory (every active job is there)."""
-    return roost.launcher.counts_by_state()
+    return jobs.launcher.counts_by_state()
 
 
-async def _job(roost: JobSources, job_id: str) -> Job:
-    job = await roost.launcher.stored_job(job_id)
+async def _job(jobs: JobSources, job_id: str) -> Job:
+    job = await jobs.launcher.stored_job(job_id)
     if job is None:
         raise NotFound(f"job '{job_id}' was not found")
     return job
 
 
-async def get_job(roost: JobSources, job_id: str) -> dict[str, Any]:
+async def get_job(jobs: JobSources, job_id: str) -> dict[str, Any]:
     """The job; for a child on another node also its ``out_files`` (names below its directory
     there), since ``roostctl job`` cannot list that directory itself."""
-    job = await _job(roost, job_id)
+    job = await _job(jobs, job_id)
     view = job.view()
-    files = await out_files(roost, job)
+    files = await out_files(jobs, job)
     if files is not None:
         view["out_files"] = files
     return view
 
 
-async def launch(roost: JobSources, body: dict[str, Any]) -> dict[str, Any]:
-    """A top-level launch on the operator's behalf: referee'd like a loopback ``POST /jobs``."""
-    job = await roost.launcher.launch(parse_request(body), None, loopback=True, uid=os.geteuid(), operator=True)
+async def launch(jobs: JobSources, req: LaunchRequest) -> dict[str, Any]:
+    """A top-level launch on the operator's behalf: admitted like a loopback ``POST /jobs`` (the
+    launcher's one admission decision refuses a draining daemon, with its own sentence)."""
+    job = await jobs.launcher.launch(req, None, loopback=True, uid=os.geteuid(), operator=True)
     return job.view()
 
 
-async def cancel(roost: JobSources, job_id: str) -> dict[str, Any]:
-    job = await _job(roost, job_id)
+async def cancel(jobs: JobSources, job_id: str) -> dict[str, Any]:
+    job = await _job(jobs, job_id)
     if job.final:
         return job.view()
-    return (await roost.launcher.cancel_as_operator(job_id)).view()
+    return (await jobs.launcher.cancel_as_operator(job_id)).view()
 
 
-def reconcile_report(roost: JobSources) -> dict[str, Any]:
-    report = roost.launcher.last_reconcile
+def reconcile_report(jobs: JobSources) -> dict[str, Any]:
+    report = jobs.launcher.last_reconcile
     if report is None:
         raise Unavailable("the launcher has not reconciled yet")
     return dict(report)
 
 
-def log_target(roost: JobSources, ident: str) -> tuple[Job | None, SessionRecord | None]:
+def log_target(jobs: JobSources, ident: str) -> tuple[Job | None, SessionRecord | None]:
     """The job and session an id names (either may be missing, not both; blocking: the job may
     only be in the repository)."""
-    rec = roost.table.get(ident)
-    job: Job | None = roost.launcher.jobs.get(ident)
+    rec = jobs.table.get(ident)
+    job: Job | None = jobs.launcher.jobs.get(ident)
     if job is None and rec is None:
-        job = roost.launcher.repo.get_sync(ident)
+        job = jobs.launcher.stored_job_sync(ident)
     if job is None and rec is not None and rec.job_id is not None:
-        job = roost.launcher.jobs.get(rec.job_id) or roost.launcher.repo.get_sync(rec.job_id)
+        job = jobs.launcher.stored_job_sync(rec.job_id)
     if rec is None and job is not None and job.session_id is not None:
-        rec = roost.table.get(job.session_id)
+        rec = jobs.table.get(job.session_id)
     if rec is None and job is None:
         raise NotFound(f"no job or session '{ident}' is known to this daemon")
     return job, rec
@@ -128,13 +127,13 @@ def remote_dir(job: Job | None) -> ChildDir | None:
     return child_dir(job)
 
 
-def log_paths(roost: JobSources, ident: str) -> list[Path]:
+def log_paths(jobs: JobSources, ident: str) -> list[Path]:
     """Log files of a job or session on this host (blocking): the child's ``.murmur/launcher.log``
     (stderr, and later stdout lines), any ``*.log`` in the session's records dir
     ``<workdir>/.murmur/<sid>/``, and the task's output ``out/result.txt`` once the capsule host
     has written it. A child on another node: :func:`remote_log_names`.
     """
-    job, rec = log_target(roost, ident)
+    job, rec = log_target(jobs, ident)
     paths: list[Path] = []
     if job is not None:
         log = Path(job.workdir) / LOG_FILE
@@ -150,28 +149,28 @@ def log_paths(roost: JobSources, ident: str) -> list[Path]:
     return paths
 
 
-async def remote_log_names(roost: JobSources, dir: ChildDir, rec: SessionRecord | None) -> list[str]:
+async def remote_log_names(jobs: JobSources, dir: ChildDir, rec: SessionRecord | None) -> list[str]:
     """The same log files as :func:`log_paths`, named relative to a remote child's directory."""
     names = [LOG_FILE]
     if rec is not None:
         sub = f".murmur/{rec.session_id}"
-        names += [f"{sub}/{n}" for n in await roost.launcher.backend.list_files(dir, sub) if n.endswith(".log")]
+        names += [f"{sub}/{n}" for n in await jobs.launcher.backend.list_files(dir, sub) if n.endswith(".log")]
     return [*names, RESULT_FILE]
 
 
-async def out_files(roost: JobSources, job: Job) -> list[str] | None:
+async def out_files(jobs: JobSources, job: Job) -> list[str] | None:
     """The task's output files (``out/…``) of a child on another node, read there; None for a
     child on this host (``roostctl`` lists those itself)."""
     dir = remote_dir(job)
     if dir is None:
         return None
-    return [f"out/{n}" for n in await roost.launcher.backend.list_files(dir, "out")]
+    return [f"out/{n}" for n in await jobs.launcher.backend.list_files(dir, "out")]
 
 
-def active(roost: JobSources, ident: str) -> bool:
+def active(jobs: JobSources, ident: str) -> bool:
     """Whether the job or session still runs (a ``logs -f`` follows only while it does)."""
-    rec = roost.table.get(ident)
+    rec = jobs.table.get(ident)
     if rec is not None:
         return rec.running
-    job = roost.launcher.jobs.get(ident)
+    job = jobs.launcher.jobs.get(ident)
     return job is not None and not job.final

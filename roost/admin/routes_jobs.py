@@ -14,10 +14,10 @@ from aiohttp import web
 
 from roost.admin import bridge
 from roost.admin.context import JOBS
-from roost.errors import BadRequest, Refused
-from roost.http.context import REFEREE
+from roost.errors import BadRequest
 from roost.http.middleware import read_json
 from roost.identifiers import require_id
+from roost.launcher.request import parse_request
 
 __all__ = ["routes"]
 
@@ -41,10 +41,8 @@ async def job(request: web.Request) -> web.Response:
 
 @routes.post("/jobs")
 async def launch(request: web.Request) -> web.Response:
-    body = await read_json(request)
-    if request.app[REFEREE].draining:
-        raise Refused("this daemon is draining: it finishes running jobs and launches no new ones", "draining")
-    return web.json_response(await bridge.launch(request.app[JOBS], body), status=201)
+    req = parse_request(await read_json(request))
+    return web.json_response(await bridge.launch(request.app[JOBS], req), status=201)
 
 
 @routes.post("/jobs/{job_id}/cancel")

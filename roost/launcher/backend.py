@@ -31,10 +31,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from roost.completion import CompletionRecord
 from roost.manifest import ResourceCaps
+
+if TYPE_CHECKING:
+    from roost.launcher.cgroups import JobCgroups
 
 __all__ = [
     "BackendError",
@@ -43,6 +46,7 @@ __all__ = [
     "ChildDirError",
     "ChildHandle",
     "ChildRef",
+    "HoldsJobCgroups",
     "NodeRef",
     "PlacementRefused",
     "ProcessBackend",
@@ -416,3 +420,11 @@ class ProcessBackend(Protocol):
         """SIGKILL a process :meth:`list_running` found that no job accounts for (its whole
         group when it leads one). Never raises."""
         ...
+
+
+@runtime_checkable
+class HoldsJobCgroups(Protocol):
+    """A backend that puts children on this host into per-job cgroups (the local one): the
+    operator surface and its tests read them; a backend without it has none here."""
+
+    cgroups: JobCgroups | None

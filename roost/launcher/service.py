@@ -36,7 +36,8 @@ from roost import ids
 from roost.config import Config
 from roost.errors import IdentityRefused, NotFound
 from roost.events import ObservedError
-from roost.launcher.backend import ChildRef
+from roost.launcher.backend import ChildRef, HoldsJobCgroups
+from roost.launcher.cgroups import JobCgroups
 from roost.launcher.completer import Completer, child_dir, process_attrs
 from roost.launcher.context import LaunchServices
 from roost.launcher.delegation import DelegationTrace, TraceSink
@@ -115,9 +116,10 @@ class Launcher:
         self.completer.delivery_window_secs = secs
 
     @property
-    def cgroups(self) -> object | None:
-        """The local backend's job cgroups (None without them, or with another backend)."""
-        return getattr(self.backend, "cgroups", None)
+    def cgroups(self) -> JobCgroups | None:
+        """The backend's job cgroups on this host (None without them, or with a backend that
+        holds none here)."""
+        return self.backend.cgroups if isinstance(self.backend, HoldsJobCgroups) else None
 
     @property
     def jobs(self) -> dict[str, Job]:
@@ -365,6 +367,10 @@ class Launcher:
     async def stored_job(self, job_id: str) -> Job | None:
         """The job in memory, else as the store has it."""
         return self.jobs.get(job_id) or await self.repo.get(job_id)
+
+    def stored_job_sync(self, job_id: str) -> Job | None:
+        """:meth:`stored_job` for code already on the executor's thread (blocking)."""
+        return self.jobs.get(job_id) or self.repo.get_sync(job_id)
 
     async def list_jobs(self, state: str | None = None) -> list[Job]:
         """Every job (in ``state``, if given), memory over the store (memory is ahead of the

@@ -18,6 +18,7 @@ from ops.support import admin_http
 
 from roost.admin.server import peer_uid
 from roost.errors import IDENTITY_REFUSAL
+from roost.refusals import DRAINING_LAUNCH
 from tests.support.daemon import RunningDaemon
 from tests.support.registry import RegistryBuilder
 
@@ -226,6 +227,21 @@ async def test_readyz_503_during_drain(daemon: RunningDaemon) -> None:
             break
         await asyncio.sleep(0.05)
     assert stops == ["drain"]
+
+
+async def test_admin_launch_on_a_draining_daemon_is_refused_by_the_one_admission(daemon: RunningDaemon) -> None:
+    """``roostctl spawn`` while draining: the launcher's admission refuses, in its own sentence,
+    and a body it cannot parse is a 400 (the route parses it before anything decides)."""
+    await daemon.register_top("orchestrator")  # a running session keeps the drain open
+    stops: list[str] = []
+    daemon.roost.stop_callback = stops.append
+    assert (await admin(daemon, "POST", "/drain"))[0] == 200
+    status, body = await admin(daemon, "POST", "/jobs", {"name": "worker", "version": "0.1.0", "task": "x"})
+    assert (status, body["error"]) == (403, DRAINING_LAUNCH)
+    assert body["error"] == "this daemon is draining: it finishes running jobs and starts no new ones"
+    status, body = await admin(daemon, "POST", "/jobs", {"name": "worker"})
+    assert (status, body["error"]) == (400, "invalid JSON: missing field 'version'")
+    assert daemon.roost.launcher.jobs == {} and stops == []
 
 
 async def test_events_stream_ndjson(daemon: RunningDaemon) -> None:
