@@ -18,6 +18,11 @@ with ``kill -9``):
   backend that keeps more per job than a process (:class:`LeftoverHolder`: Ray's placement groups
   and node keepers' entries), what it still holds for a job no unfinished record accounts for.
 
+A backend whose machines may not answer when the daemon starts (:class:`ReachesLater`: a
+cluster) cannot say what still runs there; reconcile then waits until it answers (the launcher
+runs it in the background and refuses launches and cancels until it is done), so a child that
+merely could not be asked is never finalized ``lost``.
+
 The counts go to the log and to the ``roost.process.reconcile`` span. Everything here goes
 through the launcher's public methods (:class:`Reconcilable`) and the process backend.
 """
@@ -34,7 +39,7 @@ from roost.launcher.backend import ChildRef, ProcessBackend
 from roost.launcher.jobs import Job
 from roost.sessions import SessionTable
 
-__all__ = ["GONE_STATUS", "LeftoverHolder", "Reconcilable", "reconcile"]
+__all__ = ["GONE_STATUS", "LeftoverHolder", "ReachesLater", "Reconcilable", "reconcile"]
 
 log = structlog.get_logger("roost.launcher")
 
@@ -68,6 +73,24 @@ class LeftoverHolder(Protocol):
 
     async def remove_leftovers(self, keep: set[str]) -> int:
         """Let go of what is held for any job not in ``keep``; how many jobs' leftovers went."""
+        ...
+
+
+@runtime_checkable
+class ReachesLater(Protocol):
+    """A backend whose machines may be out of reach at start-up (it keeps trying)."""
+
+    @property
+    def reachable(self) -> bool:
+        """Whether the backend can ask its machines what runs there now."""
+        ...
+
+    async def wait_reachable(self) -> None:
+        """Return once :attr:`reachable` is true."""
+        ...
+
+    def unreachable_sentence(self) -> str | None:
+        """Why nothing can be launched now (None once reachable)."""
         ...
 
 

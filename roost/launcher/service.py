@@ -34,7 +34,7 @@ import structlog
 from a2a.client import A2AClient
 from roost import ids
 from roost.config import Config
-from roost.errors import IdentityRefused, NotFound
+from roost.errors import Conflict, IdentityRefused, NotFound
 from roost.events import ObservedError
 from roost.launcher.backend import ChildRef, HoldsJobCgroups
 from roost.launcher.cgroups import JobCgroups
@@ -44,7 +44,7 @@ from roost.launcher.delegation import DelegationTrace, TraceSink
 from roost.launcher.finalize import PARENT_ENDED_REASON
 from roost.launcher.index import JobIndex, session_of
 from roost.launcher.jobs import Job, StopReason
-from roost.launcher.reconcile import reconcile
+from roost.launcher.reconcile import ReachesLater, reconcile
 from roost.launcher.request import LaunchRequest
 from roost.launcher.runner import JobRunner
 from roost.launcher.starter import LaunchTimeout, Starter
@@ -101,6 +101,7 @@ class Launcher:
         )
         self._tasks: set[asyncio.Task[Any]] = set()
         self.last_reconcile: dict[str, int] | None = None
+        self._deferred: asyncio.Task[None] | None = None
 
     @property
     def config(self) -> Config:
@@ -138,10 +139,43 @@ class Launcher:
     async def start(self) -> None:
         await self.backend.open()
         self.referee.on_session_end.append(self._on_session_end)
+        if isinstance(self.backend, ReachesLater) and not self.backend.reachable:
+            # What still runs there cannot be asked yet: a child that merely could not be asked
+            # must not be finalized lost. Reconcile when it answers; refuse launches until then.
+            log.warning("reconcile_deferred", why=self.backend.unreachable_sentence())
+            self._deferred = asyncio.get_running_loop().create_task(self._reconcile_when_reachable(self.backend))
+            return
         self.last_reconcile = await reconcile(self, self.backend, self.table, self.events)
+
+    async def _reconcile_when_reachable(self, backend: ReachesLater) -> None:
+        await backend.wait_reachable()
+        try:
+            self.last_reconcile = await reconcile(self, self.backend, self.table, self.events)
+        except Exception as exc:
+            log.error("reconcile_failed", error=f"{type(exc).__name__}: {exc}"[:300])
+            raise
+
+    def _check_reconciled(self, what: str) -> None:
+        """Refuse (409, one sentence) while a reconcile deferred at start-up has not finished."""
+        task = self._deferred
+        if task is None or (task.done() and not task.cancelled() and task.exception() is None):
+            return
+        if task.done():
+            raise Conflict(
+                f"{what} refused: the reconcile after this daemon's restart failed (its log says why); "
+                "restart the daemon"
+            )
+        why = self.backend.unreachable_sentence() if isinstance(self.backend, ReachesLater) else None
+        if why is not None:
+            raise Conflict(why)
+        raise Conflict(f"{what} refused for now: the daemon is still reconciling the jobs that ran before its restart")
 
     async def stop(self) -> None:
         """End every running job (``terminated``, posted to nobody), then the backend."""
+        if self._deferred is not None and not self._deferred.done():
+            self._deferred.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._deferred
         running = [self.jobs[j] for j in list(self.index.runners) if j in self.jobs]
         for job in running:
             if job.stop_reason is None:
@@ -183,6 +217,7 @@ class Launcher:
         operator: bool = False,
     ) -> Job:
         """Launch a job (:meth:`roost.launcher.starter.Starter.launch`)."""
+        self._check_reconciled("a launch")
         return await self.starter.launch(req, credential, loopback=loopback, uid=uid, operator=operator)
 
     def _on_running(self, job: Job, runner: JobRunner) -> None:
@@ -331,6 +366,8 @@ class Launcher:
     async def _cancel(self, job: Job, why: StopReason = "cancel") -> Job:
         if job.final:
             return job
+        if job.job_id not in self.index.runners:
+            self._check_reconciled("a cancel")
         grace = self.config.stop_grace_secs
         span = self.events.start("roost.process.cancel", **process_attrs(job, pid=job.pid))
         if job.stop_reason is None:

@@ -203,6 +203,16 @@ class RayBackend:
     async def open(self) -> None:
         await self.cluster.start(first_try_secs=30.0)
 
+    @property
+    def reachable(self) -> bool:
+        return self.cluster.connected
+
+    async def wait_reachable(self) -> None:
+        await self.cluster.wait_connected()
+
+    def unreachable_sentence(self) -> str | None:
+        return self.cluster.unreachable_sentence()
+
     async def close(self) -> None:
         for job_id in list(self._pgs):
             await self.cluster.release(self._pgs.pop(job_id))
@@ -526,8 +536,6 @@ class RayBackend:
 
     # -- after a restart ------------------------------------------------------------------------
     async def _all_children(self) -> list[tuple[NodeRef, list[dict[str, Any]]]]:
-        if not self.cluster.connected:
-            return []
         keepers = await self.cluster.existing_keepers()
         out: list[tuple[NodeRef, list[dict[str, Any]]]] = []
         for node_id, handle in keepers.items():
@@ -540,8 +548,10 @@ class RayBackend:
         return out
 
     async def is_running(self, ref: ChildRef) -> bool:
-        if ref.node is None or not self.cluster.connected:
+        if ref.node is None:
             return False
+        # Disconnected, this raises: reconcile waits for the cluster (ReachesLater) rather than
+        # count a child it cannot ask about as lost.
         keeper = await self.cluster.find_keeper(ref.node.node_id)
         if keeper is None:
             return False
@@ -590,10 +600,9 @@ class RayBackend:
                 with contextlib.suppress(RayError):
                     await self.call(keeper.finish_off, job_id, True)
                     gone.add(job_id)
-        if self.cluster.connected:
-            for job_id in await self.cluster.job_pgs():
-                if job_id not in keep and await self.cluster.release_job(job_id):
-                    gone.add(job_id)
+        for job_id in await self.cluster.job_pgs():
+            if job_id not in keep and await self.cluster.release_job(job_id):
+                gone.add(job_id)
         if gone:
             log.info("ray_leftovers_removed", count=len(gone))
         return len(gone)

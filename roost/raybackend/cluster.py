@@ -14,6 +14,11 @@ Why it looks like this:
 * A node's keeper is a detached named actor (``roost-keeper-<node id>``) pinned to its node with
   ``NodeAffinitySchedulingStrategy(soft=False)`` and ``num_cpus=0``; the first daemon that needs
   a node starts it, later daemons find it by name (roost/raybackend/nodekeeper.py).
+* Nothing here may reach Ray before this daemon's own ``ray.init`` succeeded: Ray's public
+  calls otherwise run a bare ``ray.init()`` of their own, which joins whatever cluster
+  ``RAY_ADDRESS`` or the machine's last ``ray start`` names, or starts one. The package turns that
+  off (``RAY_ENABLE_AUTO_CONNECT=0``, roost/raybackend/__init__.py), and every method that would
+  talk to the cluster raises :class:`BackendError` while it is not connected.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from roost.blocking import BlockingExecutor
 from roost.errors import Refused
+from roost.launcher.backend import BackendError
 from roost.raybackend.nodekeeper import NodeKeeper
 from roost.raybackend.placement import Bundle, NodeView, busy_sentence, infeasible_sentence, keeper_name
 
@@ -86,6 +92,7 @@ class RayCluster:
         self._identity: dict[str, tuple[int, bool]] = {}
         self._connector: asyncio.Task[None] | None = None
         self._owns_init = False
+        self._reached = asyncio.Event()
 
     # -- connection ------------------------------------------------------------------------
     async def start(self, first_try_secs: float = 60.0) -> None:
@@ -105,7 +112,12 @@ class RayCluster:
         self.connected = True
         self.last_error = None
         await self.refresh_nodes(force=True)
+        self._reached.set()
         log.info("ray_connected", address=self.address or "embedded", nodes=len(self._nodes))
+
+    async def wait_connected(self) -> None:
+        """Return once this daemon is connected (at once when it already is)."""
+        await self._reached.wait()
 
     def _init(self) -> None:
         if ray.is_initialized():
@@ -147,18 +159,32 @@ class RayCluster:
             await self.executor.run(ray.shutdown)
         self.connected = False
 
+    def unreachable_sentence(self) -> str | None:
+        """Why launches are refused now (None once the cluster answered)."""
+        if self.connected:
+            return None
+        where = self.address or "embedded"
+        why = f": {self.last_error}" if self.last_error else ""
+        return (
+            f"the Ray cluster ({where}) is not reachable yet{why}; the daemon keeps retrying, "
+            "and launches are refused until it answers"
+        )
+
     def require(self) -> None:
         """Refuse a launch while the cluster is not reachable (one sentence)."""
-        if not self.connected:
-            where = self.address or "embedded"
-            why = f": {self.last_error}" if self.last_error else ""
-            raise Refused(
-                f"the Ray cluster ({where}) is not reachable yet{why}; the daemon keeps retrying, "
-                "and launches are refused until it answers"
-            )
+        why = self.unreachable_sentence()
+        if why is not None:
+            raise Refused(why)
+
+    def _connected(self) -> None:
+        """Raise :class:`BackendError` unless connected: no call may reach Ray before that."""
+        why = self.unreachable_sentence()
+        if why is not None:
+            raise BackendError(why)
 
     # -- nodes -----------------------------------------------------------------------------
     async def refresh_nodes(self, *, force: bool = False) -> list[NodeView]:
+        self._connected()
         if force or time.monotonic() - self._nodes_at > _NODES_TTL:
             raw: list[dict[str, Any]] = await self.executor.run(ray.nodes)
             alive: list[NodeView] = []
@@ -190,6 +216,7 @@ class RayCluster:
     # -- keepers ---------------------------------------------------------------------------
     async def keeper(self, node_id: str) -> Any:
         """The node's keeper actor handle: found by name, else started there (detached)."""
+        self._connected()
         handle = self._keepers.get(node_id)
         if handle is not None:
             return handle
@@ -203,6 +230,7 @@ class RayCluster:
 
     async def find_keeper(self, node_id: str) -> Any:
         """The node's running keeper, or None — never starts one (reconcile only asks)."""
+        self._connected()
         handle = self._keepers.get(node_id)
         if handle is None:
             handle = await self.executor.run(self._find_keeper, node_id)
@@ -284,13 +312,14 @@ class RayCluster:
         return pg
 
     async def release(self, pg: PlacementGroup | None) -> None:
-        if pg is None:
+        if pg is None or not self.connected:
             return
         with contextlib.suppress(Exception):
             await self.executor.run(remove_placement_group, pg)
 
     async def release_job(self, job_id: str) -> bool:
         """Remove the job's placement group by name (after a restart); True when one existed."""
+        self._connected()
 
         def find() -> PlacementGroup | None:
             try:
@@ -307,6 +336,7 @@ class RayCluster:
 
     async def job_pgs(self) -> list[str]:
         """Job ids of the live placement groups this daemon's namespace holds."""
+        self._connected()
 
         def scan() -> list[str]:
             out: list[str] = []
