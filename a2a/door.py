@@ -26,9 +26,9 @@ from typing import Any, NamedTuple
 
 from aiohttp import web
 
-from a2a import errors, jsonrpc, listing, seal, traceparent
+from a2a import errors, inbound, jsonrpc, listing, seal, traceparent
 from a2a.card import CARD_PATH, LEGACY_CARD_PATH, build_card
-from a2a.models import Dialect, Task, dump_task, parse_message_lean
+from a2a.models import Dialect, Task, dump_task
 from a2a.origin import ORIGIN_HEADER, TRUST_HEADER, Origin, Provenance
 from a2a.rpcmethods import (
     OPS,
@@ -81,6 +81,7 @@ PEER_NOT_ACCEPTED_BODY = (
 Identify = Callable[[web.Request], Awaitable[str | None]]
 """Who a direct (unsealed) caller is, as an owner key such as ``uid:1000``; None if unknown."""
 
+TAKES_NO_TASKS = "this capsule takes no tasks from callers (task_acceptance: none); its card lists no send method"
 _MISSING = object()
 JSON_TYPE = "application/json"
 
@@ -269,7 +270,7 @@ class Door(TaskQueue):
             raise errors.version_header_required(method, version or None)
         params = req.params
         if kind == "send":
-            return await self._send(params, request, dialect, strict=dialect == "1.0" or bool(version))
+            return await self._send(params, request, dialect)
         if kind == "get":
             task_id = task_id_param(params, method)
             rec = await self._visible(task_id, request, task_id)
@@ -282,6 +283,8 @@ class Door(TaskQueue):
             return await self._list(params, request, dialect)
         if kind == "push":
             raise errors.push_notification_not_supported()
+        if kind == "extended_card" and dialect == "0.3":
+            raise errors.authenticated_extended_card_not_configured()
         raise errors.unsupported_operation(UNSUPPORTED[kind])
 
     async def _caller(self, request: web.Request, subject: str) -> Caller:
@@ -354,15 +357,12 @@ class Door(TaskQueue):
             "totalSize": total,
         }
 
-    async def _send(self, params: dict[str, Any], request: web.Request, dialect: Dialect, *, strict: bool) -> Any:
+    async def _send(self, params: dict[str, Any], request: web.Request, dialect: Dialect) -> Any:
         if self.task_acceptance == "none":
-            raise errors.method_not_found()
+            raise errors.unsupported_operation(TAKES_NO_TASKS)
         headers = request.headers
-        raw_message = params.get("message")
-        if raw_message is None and not strict:
-            raw_message = params  # murmur era-B peers may put the message fields in params
         try:
-            message = parse_message_lean(raw_message, require_kind=dialect == "0.3" and strict)
+            message = inbound.parse_message(params.get("message"), dialect)
         except ValueError as exc:
             raise errors.invalid_params(str(exc)) from None
         for part in message.parts:

@@ -156,6 +156,7 @@ def version_header_required(method: str, requested: str | None) -> JsonRpcError:
 
 PUSH_NOTIFICATION_NOT_SUPPORTED = -32003
 UNSUPPORTED_OPERATION = -32004
+AUTHENTICATED_EXTENDED_CARD_NOT_CONFIGURED = -32007  # A2A 0.3 only; 1.0 answers -32004 for a card that has none
 
 
 def unsupported_operation(detail: str) -> JsonRpcError:
@@ -166,4 +167,13 @@ def push_notification_not_supported() -> JsonRpcError:
     return JsonRpcError(
         PUSH_NOTIFICATION_NOT_SUPPORTED,
         "Push notifications are not supported: this agent's card declares pushNotifications false",
+    )
+
+
+def authenticated_extended_card_not_configured() -> JsonRpcError:
+    """The 0.3 answer to ``agent/getAuthenticatedExtendedCard`` when the card declares none (as the
+    0.3 specification and the official 0.3 SDK servers answer it)."""
+    return JsonRpcError(
+        AUTHENTICATED_EXTENDED_CARD_NOT_CONFIGURED,
+        "Authenticated Extended Card is not configured: this agent's card declares no extended agent card",
     )

@@ -401,12 +401,12 @@ def parse_part(obj: object, index: int = 0) -> Part:
     )
 
 
-def parse_message_lean(obj: object, *, require_kind: bool = False) -> Message:
-    """The door's hot-path parser: murmur's checks, no pydantic validation; ValueError on failure.
+def parse_message_lean(obj: object) -> Message:
+    """A Message of either dialect read leniently without pydantic; ValueError on failure.
 
     Required: ``messageId`` (string), ``role`` (string, not validated), ``parts`` (a non-empty
-    list of objects; with ``require_kind``, as A2A 0.3 has it, each part names its ``kind``).
-    ``contextId``/``taskId`` optional and nullable. Extra fields are ignored.
+    list of objects). ``contextId``/``taskId`` optional and nullable. Extra fields are ignored.
+    The door does not use this: it refuses what its dialect does not allow (:mod:`a2a.inbound`).
     """
     if not isinstance(obj, dict):
         raise ValueError("message must be an object")
@@ -423,8 +423,6 @@ def parse_message_lean(obj: object, *, require_kind: bool = False) -> Message:
         raise ValueError("a message needs at least one part")
     parts: list[Part] = []
     for i, raw in enumerate(raw_parts):
-        if require_kind and isinstance(raw, dict) and "kind" not in raw:
-            raise ValueError(f"part {i} has no kind; an A2A 0.3 part names its kind (text, file or data)")
         parts.append(parse_part(raw, i))
     context_id = obj.get("contextId")
     if context_id is not None and not isinstance(context_id, str):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import aiohttp
 import pytest
 
-from tests.a2a.conformance.harness import Caller
+from a2a.door import Door
+from tests.a2a.conformance.harness import SESSION, Caller, Dialect, Script, serve
 
 V1 = {
     "SendStreamingMessage": -32004,
@@ -20,7 +22,7 @@ V1 = {
 V03 = {
     "message/stream": -32004,
     "tasks/resubscribe": -32004,
-    "agent/getAuthenticatedExtendedCard": -32004,
+    "agent/getAuthenticatedExtendedCard": -32007,  # the 0.3 AuthenticatedExtendedCardNotConfiguredError
     "tasks/pushNotificationConfig/set": -32003,
     "tasks/pushNotificationConfig/get": -32003,
     "tasks/pushNotificationConfig/list": -32003,
@@ -55,3 +57,17 @@ async def test_send_with_push_config_is_refused(caller: Caller, field: str) -> N
 async def test_unknown_method_is_still_not_found(caller: Caller) -> None:
     err = await caller.error("tasks/frobnicate" if not caller.d.v1 else "FrobnicateTask", {})
     assert err == {"code": -32601, "message": "Method not found"}
+
+
+@pytest.mark.parametrize("dialect", ["1.0", "0.3"])
+async def test_a_door_that_takes_no_tasks_answers_unsupported(script: Script, dialect: str) -> None:
+    """``task_acceptance: none``: the card lists no send method, and a send is -32004, not -32601."""
+    door = Door(name="closed", version="1", session_id=SESSION, runner=script, task_acceptance="none")
+    async with serve(door) as url, aiohttp.ClientSession() as http:
+        caller = Caller(http, url, Dialect(dialect))
+        err = await caller.error("send", caller.d.send_params("x"))
+        assert err["code"] == -32004 and "task_acceptance: none" in err["message"], err
+        continued = await caller.error("send", caller.d.send_params("x", taskId="tsk_x"))
+        assert continued["code"] == -32004
+        assert (await caller.error("get", {"id": "tsk_x"}))["code"] == -32001  # the rest is still served
+    assert script.seen == []
