@@ -113,6 +113,8 @@ class Config(BaseModel):
     """Loopback uids that may launch a top-level job without a credential (None: the daemon's own)."""
     peer_fetch_max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     peer_timeout_secs: float = Field(default=30.0, gt=0, le=3600)
+    door_blocking_cap_secs: float = Field(default=120.0, gt=0, le=86400)
+    """The longest a capsule host's door holds a blocking send before answering the task as it stands."""
     # Start with a new key although roost.db exists and master.key is gone (revokes everything).
     reset_keys: bool = False
     # Per-uid quotas (docs/operations.md, Per-user quotas); None: three quarters of max_live_capsules.

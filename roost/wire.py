@@ -13,6 +13,7 @@ __all__ = [
     "ACTIVE_JOB_STATES",
     "APPROVAL_HEADER",
     "AUDIENCE_HEADER",
+    "BLOCKING_CAP_ENV",
     "CREDENTIAL_HEADER",
     "FINAL_JOB_STATES",
     "HOST_ERROR_HEADER",
@@ -35,6 +36,10 @@ AUDIENCE_HEADER: Final = "x-murmur-audience"
 
 HOST_ERROR_HEADER: Final = "x-roost-capsule-error"
 """Marks an answer the capsule host produced itself (no daemon, daemon unreachable)."""
+
+BLOCKING_CAP_ENV: Final = "MURMUR_A2A_BLOCKING_CAP_SECS"
+"""Tells a capsule host how long its door may hold a blocking send (the daemon passes
+``door_blocking_cap_secs``; docs/a2a.md, "Sending")."""
 
 JobState = Literal["starting", "running", "complete", "failed", "crashed", "terminated"]
 JOB_STATES: Final[tuple[str, ...]] = get_args(JobState)

@@ -32,6 +32,7 @@ from roost.capsule.sandbox import Confinement
 from roost.capsule.taskinput import write_results
 from roost.http.caller import caller_of
 from roost.trace import TraceWriter
+from roost.wire import BLOCKING_CAP_ENV
 
 __all__ = [
     "BLOCKING_CAP_ENV",
@@ -47,7 +48,6 @@ __all__ = [
 EXIT_STATUS = {TaskState.COMPLETED: "ok", TaskState.FAILED: "failed", TaskState.CANCELED: "canceled"}
 PR_SET_PDEATHSIG = 1
 INPUT_REQUEST_FILE = "input-request.txt"
-BLOCKING_CAP_ENV = "MURMUR_A2A_BLOCKING_CAP_SECS"
 
 
 class TaskServer:

@@ -34,6 +34,7 @@ import psutil
 
 from roost.config import Config
 from roost.manifest import Manifest, ResourceCaps
+from roost.wire import BLOCKING_CAP_ENV
 
 __all__ = [
     "CannotSwitchUser",
@@ -100,9 +101,12 @@ def child_env(
 
 def capsule_host_env(cfg: Config) -> dict[str, str]:
     """What ``roost-capsule`` learns from the daemon's config: a kill grace shorter than ours
-    (so it finishes off its entrypoint's tree before our SIGKILL reaches it) and, when set, the
-    strongest containment class it may offer."""
-    env = {"MURMUR_KILL_GRACE_SECS": f"{max(0.1, min(2.0, cfg.stop_grace_secs * 0.4)):.3f}"}
+    (so it finishes off its entrypoint's tree before our SIGKILL reaches it), how long its door
+    may hold a blocking send, and, when set, the strongest containment class it may offer."""
+    env = {
+        "MURMUR_KILL_GRACE_SECS": f"{max(0.1, min(2.0, cfg.stop_grace_secs * 0.4)):.3f}",
+        BLOCKING_CAP_ENV: repr(cfg.door_blocking_cap_secs),
+    }
     if cfg.containment_max is not None:
         env["MURMUR_CONTAINMENT_MAX"] = cfg.containment_max
     return env
