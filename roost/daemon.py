@@ -54,13 +54,16 @@ from roost.settings import Settings
 from roost.startup import (
     StartupError,
     StateLock,
+    check_after_unclean_stop,
     check_key_file,
+    clean_stop_op,
     damaged_database,
     instance_id,
     prepare_state_dir,
     say_keys_reset,
+    take_clean_stop,
 )
-from roost.store import Store, StoreDamaged, StoreError
+from roost.store import Store, StoreDamaged, StoreError, is_damage
 from roost.trace import TraceWriter
 from roost.traces import JobNodes, TraceFiles
 
@@ -296,6 +299,7 @@ class Roost:
         try:
             await self.store.open()
             await self.executor.run(self.referee.load)
+            clean = cfg.ephemeral_keys or await self.executor.run(take_clean_stop, self.store)
             self.events.run_id = await self.executor.run(instance_id, self.store, self.events.run_id)
             if reset:
                 say_keys_reset(self.table.running, len(self.table.reservations), self.keys.key_id)
@@ -304,7 +308,7 @@ class Roost:
         except StoreDamaged as exc:
             raise damaged_database(cfg.db_path, exc.detail) from None
         except sqlite3.DatabaseError as exc:
-            if _is_damage(exc):
+            if is_damage(exc):
                 raise damaged_database(cfg.db_path, str(exc)) from None
             raise StartupError(f"the state database {cfg.db_path} cannot be read: {exc}") from None
         except StoreError as exc:
@@ -357,6 +361,10 @@ class Roost:
             key_id=self.keys.key_id,
             ephemeral_keys=cfg.ephemeral_keys,
         )
+        if not clean:
+            self.lifecycle.spawn(
+                check_after_unclean_stop(self.store, self.executor, cfg.db_path, self.lifecycle.state_damaged)
+            )
         if not await self.executor.run(cfg.registry_path.is_dir):
             # Not fatal (a registry may be mounted later), but every spawn would fail: say so now.
             log.warning(
@@ -380,17 +388,12 @@ class Roost:
         await self.probes.stop()
         await self.a2a.close()
         await self.traces.close_all()
+        if not self.config.ephemeral_keys:
+            with contextlib.suppress(StoreError):
+                await self.store.commit([clean_stop_op(self.clock())])
         await self.store.close()
         self.executor.shutdown()
         self.state_lock.release()
-
-
-def _is_damage(exc: sqlite3.DatabaseError) -> bool:
-    """SQLite's own verdict that the file is damaged or not a database at all."""
-    name = getattr(exc, "sqlite_errorname", "")
-    if name:
-        return name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
-    return not isinstance(exc, sqlite3.OperationalError)
 
 
 async def _serve(config: Config, config_loader: Callable[[], Config] | None = None) -> int:

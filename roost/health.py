@@ -42,10 +42,13 @@ def _launcher_backend(cfg: Config) -> Check:
     return Check("launcher", found is not None, f"{exe} found" if found else f"{exe} is not executable or not on PATH")
 
 
-def readiness(cfg: Config, *, draining: bool, stopping: bool) -> list[Check]:
-    """Every readiness check (blocking: it touches the file system; run it through the executor)."""
+def readiness(cfg: Config, *, draining: bool, stopping: bool, state_damage: str | None = None) -> list[Check]:
+    """Every readiness check (blocking: it touches the file system; run it through the executor).
+
+    ``state_damage``: what the check of the whole database after an unclean stop found."""
     checks = [Check("config", True, "loaded")]
     checks.append(_state_dir_writable(cfg))
+    checks.append(Check("state-db", state_damage is None, state_damage or ""))
     checks.append(_launcher_backend(cfg))
     checks.append(Check("not-draining", not draining, "draining: running jobs finish, no new work" if draining else ""))
     checks.append(Check("not-stopping", not stopping, "the daemon is shutting down" if stopping else ""))

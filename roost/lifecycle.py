@@ -34,6 +34,9 @@ class Lifecycle:
         self.network_port: int | None = None  # the ``listen`` listener's, when there is one
         self.started_at = time.time()
         self.stopping = False  # /readyz answers 503 from the moment a stop begins
+        # What the check of the whole state database after an unclean stop found (roost.startup);
+        # /readyz answers 503 while it is set.
+        self.state_damage: str | None = None
         self.shutdown_event = asyncio.Event()  # ends admin streams so a stop is not held up by them
         self.background: set[asyncio.Task[Any]] = set()
         # Set by the serving loop (``roost.daemon.run``); None for a daemon built in-process.
@@ -55,6 +58,9 @@ class Lifecycle:
     def advertise_url(self) -> str:
         """The URL children on other nodes are given: ``advertise_url``, else the local URL."""
         return self._advertise or self.url
+
+    def state_damaged(self, sentence: str) -> None:
+        self.state_damage = sentence
 
     def request_stop(self, reason: str) -> None:
         """Ask the serving loop to stop (a finished drain); a no-op for in-process daemons."""

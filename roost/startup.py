@@ -13,6 +13,10 @@ A daemon that cannot start safely says why and exits with a code a supervisor ca
 
 The lock is the first thing taken in the state directory, before the key, the database or the
 keeper socket is touched, so a second daemon never reads or disturbs the first one's state.
+
+Damage SQLite reports to any start-up query or write is ``EXIT_DAMAGED``. The whole file is
+checked (``PRAGMA quick_check``) only after an unclean stop, and in the background once the
+daemon is ready (:func:`check_after_unclean_stop`): its cost grows with the file.
 """
 
 from __future__ import annotations
@@ -22,17 +26,21 @@ import fcntl
 import os
 import stat
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
 import structlog
 
+from roost.blocking import BlockingExecutor
 from roost.config import Config
 from roost.keys import KEY_FILE_NAME
 from roost.repos.meta import MetaRepository
-from roost.store import Store
+from roost.store import Op, Store
 
 __all__ = [
+    "CLEAN_STOP_KEY",
     "EXIT_DAMAGED",
     "EXIT_HELD",
     "EXIT_NO_KEY",
@@ -42,11 +50,14 @@ __all__ = [
     "LOCK_FILE_NAME",
     "StartupError",
     "StateLock",
+    "check_after_unclean_stop",
     "check_key_file",
+    "clean_stop_op",
     "damaged_database",
     "instance_id",
     "prepare_state_dir",
     "say_keys_reset",
+    "take_clean_stop",
 ]
 
 log = structlog.get_logger("roost.daemon")  # what the daemon says while it starts
@@ -58,6 +69,7 @@ EXIT_DAMAGED: Final = 5
 EXIT_NO_KEY: Final = 6
 EXIT_PLAINTEXT: Final = 7
 LOCK_FILE_NAME: Final = "roost.lock"
+CLEAN_STOP_KEY: Final = "clean_stop"  # in ``meta``: the daemon before this one stopped in order
 
 
 class StartupError(RuntimeError):
@@ -191,6 +203,40 @@ def say_keys_reset(running: int, pending: int, key_id: str) -> None:
         file=sys.stderr,
         flush=True,
     )
+
+
+def take_clean_stop(store: Store) -> bool:
+    """Blocking: whether the daemon before this one stopped in order (it left ``CLEAN_STOP_KEY``)
+    or there was none (a new database). The mark is removed, so a crash from now on leaves none."""
+    meta = MetaRepository(store)
+    if meta.get_sync(CLEAN_STOP_KEY) is not None:
+        meta.delete_sync(CLEAN_STOP_KEY)
+        return True
+    return meta.get_sync("instance_id") is None
+
+
+def clean_stop_op(now_ms: int) -> Op:
+    """The write an orderly stop makes last: the next start needs no check of the whole file."""
+    return MetaRepository.set_op(CLEAN_STOP_KEY, str(now_ms))
+
+
+async def check_after_unclean_stop(
+    store: Store, executor: BlockingExecutor, path: Path, on_damage: Callable[[str], None]
+) -> None:
+    """SQLite's ``quick_check`` of the whole file, run after the daemon is ready (its cost grows
+    with the file, and a start must not wait for it). Damage that a start-up query meets is
+    already a refusal; this finds damage in pages no start-up query reads (history). Found
+    damage is said in one sentence (stderr and the log) and ``on_damage`` gets it."""
+    log.info("state_database_check_started", path=str(path), why="the previous daemon did not stop in order")
+    started = time.monotonic()
+    found = await executor.run(store.quick_check_sync)
+    if found is None:
+        log.info("state_database_checked", path=str(path), result="ok", secs=round(time.monotonic() - started, 3))
+        return
+    sentence = str(damaged_database(path, found))
+    log.error("state_database_damaged", path=str(path), detail=found)
+    print(f"mur-roost: {sentence}", file=sys.stderr, flush=True)
+    on_damage(sentence)
 
 
 def instance_id(store: Store, fresh: str) -> str:

@@ -13,6 +13,7 @@ everything, as upstream does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -23,7 +24,7 @@ import structlog
 
 from roost.blocking import BlockingExecutor
 
-__all__ = ["MIGRATIONS", "Op", "Store", "StoreConflict", "StoreDamaged", "StoreError"]
+__all__ = ["MIGRATIONS", "Op", "Store", "StoreConflict", "StoreDamaged", "StoreError", "is_damage"]
 
 T = TypeVar("T")
 Op = tuple[str, Sequence[Any]]
@@ -46,6 +47,24 @@ class StoreDamaged(StoreError):
 
 class StoreConflict(StoreError):
     """A write broke a uniqueness constraint (the row is already there)."""
+
+
+def is_damage(exc: sqlite3.DatabaseError) -> bool:
+    """SQLite's own verdict that the file is damaged or is not a database at all."""
+    name = getattr(exc, "sqlite_errorname", "")
+    if name:
+        return bool(name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")))
+    return type(exc) is sqlite3.DatabaseError  # "database disk image is malformed" carries no name
+
+
+def _failure(exc: sqlite3.DatabaseError, what: str) -> StoreError:
+    """The store's error for what SQLite raised: damage, a uniqueness conflict, or anything else."""
+    message = f"the state database could not be {what}: {exc}"
+    if is_damage(exc):
+        return StoreDamaged(message, str(exc))
+    if isinstance(exc, sqlite3.IntegrityError):
+        return StoreConflict(message)
+    return StoreError(message)
 
 
 # Each entry upgrades the schema by one version; never edit a shipped entry, append one.
@@ -208,9 +227,8 @@ class Store:
             conn.execute("PRAGMA busy_timeout=30000")
             self._migrate(conn)
         except sqlite3.DatabaseError as exc:
-            name = getattr(exc, "sqlite_errorname", "")
             message = f"the state database {self._path or ':memory:'} is unusable: {exc}"
-            if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
+            if is_damage(exc):
                 raise StoreDamaged(message, str(exc)) from None
             raise StoreError(message) from None
         if self._path is not None:
@@ -253,13 +271,36 @@ class Store:
     def _read_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         conn = self._require()
         with self._lock:
-            return fn(conn)
+            try:
+                return fn(conn)
+            except sqlite3.DatabaseError as exc:
+                raise _failure(exc, "read") from None
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         """Blocking convenience for startup loading."""
         conn = self._require()
         with self._lock:
-            return list(conn.execute(sql, params).fetchall())
+            try:
+                return list(conn.execute(sql, params).fetchall())
+            except sqlite3.DatabaseError as exc:
+                raise _failure(exc, "read") from None
+
+    def quick_check_sync(self) -> str | None:
+        """Blocking: SQLite's ``quick_check`` of the whole file on a read-only connection of its
+        own (so the daemon's writes go on meanwhile); None when it is sound, else what it found."""
+        if self._path is None:
+            return None
+        try:
+            conn = sqlite3.connect(f"file:{self._path}?mode=ro", uri=True, check_same_thread=False, timeout=30)
+        except sqlite3.DatabaseError as exc:
+            return str(exc)
+        try:
+            found = [str(row[0]) for row in conn.execute("PRAGMA quick_check(5)").fetchall()]
+        except sqlite3.DatabaseError as exc:
+            return str(exc)
+        finally:
+            conn.close()
+        return None if found == ["ok"] else "; ".join(" ".join(line.split()) for line in found)
 
     # -- writes ----------------------------------------------------------------------------
     async def commit(self, ops: Iterable[Op]) -> None:
@@ -383,9 +424,8 @@ class Store:
                     counts.append(conn.execute(sql, params).rowcount)
                 conn.execute("COMMIT")
             except sqlite3.DatabaseError as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise StoreError(f"the state database could not be written: {exc}") from None
+                _roll_back(conn)
+                raise _failure(exc, "written") from None
             return counts
 
     async def checkpoint(self) -> None:
@@ -414,15 +454,20 @@ class Store:
                     _execute_runs(conn, ops)
                 conn.execute("COMMIT")
             except sqlite3.DatabaseError as exc:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                kind = StoreConflict if isinstance(exc, sqlite3.IntegrityError) else StoreError
-                raise kind(f"the state database could not be written: {exc}") from None
+                _roll_back(conn)
+                raise _failure(exc, "written") from None
 
     def _require(self) -> sqlite3.Connection:
         if self._conn is None:
             raise StoreError("the state database is not open")
         return self._conn
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    """End a failed transaction; on a damaged file the rollback itself may fail too."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.DatabaseError):
+            conn.execute("ROLLBACK")
 
 
 def _execute_runs(conn: sqlite3.Connection, ops: list[Op]) -> None:

@@ -39,8 +39,14 @@ async def livez(request: web.Request) -> web.Response:
 
 async def readyz(request: web.Request) -> web.Response:
     app = request.app
-    draining, stopping = app[REFEREE].draining, app[LIFECYCLE].stopping
-    checks = await app[EXECUTOR].run(readiness, app[SETTINGS].config, draining=draining, stopping=stopping)
+    draining, lifecycle = app[REFEREE].draining, app[LIFECYCLE]
+    checks = await app[EXECUTOR].run(
+        readiness,
+        app[SETTINGS].config,
+        draining=draining,
+        stopping=lifecycle.stopping,
+        state_damage=lifecycle.state_damage,
+    )
     status, text = render(checks, "verbose" in request.query)
     return web.Response(status=status, text=text)
 

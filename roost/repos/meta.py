@@ -1,13 +1,15 @@
-"""The ``meta`` table: the daemon's own key/value facts (its instance id)."""
+"""The ``meta`` table: the daemon's own key/value facts (its instance id, whether it stopped in order)."""
 
 from __future__ import annotations
 
-from roost.store import Store
+from roost.store import Op, Store
 
 __all__ = ["MetaRepository"]
 
 GET = "SELECT value FROM meta WHERE key = ?"
 PUT = "INSERT INTO meta (key, value) VALUES (?, ?)"
+SET = "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)"
+DELETE = "DELETE FROM meta WHERE key = ?"
 
 
 class MetaRepository:
@@ -21,3 +23,11 @@ class MetaRepository:
     def put_sync(self, key: str, value: str) -> None:
         """Write ``key`` once (blocking; startup only)."""
         self.store.write_sync([(PUT, (key, value))])
+
+    def delete_sync(self, key: str) -> None:
+        """Remove ``key`` (blocking; startup only)."""
+        self.store.write_sync([(DELETE, (key,))])
+
+    @staticmethod
+    def set_op(key: str, value: str) -> Op:
+        return (SET, (key, value))

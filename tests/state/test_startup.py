@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -110,14 +114,43 @@ def _damage_pages(db: Path) -> None:
     db.write_bytes(bytes(raw))
 
 
+def _damage_leaves_of(db: Path, table: str, rows: int) -> None:
+    """Fill ``table`` (``spent``) with expired ids, then damage half of its leaf pages only: the
+    schema and the indexes stay sound, so the file opens and the first query that reaches a
+    damaged page is one of start-up's own (pruning the expired ids)."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        with conn:
+            conn.executemany(
+                f"INSERT INTO {table} (jti, exp_ms) VALUES (?, ?)",
+                ((f"{i:032x}{'x' * 40}", 1000 + i) for i in range(rows)),
+            )
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        sql = "SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf'"
+        pages = [r[0] for r in conn.execute(sql, (table,))]
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+    assert len(pages) > 4
+    raw = bytearray(db.read_bytes())
+    for page in pages[len(pages) // 2 :]:
+        raw[(page - 1) * size : (page - 1) * size + 64] = b"\x5a" * 64
+    db.write_bytes(bytes(raw))
+
+
+def _damaged_spent_pages(db: Path) -> None:
+    _damage_leaves_of(db, "spent", 20_000)
+
+
 def _not_sqlite(db: Path) -> None:
     db.write_bytes(b"this is not sqlite" * 500)
 
 
 @pytest.mark.parametrize(
     ("damage", "said"),
-    [(_damage_pages, ("is damaged", "PRAGMA integrity_check")), (_not_sqlite, ("is damaged",))],
-    ids=["damaged_pages_name_the_command_to_check_it", "not_a_database"],
+    [
+        (_damage_pages, ("is damaged", "PRAGMA integrity_check")),
+        (_damaged_spent_pages, ("is damaged", "PRAGMA integrity_check", "restore it from a backup")),
+        (_not_sqlite, ("is damaged",)),
+    ],
+    ids=["damaged_pages_name_the_command_to_check_it", "damaged_data_pages_met_by_a_startup_write", "not_a_database"],
 )
 def test_damaged_database_is_refused(
     tmp_path: Path,
@@ -163,3 +196,56 @@ def test_a_deleted_database_is_said_not_silent(
     d = start_daemon_process(["--state-dir", str(state), "--registry-path", str(registry.root)])
     daemon_processes.append(d)
     assert any("is missing although master.key is there" in ln for ln in d.stderr_lines), d.stderr_lines
+
+
+def test_after_an_unclean_stop_the_whole_database_is_checked_once_ready(
+    tmp_path: Path, registry: RegistryBuilder, daemon_processes: list[DaemonProcess]
+) -> None:
+    """Damage in pages no start-up query reads (history) passes start-up; after a kill -9 the
+    daemon checks the whole file once it is ready, says the damage in one sentence and turns
+    /readyz to 503. After an orderly stop nothing is checked."""
+    state = tmp_path / "state"
+    args = ["--state-dir", str(state), "--registry-path", str(registry.root)]
+    d = start_daemon_process(args)
+    daemon_processes.append(d)
+    assert d.stop() == 0
+    again = start_daemon_process(args)
+    daemon_processes.append(again)
+    assert _readyz(again.url) == 200
+    assert not any("state_database_check" in ln for ln in again.stderr_lines)
+    again.stop(signal.SIGKILL)
+    db = state / "roost.db"
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:  # history: ended long ago
+        conn.executemany(
+            "INSERT INTO sessions (session_id, name, version, sha256, status, depth_remaining, envelope, manifest,"
+            " trust, cred_nonce, handle_salt, created_ms, ended_ms) VALUES (?, 'x', '0.1.0', '', 'complete', 0,"
+            " '{}', '{}', 'trusted', '', '', ?, ?)",
+            ((f"ses_{i:016x}", 1000, 2000 + i) for i in range(5000)),
+        )
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        sql = "SELECT pageno FROM dbstat WHERE name = 'sessions' AND pagetype = 'leaf'"
+        pages = [r[0] for r in conn.execute(sql)]
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+    raw = bytearray(db.read_bytes())
+    page = pages[len(pages) // 2]
+    raw[(page - 1) * size + 8 : (page - 1) * size + 40] = b"\xff" * 32  # its cell pointers
+    db.write_bytes(bytes(raw))
+    third = start_daemon_process(args)
+    daemon_processes.append(third)
+    deadline = time.monotonic() + 60
+    while _readyz(third.url) == 200 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _readyz(third.url) == 503
+    said = [ln for ln in third.stderr_lines if ln.startswith("mur-roost: the state database")]
+    assert len(said) == 1 and "PRAGMA integrity_check" in said[0], third.stderr_lines
+    assert any('"state_database_damaged"' in ln for ln in third.stderr_lines)
+    assert not any("Traceback" in ln for ln in third.stderr_lines)
+
+
+def _readyz(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url + "/readyz", timeout=30) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
