@@ -17,9 +17,28 @@ from pathlib import Path
 import pytest
 from ops.support import EXAMPLES, REPO, daemon_env, roostctl
 
-from roost import sdnotify
+from roost import sdnotify, startup
 
 UNIT = REPO / "systemd" / "mur-roost.service"
+
+
+def _refusal_codes() -> set[int]:
+    """Every start-up refusal's exit code, from the code itself (all but EXIT_OTHER)."""
+    return {v for k, v in vars(startup).items() if k.startswith("EXIT_") and k != "EXIT_OTHER"}
+
+
+def test_the_unit_never_restarts_into_a_refusal() -> None:
+    """Each refusal a restart cannot fix stops systemd's restarts, and the docs list the same."""
+    found = re.findall(r"^RestartPreventExitStatus=(.*)$", UNIT.read_text(), re.MULTILINE)
+    assert len(found) == 1
+    assert {int(code) for code in found[0].split()} == _refusal_codes()
+    assert startup.EXIT_OTHER not in {int(code) for code in found[0].split()}
+    docs = (REPO / "docs" / "operations.md").read_text()
+    section = docs[docs.index("## Start-up refusals") :]
+    section = section[: section.index("\n## ", 1)]
+    table = {int(m) for m in re.findall(r"^\| (\d+) \|", section, re.MULTILINE)}
+    assert table == _refusal_codes() | {startup.EXIT_OTHER}
+    assert f"`RestartPreventExitStatus={found[0]}`" in section
 
 
 def _receiver(tmp_path: Path) -> tuple[socket.socket, str]:
