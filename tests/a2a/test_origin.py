@@ -106,6 +106,9 @@ def test_sealed_value_object() -> None:
     assert str(ei.value) == "Provenance cannot be pickled; derive it again"
     assert p == Provenance.from_wire("PEER", "TRUSTED") and hash(p) == hash(Provenance.from_wire("peer", "trusted"))
     assert p != Provenance.from_wire("peer", None)
+    # Against anything else, equality defers (NotImplemented) instead of reading its fields.
+    assert p != "peer" and p != object() and p != (Origin.PEER, Trust.TRUSTED)
+    assert p.__eq__("peer") is NotImplemented
     assert repr(p) == "Provenance(origin='peer', trust='trusted')"
 
 

@@ -127,6 +127,52 @@ def test_new_ids_never_zero() -> None:
         assert tp.trace_id != "0" * 32 and tp.parent_id != "0" * 16
 
 
+class _Source:
+    """A random source that answers the given byte strings in turn (each cut to the size asked)."""
+
+    def __init__(self, *answers: bytes) -> None:
+        self.answers = list(answers)
+        self.asked: list[int] = []
+
+    def __call__(self, n: int) -> bytes:
+        self.asked.append(n)
+        return self.answers.pop(0)[:n]
+
+
+ZERO, ONES, TWOS = bytes(32), b"\x11" * 32, b"\x22" * 32
+
+
+@pytest.mark.parametrize(
+    ("draws", "trace_id", "span_id", "asked"),
+    [
+        # Both ids drawn zero: each is drawn again, on its own, until it is not.
+        ([bytes(24), ZERO, ONES, ZERO, TWOS], "11" * 16, "22" * 8, [24, 16, 16, 8, 8]),
+        # Only the trace id is zero: the span id is kept.
+        ([bytes(16) + b"\x33" * 8, ONES], "11" * 16, "33" * 8, [24, 16]),
+        # Only the span id is zero: the trace id is kept.
+        ([b"\x44" * 16 + bytes(8), ZERO, ONES], "44" * 16, "11" * 8, [24, 8, 8]),
+        # Neither: one draw.
+        ([b"\x44" * 16 + b"\x33" * 8], "44" * 16, "33" * 8, [24]),
+    ],
+)
+def test_new_draws_again_when_an_id_is_all_zero(
+    monkeypatch: pytest.MonkeyPatch, draws: list[bytes], trace_id: str, span_id: str, asked: list[int]
+) -> None:
+    source = _Source(*draws)
+    monkeypatch.setattr(traceparent, "random_bytes", source)
+    tp = traceparent.new()
+    assert (tp.version, tp.trace_id, tp.parent_id, tp.flags) == ("00", trace_id, span_id, "01")
+    assert source.asked == asked and source.answers == []
+
+
+def test_new_trace_and_span_ids_skip_all_zero_draws(monkeypatch: pytest.MonkeyPatch) -> None:
+    source = _Source(bytes(16), bytes(16), b"\x01" + bytes(15), bytes(8), b"\x00" * 7 + b"\x01")
+    monkeypatch.setattr(traceparent, "random_bytes", source)
+    assert traceparent.new_trace_id() == "01" + "00" * 15
+    assert traceparent.new_span_id() == "00" * 7 + "01"
+    assert source.asked == [16, 16, 16, 8, 8] and source.answers == []
+
+
 @pytest.mark.parametrize(
     ("value", "members"),
     [

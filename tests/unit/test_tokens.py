@@ -57,6 +57,16 @@ def approval_payload(**over: object) -> bytes:
     return json.dumps(p, separators=(",", ":")).encode()
 
 
+def keeper_payload(**over: object) -> bytes:
+    p: dict[str, object] = {"v": 1, "node": "node-a", "n": "2" * 32}
+    p.update(over)
+    return json.dumps(p, separators=(",", ":")).encode()
+
+
+def keeper_token(key: bytes = KEY_A, payload: bytes | None = None) -> str:
+    return by_hand(key, "mnk1", "mur-roost-node-keeper-v1", keeper_payload() if payload is None else payload)
+
+
 def approval_token(key: bytes = KEY_A, **over: object) -> str:
     return by_hand(key, "msa1", "murmur-spawn-approval-v1", approval_payload(**over))
 
@@ -554,28 +564,48 @@ def _texts(exc: BaseException) -> str:
     return f"{exc!s}|{exc!r}|{exc.args!r}"
 
 
-def test_exception_text_never_contains_token_or_key() -> None:
-    toks = [_cred(), approval_token(), handle_token(), *_shape_variants(handle_token())]
-    seen = set()
-    for tok in toks:
-        for call in (
-            lambda t: tokens.verify_credential(KEY_B, t),
-            lambda t: tokens.verify_approval(KEY_B, t, now_ms=NOW),
-            lambda t: tokens.verify_handle(KEY_B, t, audience="x", iss="y", now_ms=NOW),
-            lambda t: tokens.verify_approval(KEY_A, t, now_ms=2**65),
-        ):
-            try:
-                call(tok)
-            except TokenError as exc:
-                text = _texts(exc)
-                seen.add(text)
-                for piece in tok.split("."):
-                    if len(piece) > 4:
-                        assert piece not in text
-                assert KEY_A.hex() not in text and KEY_B.hex() not in text
-                assert exc.__cause__ is None
-                assert exc.__suppress_context__ or exc.__context__ is None
-    # The refusal text is a handful of fixed sentences, independent of the cause.
+def _refusal_cases() -> list[tuple[str, str, str, Callable[[str], object]]]:
+    """(token kind, token, verifier, call): every token below tried against every verifier."""
+    toks = [("credential", _cred()), ("approval", approval_token()), ("handle", handle_token())]
+    toks += [(f"handle shape {i}", t) for i, t in enumerate(_shape_variants(handle_token()))]
+    toks += [("keeper", keeper_token())]
+    calls: list[tuple[str, Callable[[str], object]]] = [
+        ("credential, wrong key", lambda t: tokens.verify_credential(KEY_B, t)),
+        ("approval, wrong key", lambda t: tokens.verify_approval(KEY_B, t, now_ms=NOW)),
+        ("handle, wrong key", lambda t: tokens.verify_handle(KEY_B, t, audience="x", iss="y", now_ms=NOW)),
+        ("approval, expired", lambda t: tokens.verify_approval(KEY_A, t, now_ms=2**65)),
+        ("keeper, wrong key", lambda t: tokens.verify_keeper(KEY_B, t)),
+    ]
+    return [(kind, tok, name, call) for kind, tok in toks for name, call in calls]
+
+
+def _refusal(tok: str, call: Callable[[str], object]) -> TokenError | None:
+    try:
+        call(tok)
+    except TokenError as exc:
+        return exc
+    return None
+
+
+@pytest.mark.parametrize(
+    ("tok", "verifier", "call"),
+    [pytest.param(tok, name, call, id=f"{kind}: {name}") for kind, tok, name, call in _refusal_cases()],
+)
+def test_exception_text_never_contains_token_or_key(tok: str, verifier: str, call: Callable[[str], object]) -> None:
+    exc = _refusal(tok, call)
+    assert exc is not None, f"{verifier} accepted a token it must refuse"
+    text = _texts(exc)
+    for piece in tok.split("."):
+        if len(piece) > 4:
+            assert piece not in text
+    assert KEY_A.hex() not in text and KEY_B.hex() not in text
+    assert exc.__cause__ is None
+    assert exc.__suppress_context__ or exc.__context__ is None
+
+
+def test_refusal_text_is_a_handful_of_fixed_sentences() -> None:
+    """The refusal text is a handful of fixed sentences, independent of the cause."""
+    seen = {_texts(exc) for _, tok, _, call in _refusal_cases() if (exc := _refusal(tok, call)) is not None}
     assert len({s.split("|")[0] for s in seen}) <= 4
 
 
@@ -662,3 +692,89 @@ def test_the_approval_head_cache_is_bounded() -> None:
         tok, claims = tokens.mint_approval(KEY_A, sid=f"s{i}", name="n", version="1", digest="d", depth=0, exp_ms=NOW)
         assert len(tokens._APPROVAL_HEADS) <= tokens._APPROVAL_HEADS_MAX
     assert tokens.verify_approval(KEY_A, tok, now_ms=NOW - 1) == claims
+
+
+# ---- node keeper (mnk1) --------------------------------------------------------------------
+
+
+def test_keeper_known_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tokens, "nonce_hex", lambda: "2" * 32)
+    tok = tokens.mint_keeper(KEY_A, "node-a")
+    assert tok == keeper_token()
+    assert tok.startswith("mnk1.eyJ2IjoxLCJub2RlIjoibm9kZS1hIiwibiI6")  # {"v":1,"node":"node-a","n":
+    assert tokens.verify_keeper(KEY_A, tok) == "node-a"
+
+
+@settings(max_examples=100, deadline=None)
+@given(node=st.text(max_size=40))
+def test_keeper_round_trip_property(node: str) -> None:
+    try:
+        tok = tokens.mint_keeper(KEY_A, node)
+    except UnicodeEncodeError:  # lone surrogates cannot be UTF-8 and so cannot be minted
+        return
+    assert tokens.verify_keeper(KEY_A, tok) == node
+    assert tokens.mint_keeper(KEY_A, node) != tok  # a fresh nonce each time
+
+
+def _keeper_refusal(key: bytes, tok: str) -> Unauthenticated:
+    with pytest.raises(Unauthenticated) as ei:
+        tokens.verify_keeper(key, tok)
+    assert type(ei.value) is Unauthenticated  # never Malformed: the codec tells no cause apart
+    assert str(ei.value) == "the token is not valid" and ei.value.args == ("the token is not valid",)
+    return ei.value
+
+
+def test_keeper_wrong_key_is_refused() -> None:
+    _keeper_refusal(KEY_B, tokens.mint_keeper(KEY_A, "node-a"))
+
+
+def test_keeper_shape_failures_are_plain_unauthenticated() -> None:
+    for bad in _shape_variants(keeper_token()):
+        exc = _keeper_refusal(KEY_A, bad)
+        assert exc.__cause__ is None and exc.__suppress_context__
+
+
+def test_keeper_cross_family_is_refused() -> None:
+    cred = _cred()
+    _keeper_refusal(KEY_A, cred)
+    _keeper_refusal(KEY_A, "mnk1." + ".".join(cred.split(".")[1:]))  # retagged: the domain differs
+    # The credential's payload MACed as a keeper token: no "node", so refused after the MAC.
+    _keeper_refusal(KEY_A, by_hand(KEY_A, "mnk1", "mur-roost-node-keeper-v1", b'{"v":1,"sid":"s","n":"n"}'))
+    keeper = keeper_token()
+    with pytest.raises(Unauthenticated):
+        tokens.verify_credential(KEY_A, keeper)
+    with pytest.raises(Unauthenticated):
+        tokens.verify_credential(KEY_A, "msc1." + ".".join(keeper.split(".")[1:]))
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        keeper_payload(v=2),
+        keeper_payload(v=0),
+        keeper_payload(v=True),
+        keeper_payload(v="1"),
+        keeper_payload(v=256),
+        keeper_payload(node=1),
+        keeper_payload(node=None),
+        keeper_payload(n=1),
+        keeper_payload(n=None),
+        b'{"node":"node-a","n":"n"}',
+        b'{"v":1,"n":"n"}',
+        b'{"v":1,"node":"node-a"}',
+        b'{"v":1,"node":"\\ud800","n":"n"}',
+        b'{"v":1,"node":"node-a","n":"n","x":NaN}',
+        b'["v",1]',
+        b"not json",
+        b'{"v":1,"node":"node-a","n":"n"',
+        '{"v":1,"node":"n","n":"n"}'.encode("utf-16"),
+    ],
+)
+def test_keeper_bad_payload_with_a_valid_mac_is_refused(payload: bytes) -> None:
+    _keeper_refusal(KEY_A, keeper_token(payload=payload))
+
+
+def test_keeper_payload_edges_that_verify() -> None:
+    assert tokens.verify_keeper(KEY_A, keeper_token(payload=keeper_payload(extra=[1, 2]))) == "node-a"
+    assert tokens.verify_keeper(KEY_A, keeper_token(payload=keeper_payload(node=""))) == ""
+    assert tokens.verify_keeper(KEY_A, keeper_token(payload=keeper_payload(node="nœud"))) == "nœud"
