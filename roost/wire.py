@@ -16,8 +16,11 @@ __all__ = [
     "BLOCKING_CAP_ENV",
     "CREDENTIAL_HEADER",
     "FINAL_JOB_STATES",
+    "GENERATION_HEADER",
+    "HANDLE_ID_HEADER",
     "HOST_ERROR_HEADER",
     "JOB_STATES",
+    "MTIME_HEADER",
     "RECORD_START_HEADER",
     "JobState",
 ]
@@ -48,3 +51,12 @@ FINAL_JOB_STATES: Final[frozenset[str]] = frozenset({"complete", "failed", "cras
 """The states a job never leaves."""
 ACTIVE_JOB_STATES: Final[tuple[str, ...]] = tuple(s for s in JOB_STATES if s not in FINAL_JOB_STATES)
 """The states of a job that still runs (or is starting), in lifecycle order."""
+
+HANDLE_ID_HEADER: Final = "x-murmur-handle-id"
+"""On a redeem's answer (from the shape check on): the 16-hex id of the handle presented."""
+
+GENERATION_HEADER: Final = "x-murmur-generation"
+"""On a redeem's answer: the task generation of the file served (always ``0`` here)."""
+
+MTIME_HEADER: Final = "x-murmur-mtime-ms"
+"""On a served redeem: the file's modification time, in milliseconds since the epoch."""

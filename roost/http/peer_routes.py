@@ -3,7 +3,8 @@
 ``/resources/peer`` and everything below it is routed to one handler for *every* method, so the
 405 (``allow: GET``) is decided by the plane before anything else, identically for every path,
 and aiohttp's own method handling (which would also answer HEAD) never sees these paths.
-``PeerError`` becomes the daemon's ``{"error": code, "message": sentence}`` body here.
+``PeerError`` becomes the daemon's ``{"error": code, "message": sentence}`` body here (a redeem's
+answer is rendered by :mod:`roost.http.peer_redeem`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from aiohttp import web
 
 from roost.http.context import PEER_PLANE, REFEREE
 from roost.http.middleware import read_json
+from roost.http.peer_redeem import read_redeem, render
 from roost.peer.errors import PeerError
 from roost.peer.fetch import parse_fetch_body
 from roost.peer.mint import parse_mint_body
@@ -47,4 +49,4 @@ async def peer_fetch(request: web.Request) -> web.Response:
 @routes.route("*", "/resources/peer")
 @routes.route("*", r"/resources/peer/{tail:[\s\S]*}")  # any characters, a newline too
 async def redeem_handle(request: web.Request) -> web.StreamResponse:
-    return await request.app[PEER_PLANE].redeem(request)
+    return await render(request, await request.app[PEER_PLANE].redeem(read_redeem(request)))

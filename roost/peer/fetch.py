@@ -7,7 +7,9 @@ capsule_url>``; no ``capsule_url`` means no audience: 409) → ``https`` refused
 <peer>/resources/peer/<handle>`` with ``x-murmur-audience`` → status → bytes streamed to a temp
 file under ``peer-in/`` while hashed, with a byte ceiling and one overall timeout → the peer's
 etag, and the caller's optional one, checked against the hash → atomic rename into
-``peer-in/<handle_id>-<clean name>``.
+``peer-in/<handle_id>-<clean name>``. The session is checked to be still running once the peer
+answered and again before the rename (:mod:`roost.peer.liveness`): one that ended meanwhile
+stores nothing.
 
 Decisions on upstream gaps (``docs/peer-plane.md``): a ceiling
 (``config.peer_fetch_max_bytes``, checked against ``content-length`` up front and against the
@@ -29,6 +31,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import aiohttp
@@ -45,6 +48,7 @@ from roost.peer import span_attrs
 from roost.peer.audience import AudienceError, audience
 from roost.peer.errors import BadPeerRequest, PeerError
 from roost.peer.files import PeerInSink
+from roost.peer.liveness import ensure_running
 from roost.peer.redeem import PREFIX
 from roost.peer.storage import hint_from_token, stored_path
 from roost.sessions import SessionRecord
@@ -102,7 +106,15 @@ async def fetch(plane: PeerServices, rec: SessionRecord, req: PeerFetchRequest) 
         "roost.peer.fetch", **span_attrs({"roost.session_id": rec.session_id, "roost.peer.handle_id": handle_id})
     )
     try:
-        result = await _fetch(plane, rec, peer, handle, handle_id, want_etag)
+        result = await _fetch(
+            plane,
+            rec,
+            peer,
+            handle,
+            handle_id,
+            want_etag,
+            alive=lambda: ensure_running(plane.table, rec, span, "fetch"),
+        )
     except _Refusal as r:
         span.failed(
             ObservedError(name="PeerFetchRefused", category="network", code=r.outcome, status_code=r.err.status)
@@ -141,7 +153,14 @@ async def fetch(plane: PeerServices, rec: SessionRecord, req: PeerFetchRequest) 
 
 
 async def _fetch(
-    plane: PeerServices, rec: SessionRecord, peer: str, handle: str, handle_id: str, want_etag: str | None
+    plane: PeerServices,
+    rec: SessionRecord,
+    peer: str,
+    handle: str,
+    handle_id: str,
+    want_etag: str | None,
+    *,
+    alive: Callable[[], None],
 ) -> dict[str, Any]:
     cfg = plane.config
     if not netrule.allows(rec.manifest.capabilities.peer_fetch.allow, peer):
@@ -176,7 +195,9 @@ async def _fetch(
     writer = plane.files.peer_in(rec, rec.workdir)
     try:
         async with asyncio.timeout(cfg.peer_timeout_secs):
-            result = await _exchange(plane, url, peer, own, writer, name, want_etag, cfg.peer_fetch_max_bytes)
+            result = await _exchange(
+                plane, url, peer, own, writer, name, want_etag, cfg.peer_fetch_max_bytes, alive=alive
+            )
     except TimeoutError:
         await writer.abort()
         msg = f"'{peer}' did not answer the redeem within {cfg.peer_timeout_secs:g} s"
@@ -196,6 +217,8 @@ async def _exchange(
     name: str,
     want_etag: str | None,
     ceiling: int,
+    *,
+    alive: Callable[[], None],
 ) -> dict[str, Any]:
     headers = {AUDIENCE_HEADER: own_audience, "accept-encoding": "identity"}
     try:
@@ -207,6 +230,7 @@ async def _exchange(
             length = resp.content_length
             if length is not None and length > ceiling:
                 raise _Refusal("too_large", _too_large(peer, ceiling))
+            alive()
             try:
                 await writer.open()
             except OSError as exc:
@@ -240,6 +264,7 @@ async def _exchange(
         msg = "the file the handle names no longer has the etag you asked for; it changed since you saw it"
         raise _Refusal("etag_mismatch", BadPeerRequest(412, "etag_mismatch", msg))
     final = name.split("/", 1)[1]
+    alive()  # raises if the session ended meanwhile; the caller's abort removes the temp file
     try:
         await writer.commit(final)
     except OSError as exc:

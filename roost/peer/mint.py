@@ -16,6 +16,9 @@ Decisions on upstream quirks (``docs/peer-plane.md``):
 * Size is not checked at mint (upstream): a file may grow or shrink before redeem, which
   enforces ``max_bytes``.
 
+The session is checked to be still running after each ``await`` (:mod:`roost.peer.liveness`):
+one that ended while its card was read or its path resolved mints nothing.
+
 Every outcome after the body has been read is recorded as ``peer_handle_mint`` in the minter's
 trace: ``handle_id``/``expires_at_ms`` null unless ``ok``, ``path`` canonical on ``ok`` and as
 asked otherwise, ``audience`` empty until the card was read.
@@ -37,6 +40,7 @@ from roost.peer import paths, span_attrs
 from roost.peer.audience import AudienceError, audience_from_card
 from roost.peer.errors import BadPeerRequest, NoPeerPlane, OutsideRoot, PeerError
 from roost.peer.files import export_of
+from roost.peer.liveness import ensure_running
 from roost.sessions import SessionRecord
 
 if TYPE_CHECKING:
@@ -127,6 +131,7 @@ async def mint(plane: PeerServices, rec: SessionRecord, req: HandleRequest) -> d
     except (a2a_errors.A2AError, AudienceError) as exc:
         reason = f"peer_unreachable: cannot read the agent card of '{peer}': {exc}"
         raise await refuse(BadPeerRequest(502, "peer_unreachable", reason)) from None
+    ensure_running(plane.table, rec, span, "mint")
 
     try:
         components = paths.mint_components(asked_path)
@@ -136,6 +141,7 @@ async def mint(plane: PeerServices, rec: SessionRecord, req: HandleRequest) -> d
         components = await plane.files.mint_target(rec, export, components)
     except PeerError as err:
         raise await refuse(_mint_sentence(err)) from None
+    ensure_running(plane.table, rec, span, "mint")
 
     lifetime = plane_cfg.max_ttl if ttl is None else min(ttl, plane_cfg.max_ttl)
     exp = min(plane.clock() + lifetime * 1000, _U64_MAX)

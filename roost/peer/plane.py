@@ -25,7 +25,6 @@ from typing import Any
 
 import aiohttp
 import structlog
-from aiohttp import web
 
 from a2a.client import A2AClient
 from roost.api_models import HandleRequest, PeerFetchRequest
@@ -111,8 +110,10 @@ class PeerPlane:
     async def mint(self, rec: SessionRecord, req: HandleRequest) -> dict[str, Any]:
         return await mint_mod.mint(self, rec, req)
 
-    async def redeem(self, request: web.Request) -> web.StreamResponse:
-        return await redeem_mod.redeem(self, request)
+    async def redeem(
+        self, req: redeem_mod.RedeemRequest
+    ) -> redeem_mod.Refusal | redeem_mod.SmallFile | redeem_mod.LargeFile:
+        return await redeem_mod.redeem(self, req)
 
     async def fetch(self, rec: SessionRecord, req: PeerFetchRequest) -> dict[str, Any]:
         return await fetch_mod.fetch(self, rec, req)

@@ -31,6 +31,14 @@ probes against a session are visible to it, as upstream records them); ``path`` 
 MAC verified; ``generation`` is always 0 — the daemon does not see a session's task
 completions, and a number it made up would be mistaken for one.
 
+Nothing decided before an ``await`` is acted on after it unchecked: once the file is open (and,
+for a large one, once it is hashed and once it is sent) checks 4–9 run again, so a session that
+ended, a key ring that rotated or a handle that expired meanwhile gets the answer the same
+request would get now, never the file (and a large body already on its way is cut short).
+
+This module decides and records; the HTTP half (reading the request, headers, streaming) is
+:mod:`roost.http.peer_redeem`.
+
 Serving: bytes and ``etag`` always describe the same content, and the file work happens where
 the session's workdir is, through the session-files port (:mod:`roost.peer.files`): this host's
 executor, or the keeper of the Ray node the session runs on. Files up to 64 KiB are read once,
@@ -43,47 +51,66 @@ short body (a transport error), never a complete 200 whose etag does not match
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 import structlog
-from aiohttp import web
 
-from roost.events import ObservedError
-from roost.http.middleware import json_error
+from roost.events import Category, ObservedError, Span
 from roost.ids import token_id
 from roost.peer import span_attrs
-from roost.peer.errors import IoError, MethodNotAllowed, NotFound, PeerError
+from roost.peer.errors import HandleNotValid, IoError, MethodNotAllowed, NotFound, PeerError
 from roost.peer.files import LargeBody, SmallBody, export_of
-from roost.peer.verify import verified_claimant, verify
+from roost.peer.verify import Verified, verified_claimant, verify
 from roost.sessions import SessionRecord
-from roost.wire import AUDIENCE_HEADER
 
 if TYPE_CHECKING:
     from roost.peer.context import PeerServices
 
-__all__ = ["PREFIX", "redeem"]
+__all__ = ["PREFIX", "LargeFile", "RedeemRequest", "Refusal", "SmallFile", "Stale", "redeem"]
 
 log = structlog.get_logger("roost.peer")
 
 PREFIX: Final = "/resources/peer"
 
-_Record = Callable[..., dict[str, object] | None]
-_Refuse = Callable[[SessionRecord | None, str | None, PeerError], Awaitable[web.Response]]
+
+@dataclass(frozen=True, slots=True)
+class RedeemRequest:
+    """One redeem as the route read it."""
+
+    method: str
+    token: str
+    """The raw path below ``/resources/peer/`` (empty when there is none)."""
+    audience_values: Sequence[str]
+    """Every ``x-murmur-audience`` header sent (more than one is as good as none)."""
 
 
-def _headers(handle_id: str) -> dict[str, str]:
-    return {"x-murmur-handle-id": handle_id, "x-murmur-generation": "0"}
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """The answer is a refusal; ``handle_id`` is None before there is a handle to name."""
+
+    error: PeerError
+    handle_id: str | None
 
 
-def _refusal(err: PeerError, handle_id: str | None) -> web.Response:
-    headers = _headers(handle_id) if handle_id is not None else {}
-    if isinstance(err, MethodNotAllowed):
-        headers["allow"] = "GET"
-    return json_error(err.status, err.coded().body(), headers)
+@dataclass(frozen=True, slots=True)
+class SmallFile:
+    """A small file, read and hashed whole; already recorded as served."""
+
+    handle_id: str
+    body: SmallBody
 
 
-def _category(err: PeerError) -> Any:
+class Stale(NamedTuple):
+    """Why a redeem that verified may no longer be answered with the file, and whose trace
+    records that (None: nobody's, as for a token that never verified)."""
+
+    error: PeerError
+    trace_to: SessionRecord | None
+
+
+def _category(err: PeerError) -> Category:
     if err.status in (401, 403):
         return "authorization"
     if err.status >= 500:
@@ -91,126 +118,170 @@ def _category(err: PeerError) -> Any:
     return "validation"
 
 
-async def redeem(plane: PeerServices, request: web.Request) -> web.StreamResponse:
-    """Answer one redeem (any method: the 405 is decided here, before anything else)."""
-    raw = request.rel_url.raw_path
-    token = raw[len(PREFIX) + 1 :] if raw.startswith(PREFIX + "/") else ""
-    if request.method != "GET":
-        return _refusal(MethodNotAllowed(), None)
-    if not token:
-        return _refusal(NotFound(), None)
-    handle_id = token_id(token)
-    audience_values = request.headers.getall(AUDIENCE_HEADER, [])
-    asserted = audience_values[0] if audience_values else None
-    span = plane.events.start("roost.peer.redeem", **span_attrs({"roost.peer.handle_id": handle_id}))
-    table = plane.table
+class _Redemption:
+    """One redeem's span, metrics and trace lines, and the checks it repeats after each await."""
 
-    def lookup(sid: str) -> SessionRecord | None:
-        return table.running_session(sid)
+    def __init__(self, plane: PeerServices, req: RedeemRequest) -> None:
+        self.plane = plane
+        self.req = req
+        self.handle_id = token_id(req.token)
+        self.asserted = req.audience_values[0] if req.audience_values else None
+        self.span: Span = plane.events.start(
+            "roost.peer.redeem", **span_attrs({"roost.peer.handle_id": self.handle_id})
+        )
+
+    def lookup(self, sid: str) -> SessionRecord | None:
+        return self.plane.table.running_session(sid)
+
+    def verify(self) -> Verified:
+        """Checks 2–10 (pure half) against the table, keys and clock as they are now."""
+        plane = self.plane
+        return verify(
+            self.req.token,
+            self.req.audience_values,
+            lookup=self.lookup,
+            key_for=lambda rec: plane.keys.handle_key(rec.session_id, rec.handle_salt),
+            now_ms=plane.clock(),
+        )
+
+    def recheck(self, rec: SessionRecord) -> Stale | None:
+        """None while the handle still verifies for the same running session ``rec``; else the
+        refusal the same request gets now, and whose trace may record it (as after a first
+        :meth:`verify` that failed)."""
+        try:
+            again = self.verify()
+        except PeerError as err:
+            return Stale(err, self.claimant())
+        if again.rec is not rec:
+            return Stale(HandleNotValid(), None)
+        return None
+
+    def claimant(self) -> SessionRecord | None:
+        return verified_claimant(self.req.token, self.req.audience_values, self.lookup, self.plane.keys)
 
     def record(
+        self,
         rec: SessionRecord | None,
         path: str | None,
         err: PeerError | None,
         size: int | None = None,
         sha: str | None = None,
     ) -> dict[str, object] | None:
+        """Count and observe the outcome; the trace line for ``rec`` (None: no trace)."""
         outcome = "ok" if err is None else err.code
-        plane.metrics.handle_redemptions.labels(outcome=outcome).inc()
+        self.plane.metrics.handle_redemptions.labels(outcome=outcome).inc()
         if err is None:
-            span.completed(**span_attrs({"roost.peer.outcome": "ok", "roost.peer.bytes": size}))
+            self.span.completed(**span_attrs({"roost.peer.outcome": "ok", "roost.peer.bytes": size}))
         else:
-            span.failed(
+            self.span.failed(
                 ObservedError(name=type(err).__name__, category=_category(err), code=err.code, status_code=err.status),
                 **span_attrs({"roost.peer.outcome": outcome}),
             )
-            log.info("peer_redeem_refused", handle_id=handle_id, outcome=outcome)
+            log.info("peer_redeem_refused", handle_id=self.handle_id, outcome=outcome)
         if rec is None:
             return None
         return {
-            "handle_id": handle_id,
+            "handle_id": self.handle_id,
             "path": path,
             "generation": 0,
-            "audience_asserted": asserted,
+            "audience_asserted": self.asserted,
             "bytes": size,
             "sha256": sha,
             "outcome": outcome,
             "reason": None if err is None else err.message,
         }
 
-    async def refuse(rec: SessionRecord | None, path: str | None, err: PeerError) -> web.Response:
-        payload = record(rec, path, err)
+    async def finish(
+        self,
+        rec: SessionRecord | None,
+        path: str | None,
+        err: PeerError | None,
+        size: int | None = None,
+        sha: str | None = None,
+    ) -> None:
+        payload = self.record(rec, path, err, size, sha)
         if rec is not None and payload is not None:
-            await plane.trace(rec, "peer_handle_redeem", payload)
-        return _refusal(err, handle_id)
+            await self.plane.trace(rec, "peer_handle_redeem", payload)
 
+    async def refuse(self, rec: SessionRecord | None, path: str | None, err: PeerError) -> Refusal:
+        await self.finish(rec, path, err)
+        return Refusal(err, self.handle_id)
+
+
+class LargeFile:
+    """A redeem that passed every check with a large file left open. The HTTP half calls
+    :meth:`hash`, sends :attr:`body`, then :meth:`after_send` and :meth:`finish`; and
+    :meth:`close` whatever happened."""
+
+    def __init__(self, redemption: _Redemption, rec: SessionRecord, path: str, body: LargeBody) -> None:
+        self._r = redemption
+        self._rec = rec
+        self._path = path
+        self.body = body
+        self.sha256: str | None = None
+
+    @property
+    def handle_id(self) -> str:
+        return self._r.handle_id
+
+    async def hash(self) -> str | Refusal:
+        """The etag's hash, or the refusal (recorded) when the file changed or the handle no
+        longer verifies once it is hashed."""
+        try:
+            sha = await self.body.sha256()
+        except PeerError as err:
+            return await self._r.refuse(self._rec, self._path, err)
+        stale = self._r.recheck(self._rec)
+        if stale is not None:
+            return await self._r.refuse(stale.trace_to, self._path, stale.error)
+        self.sha256 = sha
+        return sha
+
+    def after_send(self, sent_ok: bool) -> Stale | None:
+        """None when the answer may complete; else why not (the caller aborts the connection)
+        and whose trace records it."""
+        if not sent_ok:
+            return Stale(IoError("the file changed while it was served"), self._rec)
+        return self._r.recheck(self._rec)
+
+    async def finish(self, failed: Stale | None) -> None:
+        """Record the outcome :meth:`after_send` gave."""
+        if failed is None:
+            await self._r.finish(self._rec, self._path, None, self.body.size, self.sha256)
+        else:
+            await self._r.finish(failed.trace_to, self._path, failed.error)
+
+    async def close(self) -> None:
+        await self.body.close()
+
+
+async def redeem(plane: PeerServices, req: RedeemRequest) -> Refusal | SmallFile | LargeFile:
+    """Decide one redeem (any method: the 405 is decided here, before anything else)."""
+    if req.method != "GET":
+        return Refusal(MethodNotAllowed(), None)
+    if not req.token:
+        return Refusal(NotFound(), None)
+    r = _Redemption(plane, req)
     try:
-        v = verify(
-            token,
-            audience_values,
-            lookup=lookup,
-            key_for=lambda rec: plane.keys.handle_key(rec.session_id, rec.handle_salt),
-            now_ms=plane.clock(),
-        )
+        v = r.verify()
     except PeerError as err:
         # A forgery costs nothing: no trace line, no file, unless the MAC verified.
-        return await refuse(verified_claimant(token, audience_values, lookup, plane.keys), None, err)
+        return await r.refuse(r.claimant(), None, err)
 
     rec, path = v.rec, v.claims.p
     export = export_of(rec)
     if export is None:  # the plane was checked by verify: no workdir registered
-        return await refuse(rec, path, NotFound())
+        return await r.refuse(rec, path, NotFound())
     try:
         got = await plane.files.open_export(rec, export, v.components)
     except PeerError as err:
-        return await refuse(rec, path, err)
-
-    headers = _headers(handle_id)
-    headers["content-type"] = "application/octet-stream"
-    headers["x-murmur-mtime-ms"] = str(got.mtime_ms)
+        return await r.refuse(rec, path, err)
+    stale = r.recheck(rec)
+    if stale is not None:
+        if not isinstance(got, SmallBody):
+            await got.close()
+        return await r.refuse(stale.trace_to, path, stale.error)
     if isinstance(got, SmallBody):
-        headers["etag"] = f'"sha256:{got.sha256}"'
-        payload = record(rec, path, None, len(got.data), got.sha256)
-        assert payload is not None
-        await plane.trace(rec, "peer_handle_redeem", payload)
-        return web.Response(body=got.data, headers=headers)
-    try:
-        return await _serve_large(plane, request, rec, path, got, headers, record, refuse)
-    finally:
-        await got.close()
-
-
-async def _serve_large(
-    plane: PeerServices,
-    request: web.Request,
-    rec: SessionRecord,
-    path: str,
-    body: LargeBody,
-    headers: dict[str, str],
-    record: _Record,
-    refuse: _Refuse,
-) -> web.StreamResponse:
-    try:
-        sha = await body.sha256()
-    except PeerError as err:
-        return await refuse(rec, path, err)
-    headers["etag"] = f'"sha256:{sha}"'
-    resp = web.StreamResponse(headers=headers)
-    resp.content_length = body.size
-    await resp.prepare(request)
-    sent_ok = False
-    try:
-        sent_ok = await body.send(request, resp)
-    finally:
-        if not sent_ok and request.transport is not None:
-            request.transport.abort()
-    if not sent_ok:
-        payload = record(rec, path, IoError("the file changed while it was served"))
-        if payload is not None:
-            await plane.trace(rec, "peer_handle_redeem", payload)
-        return resp
-    await resp.write_eof()
-    payload = record(rec, path, None, body.size, sha)
-    if payload is not None:
-        await plane.trace(rec, "peer_handle_redeem", payload)
-    return resp
+        await r.finish(rec, path, None, len(got.data), got.sha256)
+        return SmallFile(r.handle_id, got)
+    return LargeFile(r, rec, path, got)

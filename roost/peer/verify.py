@@ -9,7 +9,7 @@ port, on whichever machine holds the session's workdir.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -54,7 +54,7 @@ def claimed_session(token: str, lookup: Callable[[str], SessionRecord | None]) -
 
 
 def verified_claimant(
-    token: str, audience_values: list[str], lookup: Callable[[str], SessionRecord | None], keys: KeyRing
+    token: str, audience_values: Sequence[str], lookup: Callable[[str], SessionRecord | None], keys: KeyRing
 ) -> SessionRecord | None:
     """The session a refused token names, only if its MAC verifies (so its trace may record it)."""
     rec = claimed_session(token, lookup)
@@ -71,7 +71,7 @@ def verified_claimant(
 
 def verify(
     token: str,
-    audience_values: list[str],
+    audience_values: Sequence[str],
     *,
     lookup: Callable[[str], SessionRecord | None],
     key_for: Callable[[SessionRecord], bytes],

@@ -6,23 +6,13 @@ import errno
 import hashlib
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from roost import tokens
 from roost.trace import read_trace
-from tests.support.peer import SECRET, PeerEnv
-
-NOT_VALID = {"error": "handle_not_valid", "message": "the handle is not valid for this capsule"}
-
-
-def trace_events(workdir: Path, sid: str, event_type: str) -> list[dict[str, Any]]:
-    path = workdir / ".murmur" / sid / "trace.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if json.loads(line)["event_type"] == event_type]
+from tests.support.peer import NOT_VALID, SECRET, PeerEnv, trace_events
 
 
 async def test_round_trip_mint_redeem(peer_env: PeerEnv, no_token_leak: list[Any]) -> None:

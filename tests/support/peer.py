@@ -7,6 +7,7 @@ redeems and fetches handles through the daemon's HTTP API.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -18,13 +19,24 @@ from aiohttp import web
 from a2a.door import Door, DoorTask, TaskOutcome
 from tests.support.daemon import RunningDaemon
 
-__all__ = ["CAPS", "PLANE", "SECRET", "TOKEN_RE", "PeerEnv", "Session"]
+__all__ = ["CAPS", "NOT_VALID", "PLANE", "SECRET", "TOKEN_RE", "PeerEnv", "Session", "trace_events"]
 
 TOKEN_RE = re.compile(r"(mh1|msc1|msa1)\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 SECRET = b"TOP-SECRET-outside-the-root-4f1c9a"
 
 PLANE = {"peer_files": {"root": "share", "max_ttl": 900}}
 CAPS = {"network": {"allow": ["127.0.0.1"]}, "peer_fetch": {"allow": ["127.0.0.1"]}}
+NOT_VALID = {"error": "handle_not_valid", "message": "the handle is not valid for this capsule"}
+"""The one body of every MAC-class redeem refusal."""
+
+
+def trace_events(workdir: Path, sid: str, event_type: str) -> list[dict[str, Any]]:
+    """The lines of one type in a session's ``trace.jsonl`` (none when it has no trace yet)."""
+    path = workdir / ".murmur" / sid / "trace.jsonl"
+    if not path.exists():
+        return []
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    return [line for line in lines if line["event_type"] == event_type]
 
 
 @dataclass
