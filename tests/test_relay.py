@@ -29,6 +29,7 @@ CALLER_TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 class Peer:
     def __init__(self, url: str, door: Door, tasks: list[DoorTask], headers: list[dict[str, str]]) -> None:
         self.url, self.door, self.tasks, self.headers = url, door, tasks, headers
+        self.bodies: list[dict[str, Any]] = []
         self.release = asyncio.Event()
 
 
@@ -50,6 +51,7 @@ async def peer_door(*, accept: bool = True, block: bool = False) -> AsyncIterato
     async def capture(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.method == "POST":
             headers.append({k.lower(): v for k, v in request.headers.items()})
+            holder[0].bodies.append(json.loads(await request.read()))
         return await handler(request)
 
     door.app.middlewares.append(capture)
@@ -143,6 +145,9 @@ async def test_send_stamps_headers_and_records(relay_daemon: RunningDaemon, tmp_
     assert (h["x-murmur-task-origin"], h["x-murmur-task-trust"]) == ("peer", "trusted")
     assert h["x-murmur-task-seal"].startswith(f"v2.{sid}.")
     assert CRED not in h
+    # The relay asks for an immediate answer in the dialect the card selected (1.0 here).
+    assert h["a2a-version"] == "1.0" and peer.bodies[-1]["method"] == "SendMessage"
+    assert peer.bodies[-1]["params"]["configuration"] == {"returnImmediately": True}
     task = peer.tasks[0]
     assert (task.origin.value, task.trust.value, task.lane.value) == ("peer", "trusted", "peer")
     assert task.owner == f"session:{sid}"

@@ -202,6 +202,7 @@ async def test_1_0_wire_from_card() -> None:
     assert headers["A2A-Version"] == "1.0"
     assert body["method"] == "SendMessage"
     assert body["params"]["message"] == {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    assert body["params"]["configuration"] == {"returnImmediately": True}  # our senders never block
     assert [b["method"] for _, _, b in rec.requests] == ["SendMessage", "GetTask", "CancelTask"]
 
 

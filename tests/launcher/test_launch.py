@@ -340,6 +340,26 @@ async def test_crash_record_with_stderr_detail_delivered_once(
     assert len(ends) == 1 and ends[0]["outcome"] == "crashed" and ends[0]["reason"] == comp["detail"]
 
 
+async def test_completion_delivery_asks_for_an_immediate_answer(
+    daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path, parent_door: Any
+) -> None:
+    """A blocking parent door must never hold a delivery open (or time it out into a second one):
+    the launcher's completion says so on the wire. A spawner handle names a murmur door, which is
+    spoken to in 0.3 (roost/completion.py), so the ask is ``blocking: false``."""
+    d = await start(daemon_factory, registry)
+    door = await parent_door("x")
+    _, cred, _ = await boss(d, tmp_path, door.url)
+    status, body, _, _ = await d.call(
+        "POST", "/jobs", json={"name": "kid", "version": "0.1.0", "task": "crash"}, headers={CRED: cred}
+    )
+    assert status == 201, body
+    final = await job_final(d, body["job_id"], {CRED: cred})
+    assert final["completion"]["delivered"] is True and door.posts == 1
+    sent = door.received[0]
+    assert sent["headers"]["A2A-Version"] == "0.3" and sent["body"]["method"] == "message/send"
+    assert sent["body"]["params"]["configuration"] == {"blocking": False}
+
+
 @pytest.mark.parametrize("mode", ["refuses", "down"])
 async def test_delivery_retried_once_then_recorded_undelivered(
     mode: str, daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path, parent_door: Any
