@@ -17,6 +17,11 @@ silently downgrading an https URL to clear text (what murmur does) would leak wh
 caller meant to protect. The card is read from the origin root; a peer without a usable card is
 spoken to in 0.3 at the given URL.
 
+A ``route`` (optional) lets the embedding application carry some requests another way: given a
+request's URL and headers it returns a :class:`Transport` that makes the exchange (roost's Ray
+backend carries a request to a door on another machine's loopback through that machine's node
+keeper), or None for a plain HTTP request from here. Every rule above holds for a routed request.
+
 Our sends always ask for an immediate answer (1.0 ``returnImmediately: true``, 0.3
 ``blocking: false``): a delivery must never be held open by a blocking peer, nor time out and be
 retried into a second delivery.
@@ -26,10 +31,10 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urljoin
 
 import aiohttp
@@ -46,6 +51,19 @@ _METHODS: dict[Dialect, dict[str, str]] = {
     "1.0": {"send": "SendMessage", "get": "GetTask", "cancel": "CancelTask"},
 }
 IMMEDIATE: dict[Dialect, dict[str, bool]] = {"1.0": {"returnImmediately": True}, "0.3": {"blocking": False}}
+
+
+class Transport(Protocol):
+    """One HTTP exchange made somewhere else: the answer's status, body and ``Location`` (or
+    None). A transport that cannot reach the peer raises ``OSError`` (or ``TimeoutError``) with
+    a sentence saying why."""
+
+    async def __call__(
+        self, method: str, url: URL, body: bytes | None, headers: Mapping[str, str]
+    ) -> tuple[int, bytes, str | None]: ...
+
+
+Route = Callable[[URL, Mapping[str, str]], Transport | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,11 +131,14 @@ def _reason(exc: BaseException, timeout: float | None) -> str:
 class A2AClient:
     """One reusable A2A client. Use ``async with A2AClient() as c:`` or call :meth:`close`."""
 
-    def __init__(self, *, connect_timeout: float = 5.0, total_timeout: float = 30.0) -> None:
+    def __init__(
+        self, *, connect_timeout: float = 5.0, total_timeout: float = 30.0, route: Route | None = None
+    ) -> None:
         self._timeout = aiohttp.ClientTimeout(total=total_timeout, sock_connect=connect_timeout)
         self._total = total_timeout
         self._session: aiohttp.ClientSession | None = None
         self._endpoints: dict[str, Endpoint] = {}
+        self.route = route
 
     async def __aenter__(self) -> A2AClient:
         return self
@@ -267,6 +288,17 @@ class A2AClient:
     async def _request(
         self, method: str, target: URL, shown_url: str, body: bytes | None, headers: Mapping[str, str]
     ) -> tuple[int, bytes]:
+        via = self.route(target, headers) if self.route is not None else None
+        if via is not None:
+            try:
+                status, data, location = await via(method, target, body, headers)
+            except TimeoutError as exc:
+                raise errors.PeerUnreachable(shown_url, _reason(exc, self._total)) from None
+            except OSError as exc:
+                raise errors.PeerUnreachable(shown_url, str(exc) or type(exc).__name__) from None
+            if 300 <= status < 400:
+                raise _redirect_refusal(shown_url, status, location)
+            return status, data
         try:
             async with self._http().request(method, target, data=body, headers=headers, allow_redirects=False) as resp:
                 if 300 <= resp.status < 400:

@@ -44,6 +44,7 @@ from roost.peer.localfiles import LocalSessionFiles
 from roost.peer.plane import PeerPlane
 from roost.probes import Probes
 from roost.raybackend.choose import process_backend
+from roost.raybackend.doors import DoorCaller, DoorRoutes
 from roost.referee import Referee, wall_ms
 from roost.registry import Registry
 from roost.relay import Relay
@@ -124,10 +125,18 @@ class Roost:
         )
         self.settings.on_reload.append(self.referee.forget_resolved)
         self.events = EventBus(clock=clock)
-        # One client (one connection pool) for every outbound A2A call the daemon makes.
-        self.a2a = A2AClient(connect_timeout=5.0, total_timeout=config.peer_timeout_secs)
-        # A session whose child runs on another node has its trace there (docs/operations.md).
+        # A session whose child runs on another node has its trace there, and its door on that
+        # node's loopback, reached through the node's keeper (docs/operations.md).
         nodes = JobNodes(backend, lambda: self.launcher.jobs) if config.launcher == "ray" else None
+        doors = (
+            DoorRoutes(backend, self.table, nodes.remote_dir, config.peer_timeout_secs)
+            if nodes is not None and isinstance(backend, DoorCaller)
+            else None
+        )
+        # One client (one connection pool) for every outbound A2A call the daemon makes.
+        self.a2a = A2AClient(
+            connect_timeout=5.0, total_timeout=config.peer_timeout_secs, route=doors.route if doors else None
+        )
         self.traces = TraceFiles(self.executor, nodes)
         self.referee.on_session_end.append(self.traces.close)
         self.referee.on_session_end.append(observe_session_end(self.events))

@@ -98,10 +98,10 @@ async def register(request: web.Request) -> web.Response:
     # The session's door checks the daemon's seals with this key (docs/security.md).
     answer = {"credential": credential, "door_key": request.app[KEYS].door_key_for(_rec.session_id).hex()}
     job = request.app[LAUNCHER].jobs.get(_rec.job_id) if _rec.job_id is not None else None
-    if job is not None and job.delegated and job.parent_id == _rec.parent_id and job.node is None:
+    if job is not None and job.delegated and job.parent_id == _rec.parent_id:
         # The launcher delivers this child's completion, sealed, once it exits: the child only
-        # writes its record (docs/security.md, "Sealed origin and trust"). A child on another
-        # node still posts its own: the daemon may not reach a door on that node's loopback.
+        # writes its record (docs/security.md, "Sealed origin and trust"). A parent on another
+        # node is reached through that node's keeper (roost/raybackend/doors.py).
         answer["completion_delivery"] = "launcher"
     return json_ok(answer)
 

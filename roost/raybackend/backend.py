@@ -311,6 +311,29 @@ class RayBackend:
         :class:`BackendError` for a node seen dead."""
         return await self._keeper(node)
 
+    async def door_request(
+        self,
+        node: NodeRef,
+        job_id: str,
+        method: str,
+        port: int,
+        path: str,
+        headers: dict[str, str],
+        body: bytes | None,
+        timeout_secs: float,
+    ) -> tuple[int, bytes, str | None]:
+        """One HTTP exchange with the door of a child on ``node``, made there by its keeper
+        (the door listens on that node's loopback); ``OSError`` with a sentence when it fails."""
+        try:
+            keeper = await self._keeper(node)
+            answer = await self.call(keeper.door_request, job_id, method, port, path, headers, body, timeout_secs)
+        except (RayError, BackendError) as exc:
+            raise OSError(f"through the keeper of Ray node {node.node_id}: {_cause(exc)}") from None
+        if "error" in answer:
+            raise OSError(f"on Ray node {node.node_id}: {answer['error']}")
+        location = answer.get("location")
+        return int(answer["status"]), bytes(answer["body"]), str(location) if location is not None else None
+
     async def gone_sentence(self, node: NodeRef) -> str:
         self.cluster.forget_keeper(node.node_id)
         try:

@@ -22,7 +22,9 @@ backend starts one; only the keeper is a Ray worker. The keeper
   (the record methods and file work: roost/raybackend/keeperfiles.py; the cache:
   roost/raybackend/keepercache.py).
 * does the peer plane's file work for its children's sessions (their exports read, fetched files
-  stored under ``peer-in/``), since only it can open their directories (roost/raybackend/peerkeeper.py).
+  stored under ``peer-in/``), since only it can open their directories (roost/raybackend/peerkeeper.py);
+* makes the daemon's requests to its children's doors, which listen on this node's loopback
+  (a completion's delivery, a relayed message: roost/raybackend/doorkeeper.py).
 
 Its fate (docs/operations.md "Running with Ray"): it outlives the daemon (``lifetime=detached``),
 dies with its node, and is started again by the next daemon that needs that node.
@@ -56,6 +58,7 @@ from roost.launcher.supervise import ProcessWatch, signal_group
 from roost.manifest import ResourceCaps
 from roost.procstart import process_identity
 from roost.raybackend import keepercache
+from roost.raybackend.doorkeeper import DoorKeeper
 from roost.raybackend.keeperfiles import ChildRecordsKeeper, check_job_id
 from roost.raybackend.peerkeeper import PeerFilesKeeper
 from roost.raybackend.placement import node_root_name, run_as_refusal, setid_capable
@@ -86,7 +89,7 @@ class _Child:
     finished_off: bool = False
 
 
-class NodeKeeper(ChildRecordsKeeper, PeerFilesKeeper):
+class NodeKeeper(ChildRecordsKeeper, PeerFilesKeeper, DoorKeeper):
     """One node's keeper. Constructed by Ray on the node it is pinned to."""
 
     def __init__(self, node_id: str, root: str, job_cgroups: str = "auto") -> None:

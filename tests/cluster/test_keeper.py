@@ -124,3 +124,49 @@ async def test_the_artifact_cache_takes_only_the_named_digest(rc: RayCluster, ra
     await keeper.put_artifact.remote("cap", "1.0.0", digest, data)
     assert await keeper.has_artifact.remote("cap", "1.0.0", digest)
     assert (await keeper.info.remote())["artifacts"] == 1
+
+
+# A child with a "door": an HTTP server on its node's loopback (a small and a large answer).
+DOOR_CHILD = r"""
+import http.server, json, os, threading
+class Door(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"x" * 5000 if self.path == "/big" else json.dumps({"path": self.path}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer(("127.0.0.1", 0), Door)
+print(json.dumps({"session_id": "ses_" + "0" * 32, "port": server.server_address[1]}), flush=True)
+fd = int(os.environ["MURMUR_SPAWNER_LIFELINE"])
+threading.Thread(target=server.serve_forever, daemon=True).start()
+while os.read(fd, 1):
+    pass
+"""
+
+
+async def test_the_keeper_calls_its_childrens_doors_on_its_own_loopback_within_bounds(
+    rc: RayCluster, ray_cluster: Any
+) -> None:
+    keeper = await rc.keeper(ray_cluster.nodes["w1"])
+    job = ids.job_id()
+    await keeper.prepare.remote(job, None, None)
+    await keeper.start.remote(job, ["@python", "-c", DOOR_CHILD], {"MURMUR_JOB_ID": job}, None, {}, None, False)
+    line, why = await keeper.wait_ready.remote(job, 30)
+    assert why is None
+    port = json.loads(line)["port"]
+    answer = await keeper.door_request.remote(job, "GET", port, "/a2a?x=1", {}, None, 10.0)
+    assert (answer["status"], json.loads(answer["body"])) == (200, {"path": "/a2a?x=1"}), answer
+    too_big = await keeper.door_request.remote(job, "GET", port, "/big", {}, None, 10.0, 1000)
+    assert too_big == {"error": "the door's answer is larger than 1000 bytes"}
+    # Only a running child of this keeper's, with a plain door request.
+    stranger = await keeper.door_request.remote(ids.job_id(), "GET", port, "/", {}, None, 10.0)
+    assert "has no running child on this node" in stranger["error"]
+    odd = await keeper.door_request.remote(job, "DELETE", port, "/", {}, None, 10.0)
+    assert "not a door request" in odd["error"]
+    await keeper.close_lifeline.remote(job)
+    await keeper.wait_exit.remote(job)
+    ended = await keeper.door_request.remote(job, "GET", port, "/", {}, None, 10.0)
+    assert "has no running child on this node" in ended["error"]
