@@ -191,7 +191,13 @@ class Roost:
         self.session_watch = SessionWatch(
             sessions=self.referee, table=self.table, executor=self.executor, launched=self.launcher.launched_pid
         )
-        self.retention = Retention(settings=self.settings, table=self.table, store=self.store, clock=clock)
+        self.retention = Retention(
+            settings=self.settings,
+            table=self.table,
+            store=self.store,
+            clock=clock,
+            named=self.launcher.named_sessions,
+        )
         self.probes = Probes(metrics=self.metrics, table=self.table, jobs=self.launcher, referee=self.referee)
         self.control = Control(
             referee=self.referee,

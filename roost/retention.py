@@ -5,7 +5,8 @@ written stays in memory and in SQLite, and a restart pays for all of them. The s
 ``retention_sweep_secs`` whether or not requests come (an idle daemon is pruned too):
 
 * ended sessions leave memory ``session_memory_secs`` after they end (``/status`` and the admin
-  API stop showing them) and the database ``retention_secs`` after they end;
+  API stop showing them) and the database ``retention_secs`` after they end, except those an
+  unfinished job still names (its child's, whose end says how the job ended, and its parent's);
 * finished jobs leave the database ``retention_secs`` after they end (memory keeps a bounded
   number of them already);
 * spent approval ids are kept exactly while their approval could still be presented (until its
@@ -20,7 +21,7 @@ docs/operations.md ("Retention") lists the settings.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 
 import structlog
@@ -60,11 +61,22 @@ class SweepCounts:
 class Retention:
     """The periodic sweep; :meth:`sweep` is one pass (tests call it directly)."""
 
-    def __init__(self, *, settings: Settings, table: SessionTable, store: Store, clock: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        table: SessionTable,
+        store: Store,
+        clock: Callable[[], int],
+        named: Callable[[], Container[str]] = frozenset,
+    ) -> None:
         self._settings = settings
         self._table = table
         self._store = store
         self._clock = clock
+        # The sessions unfinished jobs name, which stay in memory whatever their age (the
+        # database keeps them too: the prune spares what start-up would load as live).
+        self._named = named
         self.last: SweepCounts | None = None
 
     async def run_forever(self) -> None:
@@ -81,7 +93,7 @@ class Retention:
         table = self._table
         table.prune(now)
         table.forget_spent(now)
-        forgotten = table.forget_ended(now - int(cfg.session_memory_secs * 1000))
+        forgotten = table.forget_ended(now - int(cfg.session_memory_secs * 1000), self._named())
         history_cutoff = now - int(cfg.retention_secs * 1000)
         totals = [0, 0, 0]
         ops: list[Op] = [(PRUNE_SESSIONS, (history_cutoff,)), (PRUNE_JOBS, (history_cutoff,)), (PRUNE_SPENT, (now,))]

@@ -13,7 +13,7 @@ import json
 import math
 import sys
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple, cast
 
@@ -146,6 +146,8 @@ class SessionTable:
     _expiry: deque[tuple[int, str]] = field(default_factory=deque)
     _late: list[tuple[int, str]] = field(default_factory=list)
     _ended: deque[tuple[int, str]] = field(default_factory=deque)
+    # Ended sessions past the memory window kept because an unfinished job still names them.
+    _held: dict[str, int] = field(default_factory=dict)
     _spent_by_second: dict[int, list[str]] = field(default_factory=dict)
     _spent_seconds: list[int] = field(default_factory=list)
     _forget_at_ms: int = sys.maxsize  # when the earliest bucket lapses (its second * 1000)
@@ -189,19 +191,32 @@ class SessionTable:
                 if not kids:
                     del self.live_children_of[rec.parent_id]
 
-    def forget_ended(self, cutoff_ms: int) -> int:
+    def forget_ended(self, cutoff_ms: int, keep: Container[str] = frozenset()) -> int:
         """Drop sessions that ended at or before ``cutoff_ms`` from memory; return how many.
 
-        Walks only what ended by then (sessions end in clock order; one that ended under a
-        clock stepped back waits behind the ones before it)."""
+        A session in ``keep`` (an unfinished job names it: the job's own child, whose end says
+        how the job ended, or its parent, whose door and workdir receive the completion) stays,
+        and is looked at again at each later call until nothing names it. Walks only what ended
+        by then and what is held (sessions end in clock order; one that ended under a clock
+        stepped back waits behind the ones before it)."""
         dropped = 0
-        ended, sessions = self._ended, self.sessions
-        while ended and ended[0][0] <= cutoff_ms:
-            sid = ended.popleft()[1]
+        ended, sessions, held = self._ended, self.sessions, self._held
+        for sid in [sid for sid in held if sid not in keep]:
+            del held[sid]
             rec = sessions.get(sid)
             if rec is not None and not rec.running:
                 del sessions[sid]
                 dropped += 1
+        while ended and ended[0][0] <= cutoff_ms:
+            ended_ms, sid = ended.popleft()
+            rec = sessions.get(sid)
+            if rec is None or rec.running:
+                continue
+            if sid in keep:
+                held[sid] = ended_ms
+                continue
+            del sessions[sid]
+            dropped += 1
         return dropped
 
     def discard(self, rec: SessionRecord) -> None:

@@ -65,6 +65,16 @@ class JobIndex:
     def launched_pid(self, pid: int) -> bool:
         return any(runner.pid == pid for runner in self.runners.values())
 
+    def named_sessions(self) -> set[str]:
+        """The sessions unfinished jobs name: each one's child and each one's parent."""
+        named: set[str] = set()
+        for job in self.jobs.values():
+            if not job.final:
+                for sid in (job.session_id, job.parent_id):
+                    if sid is not None:
+                        named.add(sid)
+        return named
+
     def counts_by_state(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for job in self.jobs.values():

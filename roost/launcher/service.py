@@ -131,6 +131,10 @@ class Launcher:
         """Whether ``pid`` is a child this launcher started and is already watching."""
         return self.index.launched_pid(pid)
 
+    def named_sessions(self) -> set[str]:
+        """Sessions retention must keep: every unfinished job's child and parent."""
+        return self.index.named_sessions()
+
     def counts_by_state(self) -> dict[str, int]:
         """How many jobs in memory are in each state."""
         return self.index.counts_by_state()

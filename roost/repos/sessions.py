@@ -19,21 +19,24 @@ BY_ID = "SELECT * FROM sessions WHERE session_id = ?"
 # Only what is live: running sessions, and the ended ones an unfinished job still names (its
 # child's own record of how it ended, or its parent).
 _ACTIVE = ", ".join(f"'{s}'" for s in sorted(ACTIVE_JOB_STATES))
+_NAMED = f"""
+    SELECT session_id FROM jobs WHERE state IN ({_ACTIVE}) AND session_id IS NOT NULL
+    UNION SELECT parent_id FROM jobs WHERE state IN ({_ACTIVE}) AND parent_id IS NOT NULL
+"""
 LIVE = f"""
     SELECT * FROM sessions WHERE status = 'running'
     UNION
-    SELECT * FROM sessions WHERE session_id IN (
-        SELECT session_id FROM jobs WHERE state IN ({_ACTIVE}) AND session_id IS NOT NULL
-        UNION SELECT parent_id FROM jobs WHERE state IN ({_ACTIVE}) AND parent_id IS NOT NULL
-    )
+    SELECT * FROM sessions WHERE session_id IN ({_NAMED})
 """
 
 
 def prune_sql(batch: int) -> str:
-    """Delete up to ``batch`` sessions that ended at or before the bound parameter."""
+    """Delete up to ``batch`` sessions that ended at or before the bound parameter, except the
+    ones an unfinished job still names (what start-up loads as live)."""
     return (
         "DELETE FROM sessions WHERE rowid IN (SELECT rowid FROM sessions"
-        f" WHERE ended_ms IS NOT NULL AND ended_ms <= ? AND status != 'running' LIMIT {int(batch)})"
+        " WHERE ended_ms IS NOT NULL AND ended_ms <= ? AND status != 'running'"
+        f" AND session_id NOT IN ({_NAMED}) LIMIT {int(batch)})"
     )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from roost.sessions import SessionRecord, SessionTable
 from tests.support.daemon import FakeClock, RunningDaemon
+from tests.support.launcher import RUNTIME, add_doubles, job_final, wait_for
 from tests.support.registry import RegistryBuilder
 
 CRED = "x-murmur-spawn-credential"
@@ -110,6 +111,20 @@ def test_forget_ended_walks_only_what_ended(tmp_path: Path) -> None:
     assert table.running == 1 and set(table.sessions) == {recs[4].session_id}
 
 
+def test_forget_ended_keeps_what_is_named_until_it_is_not(tmp_path: Path) -> None:
+    table = SessionTable()
+    recs = [_record(f"ses_{i:016x}") for i in range(3)]
+    for i, rec in enumerate(recs):
+        table.add(rec)
+        table.end(rec, "complete", 1000 * i)
+    named = {recs[0].session_id}
+    assert table.forget_ended(10_000, named) == 2
+    assert set(table.sessions) == named
+    assert table.forget_ended(20_000, named) == 0  # still named: still kept
+    assert table.forget_ended(20_000, frozenset()) == 1  # a held one goes once nothing names it
+    assert not table.sessions
+
+
 def _record(sid: str) -> SessionRecord:
     from roost.envelope import Envelope
     from roost.manifest import Manifest
@@ -167,3 +182,38 @@ async def test_restart_with_100k_ended_sessions_loads_only_the_live(
     again = {"session_id": f"ses_{7:016x}", "name": "orchestrator", "version": "0.1.0"}
     status, _, _, _ = await d2.call("POST", "/register", json=again)
     assert status == 403
+
+
+async def test_a_session_an_unfinished_job_names_outlives_retention(
+    daemon_factory: Any, registry: RegistryBuilder
+) -> None:
+    """A child that ended its own session long before its process exits: its session (its own
+    word on how it ended) stays in memory and on disk until the job is finalized, which then
+    reads complete/ok, not crashed."""
+    add_doubles(registry)
+    clock = FakeClock()
+    d: RunningDaemon = await daemon_factory(
+        registry.root,
+        spawn_allow=("solo",),
+        runtime_command=RUNTIME,
+        clock=clock,
+        session_memory_secs=60,
+        retention_secs=3600,
+    )
+    status, job, _, _ = await d.call("POST", "/jobs", json={"name": "solo", "version": "0.1.0", "task": "linger"})
+    assert status == 201, job
+    sid = d.roost.launcher.jobs[job["job_id"]].session_id
+    assert sid is not None
+    await wait_for(lambda: (rec := d.roost.table.get(sid)) is not None and not rec.running)
+    clock.advance(3600_000 + 61_000)  # past the memory window and the database's retention
+    counts = await d.roost.retention.sweep()
+    assert counts.sessions_forgotten == 0 and counts.sessions_deleted == 0
+    assert d.roost.table.get(sid) is not None
+    assert await _count(d, "SELECT count(*) FROM sessions WHERE session_id = ?", sid) == 1
+    (Path(job["workdir"]) / "go").write_text("")
+    final = await job_final(d, job["job_id"])
+    assert (final["state"], final["outcome"]) == ("complete", "ok"), final
+    # Nothing names it now: the next sweep forgets it, in memory and on disk.
+    counts = await d.roost.retention.sweep()
+    assert counts.sessions_forgotten == 1 and counts.sessions_deleted == 1
+    assert d.roost.table.get(sid) is None
