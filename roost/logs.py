@@ -1,7 +1,8 @@
 """structlog set-up: JSON lines under systemd, readable lines on a terminal, never a token.
 
 Every event is one line on stderr (journald collects it). A last processor redacts anything
-shaped like a token, so even a mistaken ``log.info(..., header=value)`` cannot leak one.
+shaped like a token, so even a mistaken ``log.info(..., header=value)`` cannot leak one, and an
+exception logged with its event is written as its class only, never a traceback.
 
 Loggers are cached on first use (a lazy proxy costs a bind per call), and a cached logger keeps
 the processor list, wrapper class and output it was built with. So those never change: the
@@ -51,6 +52,23 @@ def enabled_for(level: int) -> bool:
 def _below_level(_logger: WrappedLogger, method: str, event: EventDict) -> EventDict:
     if _METHOD_LEVELS.get(method, logging.INFO) < _min_level:
         raise structlog.DropEvent
+    return event
+
+
+def _exception_class(_logger: WrappedLogger, _name: str, event: EventDict) -> EventDict:
+    """``log.exception(...)`` (or ``exc_info=``) keeps only the exception's class, as ``error``:
+    a traceback is many lines, and an exception's text may quote what a request carried."""
+    exc_info = event.pop("exc_info", None)
+    if not exc_info:
+        return event
+    if exc_info is True:
+        exc: object = sys.exc_info()[1]
+    elif isinstance(exc_info, tuple):
+        exc = exc_info[1]
+    else:
+        exc = exc_info
+    if isinstance(exc, BaseException):
+        event.setdefault("error", type(exc).__name__)
     return event
 
 
@@ -141,7 +159,7 @@ def configure_logging(fmt: str = "auto", level: str = "info") -> None:
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts"),
-        structlog.processors.format_exc_info,
+        _exception_class,
         _redact_tokens,
         *tail,
     ]

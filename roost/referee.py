@@ -33,6 +33,7 @@ from roost.identifiers import require_id
 from roost.ids import token_id
 from roost.keys import KeyHolder, KeyRing
 from roost.leases import Leases
+from roost.periodic import every
 from roost.quotas import RegistrationRate
 from roost.refusals import for_register, for_spawn, refusals
 from roost.registry import Artifact, Registry
@@ -253,23 +254,25 @@ class Referee:
         return Grant(approval, claims, artifact, parent)
 
     async def expire_forever(self, every_secs: float = EXPIRY_SWEEP_SECS) -> None:
-        """Drop expired slots every ``every_secs`` even when no request comes to do it.
+        """Drop expired slots every ``every_secs`` even when no request comes to do it, and end
+        lapsed leases every :data:`LEASE_CHECK_TICKS` of those; a failed tick is logged and the
+        next one runs (:func:`roost.periodic.every`).
 
         Each /spawn prunes what expired since the one before it; after a flood of grants and then
         quiet, the first request would otherwise pay for every slot that lapsed meanwhile (a
         minute of a flood is hundreds of thousands) in one stall.
         """
         ticks = 0
-        while True:
-            await asyncio.sleep(every_secs)
+
+        async def tick() -> None:
+            nonlocal ticks
+            ticks += 1
             now = self.clock()
             self.table.prune(now)
-            ticks += 1
             if ticks % LEASE_CHECK_TICKS == 0 and self._leases:
-                try:
-                    await self.lapse_leases(now)
-                except Exception:
-                    log.exception("lease_check_failed")
+                await self.lapse_leases(now)
+
+        await every(lambda: every_secs, tick, failed="expiry_sweep_failed", logger="roost.referee")
 
     def check_uid_sessions(self, uid: int | None) -> None:
         """The per-uid live-session quota (children count for their parent's uid)."""

@@ -21,20 +21,22 @@ docs/operations.md ("Retention") lists the settings.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import structlog
 
+from roost.periodic import every
 from roost.repos.jobs import prune_sql as prune_jobs
 from roost.repos.journal import JournalRepository
 from roost.repos.sessions import prune_sql as prune_sessions
 from roost.repos.spent import prune_sql as prune_spent
 from roost.sessions import SessionTable
 from roost.settings import Settings
-from roost.store import Op, Store, StoreError
+from roost.store import Op
 
-__all__ = ["BATCH", "Retention", "SweepCounts"]
+__all__ = ["BATCH", "PrunedStore", "Retention", "SweepCounts"]
 
 log = structlog.get_logger("roost.retention")
 
@@ -58,6 +60,14 @@ class SweepCounts:
         return bool(self.sessions_forgotten or self.sessions_deleted or self.jobs_deleted or self.spent_deleted)
 
 
+class PrunedStore(Protocol):
+    """What the sweep needs of the store: batched deletes and a checkpoint."""
+
+    async def prune(self, ops: Sequence[Op]) -> list[int]: ...
+
+    async def checkpoint(self) -> None: ...
+
+
 class Retention:
     """The periodic sweep; :meth:`sweep` is one pass (tests call it directly)."""
 
@@ -66,7 +76,7 @@ class Retention:
         *,
         settings: Settings,
         table: SessionTable,
-        store: Store,
+        store: PrunedStore,
         clock: Callable[[], int],
         named: Callable[[], Container[str]] = frozenset,
     ) -> None:
@@ -80,12 +90,13 @@ class Retention:
         self.last: SweepCounts | None = None
 
     async def run_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self._settings.config.retention_sweep_secs)
-            try:
-                await self.sweep()
-            except StoreError as exc:
-                log.error("retention_sweep_failed", error=str(exc))
+        """Sweep every ``retention_sweep_secs``; a failed sweep is logged and the next one runs."""
+        await every(
+            lambda: self._settings.config.retention_sweep_secs,
+            self.sweep,
+            failed="retention_sweep_failed",
+            logger="roost.retention",
+        )
 
     async def sweep(self) -> SweepCounts:
         cfg = self._settings.config

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 from urllib.parse import unquote
@@ -117,3 +119,32 @@ def test_redact_message_keeps_what_is_not_a_handle() -> None:
     assert out.startswith(f'127.0.0.1 "GET /resources/peer/<handle:{token_id("mh1.x.y")}> HTTP/1.1" 404 <token:')
     assert out.endswith("> /health") and "msc1.abc" not in out
     assert redact_message("GET /health 200") == "GET /health 200"
+
+
+_LOG_EXCEPTION = """
+import structlog
+from roost.logs import configure_logging
+configure_logging({fmt!r}, "info")
+try:
+    raise ValueError("a text quoting msc1.S3cr3tPartS3cr3tPart")
+except ValueError:
+    structlog.get_logger("roost.t").exception("step_failed", job_id="job_1")
+"""
+
+
+def test_our_own_log_exception_is_one_line_with_the_class_only() -> None:
+    """``log.exception`` in our code (a failed hook, a request handler that raised) writes the
+    exception's class, not its traceback or its text, in both formats."""
+    for fmt in ("json", "console"):
+        proc = subprocess.run(
+            [sys.executable, "-c", _LOG_EXCEPTION.format(fmt=fmt)], capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1, proc.stderr
+        assert "Traceback" not in proc.stderr and "S3cr3tPart" not in proc.stderr
+        if fmt == "json":
+            event = json.loads(lines[0])
+            assert (event["event"], event["error"], event["level"]) == ("step_failed", "ValueError", "error")
+        else:
+            assert "step_failed" in lines[0] and "ValueError" in lines[0]
