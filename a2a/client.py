@@ -44,8 +44,8 @@ from yarl import URL
 from a2a import errors, jsonrpc
 from a2a.card import CARD_PATH, interface_candidates
 from a2a.models import AgentCard, Dialect, Message, Task, dump_message, parse_send_result, parse_task
+from a2a.rpcmethods import VERSION_HEADER
 
-VERSION_HEADER = "A2A-Version"
 _METHODS: dict[Dialect, dict[str, str]] = {
     "0.3": {"send": "message/send", "get": "tasks/get", "cancel": "tasks/cancel"},
     "1.0": {"send": "SendMessage", "get": "GetTask", "cancel": "CancelTask"},

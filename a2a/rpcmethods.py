@@ -13,6 +13,7 @@ from a2a import errors, listing
 from a2a.models import Dialect
 
 VERSION_HEADER = "A2A-Version"
+"""The header a 1.0 client names its dialect in (A2A 1.0 §3.6.1); the door reads it, the client sends it."""
 
 OPS: dict[str, tuple[str, Dialect]] = {
     "message/send": ("send", "0.3"),

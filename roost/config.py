@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from roost.loopback import is_loopback_host
+
 __all__ = [
     "NETWORK_KEYS",
     "Config",
@@ -184,9 +186,7 @@ class Config(BaseModel):
         return v
 
     def is_loopback_bind(self) -> bool:
-        if self.bind == "localhost":
-            return True
-        return ipaddress.ip_address(self.bind).is_loopback
+        return is_loopback_host(self.bind)
 
     def check(self) -> None:
         """Cross-field rules a type cannot express."""

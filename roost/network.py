@@ -11,7 +11,6 @@ docs/operations.md, "Network".
 
 from __future__ import annotations
 
-import ipaddress
 import ssl
 
 from aiohttp import web
@@ -19,19 +18,10 @@ from aiohttp import web
 from roost.blocking import BlockingExecutor
 from roost.config import Config
 from roost.http.server import bound_port
+from roost.loopback import is_loopback_host
 from roost.startup import EXIT_PLAINTEXT, StartupError
 
-__all__ = ["is_loopback_host", "plaintext_refusal", "server_ssl_context", "start_network_listener", "url_for"]
-
-
-def is_loopback_host(host: str) -> bool:
-    """True for ``localhost`` and loopback IP addresses; an unspecified address (0.0.0.0) is not."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+__all__ = ["plaintext_refusal", "server_ssl_context", "start_network_listener", "url_for"]
 
 
 def plaintext_refusal(cfg: Config) -> str | None:

@@ -9,10 +9,11 @@ as roostctl's start-up budget wants. docs/operations.md, "Network".
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from collections.abc import Callable
 from typing import Any
+
+from roost.loopback import is_loopback_host
 
 __all__ = ["check_network"]
 
@@ -23,13 +24,6 @@ def _host_of(url: str) -> str:
     rest = url.split("://", 1)[-1]
     host = rest.rsplit(":", 1)[0] if not rest.startswith("[") else rest[1 : rest.find("]")]
     return host
-
-
-def _loopback(host: str) -> bool:
-    try:
-        return host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_network(add: Add, status: dict[str, Any] | None, ca: str | None, *, timeout: float = 10.0) -> None:
@@ -46,7 +40,7 @@ def check_network(add: Add, status: dict[str, Any] | None, ca: str | None, *, ti
     if not isinstance(network, str):
         add("network", "ok", "no network listener (listen is unset): only this host reaches the daemon", "")
         return
-    if _loopback(_host_of(advertised)):
+    if is_loopback_host(_host_of(advertised)):
         add(
             "advertise-url",
             "warn",

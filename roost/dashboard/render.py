@@ -14,6 +14,7 @@ from typing import Any
 
 from roost.dashboard.gauges import Gauges
 from roost.dashboard.timeline import LANES, Item
+from roost.wire import FINAL_JOB_STATES
 
 __all__ = ["SYMBOLS", "detail_fragment", "home_fragment", "page", "state_badge"]
 
@@ -25,7 +26,6 @@ SYMBOLS = {
     "crashed": "‼",
     "terminated": "■",
 }
-FINAL = frozenset({"complete", "failed", "crashed", "terminated"})
 
 
 def _e(value: object) -> str:
@@ -94,7 +94,7 @@ def _node(node: dict[str, Any]) -> str:
     href = f"/job/{_e(node['job_id'])}" if node.get("job_id") else f"/session/{_e(node.get('session_id'))}"
     ended = node.get("ended_ms")
     outcome = ""
-    if state in FINAL or ended:
+    if state in FINAL_JOB_STATES or ended:
         why = f": {_e(node.get('reason'))}" if node.get("reason") else ""
         outcome = f' <span class="outcome">— {_e(node.get("outcome") or state)}{why}</span>'
     kids = node.get("children") or []
@@ -218,13 +218,13 @@ def detail_fragment(
     )
     result_files = "".join(f"<li><code>{_e(name)}</code><pre>{_e(text)}</pre></li>" for name, text in files)
     actions = []
-    if job and state not in FINAL:
+    if job and state not in FINAL_JOB_STATES:
         actions.append(
             f'<button type="button" class="danger" data-action="cancel" data-id="{_e(job["job_id"])}"'
             f' data-label="job {_e(job["job_id"])} ({_e(capsule)})">Cancel this job…</button>'
         )
     sid = (session or {}).get("session_id") or (job or {}).get("session_id")
-    if sid and (session or {}).get("status", "running") == "running" and state not in FINAL:
+    if sid and (session or {}).get("status", "running") == "running" and state not in FINAL_JOB_STATES:
         actions.append(
             f'<button type="button" class="danger" data-action="end" data-id="{_e(sid)}"'
             f' data-label="session {_e(sid)} ({_e(capsule)})">End this session…</button>'

@@ -10,7 +10,6 @@ nothing. docs/security.md says what each endpoint does with it.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import socket
 import weakref
@@ -19,9 +18,10 @@ from typing import Any, Literal
 
 from aiohttp import web
 
+from roost.loopback import is_loopback_peer
 from roost.peercred import owner_uid, tcp_peer_uid, unix_peer_uid
 
-__all__ = ["Caller", "caller_of", "forget_callers", "identify", "is_loopback", "remember"]
+__all__ = ["Caller", "caller_of", "forget_callers", "identify", "remember"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,23 +43,6 @@ _UNKNOWN_TCP = Caller(uid=None, via="tcp", loopback=False)
 _CACHE: weakref.WeakKeyDictionary[object, Caller] = weakref.WeakKeyDictionary()
 
 
-def is_loopback(remote: str | None) -> bool:
-    """A peer address on this host: a loopback address (IPv4-mapped too), or no address at all
-    (a unix socket). The one loopback test; endpoints that answer only this host use it."""
-    if not remote:
-        return True
-    host = remote
-    if host.startswith("127.") or host == "::1" or host.startswith("::ffff:127."):
-        return True
-    try:
-        addr = ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return False
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        return addr.ipv4_mapped.is_loopback
-    return addr.is_loopback
-
-
 # Benchmarks only (bench/bench_identity.py): the baseline without the kernel lookup, which
 # believes every loopback TCP peer is the daemon's own uid, as roost did before it asked.
 _BENCH_NO_LOOKUP = os.environ.get("ROOST_BENCH_NO_IDENTITY_LOOKUP") == "1"
@@ -75,7 +58,7 @@ def identify(sock: socket.socket | None) -> Caller:
         remote = sock.getpeername()
     except OSError:
         return _UNKNOWN_TCP
-    loopback = is_loopback(str(remote[0]))
+    loopback = is_loopback_peer(str(remote[0]))
     if _BENCH_NO_LOOKUP:
         return Caller(uid=os.geteuid() if loopback else None, via="tcp", loopback=loopback)
     return Caller(uid=tcp_peer_uid(sock), via="tcp", loopback=loopback)
@@ -99,7 +82,7 @@ def _identify_transport(transport: Any) -> Caller:
     local = transport.get_extra_info("sockname")
     if not remote or not local:
         return identify(sock)
-    loopback = is_loopback(str(remote[0]))
+    loopback = is_loopback_peer(str(remote[0]))
     if _BENCH_NO_LOOKUP:
         return Caller(uid=os.geteuid() if loopback else None, via="tcp", loopback=loopback)
     # The other end's socket has the peer's address as its own and ours as its peer.

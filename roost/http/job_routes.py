@@ -15,11 +15,12 @@ import statistics
 from aiohttp import web
 
 from roost.errors import BadGateway, Conflict, Refused
-from roost.http.caller import caller_of, is_loopback
+from roost.http.caller import caller_of
 from roost.http.context import LAUNCHER, PROBES, REFEREE
 from roost.http.middleware import read_json
 from roost.identifiers import require_id
 from roost.launcher.request import parse_request
+from roost.loopback import is_loopback_peer
 from roost.wire import CREDENTIAL_HEADER
 
 __all__ = ["routes"]
@@ -33,7 +34,7 @@ async def launch(request: web.Request) -> web.Response:
     credential = request.headers.get(CREDENTIAL_HEADER)
     try:
         job = await request.app[LAUNCHER].launch(
-            req, credential, loopback=is_loopback(request.remote), uid=caller_of(request).uid
+            req, credential, loopback=is_loopback_peer(request.remote), uid=caller_of(request).uid
         )
     except BadGateway:
         # The credential was good when the spawn was granted (else the launch was refused). If
@@ -61,7 +62,7 @@ async def get_job(request: web.Request) -> web.Response:
     job = await request.app[LAUNCHER].find(
         require_id("job_id", request.match_info["job_id"]),
         request.headers.get(CREDENTIAL_HEADER),
-        loopback=is_loopback(request.remote),
+        loopback=is_loopback_peer(request.remote),
     )
     return web.json_response(job.view())
 
@@ -71,14 +72,14 @@ async def cancel_job(request: web.Request) -> web.Response:
     job = await request.app[LAUNCHER].cancel(
         require_id("job_id", request.match_info["job_id"]),
         request.headers.get(CREDENTIAL_HEADER),
-        loopback=is_loopback(request.remote),
+        loopback=is_loopback_peer(request.remote),
     )
     return web.json_response(job.view())
 
 
 @routes.get("/debug/loop-lag")
 async def loop_lag(request: web.Request) -> web.Response:
-    if not is_loopback(request.remote):
+    if not is_loopback_peer(request.remote):
         raise Refused("the loop-lag probe answers only this host")
     probes = request.app[PROBES]
     samples = sorted(probes.lag_samples)

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from roost.cli import USAGE, parse_args, resolve_config
 from roost.config import Config, ConfigError, load_toml, parse_advertise_url, parse_listen
-from roost.network import is_loopback_host, plaintext_refusal, url_for
+from roost.loopback import is_loopback_host
+from roost.network import plaintext_refusal, url_for
 
 
 def _cfg(tmp_path: Path, **values: Any) -> Config:

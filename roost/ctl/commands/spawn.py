@@ -23,6 +23,7 @@ from roost.ctl.commands.job import show
 from roost.ctl.context import Context
 from roost.ctl.errors import ApiError, CtlError, Usage
 from roost.ctl.suggest import close_matches
+from roost.wire import FINAL_JOB_STATES
 
 NAME = "spawn"
 HELP = "launch a capsule top-level"
@@ -30,7 +31,6 @@ DESCRIPTION = (
     "Launch a capsule as a top-level job: roostctl spawn NAME@VERSION --task TEXT (or NAME VERSION).\n"
     "The capsule must be in the registry and allowed by the daemon's spawn_allow setting."
 )
-TERMINAL = {"complete", "failed", "crashed", "terminated"}
 POLL_SECS = 0.5
 
 
@@ -82,7 +82,7 @@ def wait(ctx: Context, job: dict[str, Any]) -> dict[str, Any]:
         if state != last_state:
             ctx.out.info(f"[{elapsed:6.1f}s] {job_id} {state}")
             last_state = state
-        if state in TERMINAL:
+        if state in FINAL_JOB_STATES:
             return job
         sid = job.get("session_id")
         if isinstance(sid, str):
