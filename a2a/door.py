@@ -234,23 +234,39 @@ class Door(TaskQueue):
             return web.Response(status=403, body=PEER_NOT_ACCEPTED_BODY, content_type="application/json")
         if headers.get("Content-Type") != JSON_TYPE and request.content_type != JSON_TYPE:  # the usual value first
             return web.Response(status=404)
-        req: jsonrpc.Request | None = None
         try:
-            req = jsonrpc.parse_request(await request.read())
-            result = await self._dispatch(req, request)
-            body = jsonrpc.result_body(req.id, result)
+            parsed = jsonrpc.parse_body(await request.read())
         except jsonrpc.RequestError as exc:
-            return _json(jsonrpc.error_body(exc.request_id, exc.error))
+            return (
+                web.Response(status=204) if exc.notification else _json(jsonrpc.error_body(exc.request_id, exc.error))
+            )
+        if isinstance(parsed, jsonrpc.Request):  # the usual body: one request
+            body = await self._answer(parsed, request)
+            return web.Response(status=204) if body is None else _json(body)
+        answers = await asyncio.gather(*(self._answer_member(m, request) for m in parsed))
+        bodies = [b for b in answers if b is not None]
+        if not bodies:  # JSON-RPC 2.0 §6: a batch of notifications gets nothing back
+            return web.Response(status=204)
+        return _json(b"[" + b",".join(bodies) + b"]")
+
+    async def _answer_member(self, member: jsonrpc.Member, request: web.Request) -> bytes | None:
+        if isinstance(member, jsonrpc.RequestError):
+            return None if member.notification else jsonrpc.error_body(member.request_id, member.error)
+        return await self._answer(member, request)
+
+    async def _answer(self, req: jsonrpc.Request, request: web.Request) -> bytes | None:
+        """The response body for one request; None for a notification (JSON-RPC 2.0 §4.1: never answered,
+        whatever went wrong)."""
+        try:
+            body = jsonrpc.result_body(req.id, await self._dispatch(req, request))
         except errors.JsonRpcError as exc:
-            body = jsonrpc.error_body(req.id if req is not None else None, exc)
+            body = jsonrpc.error_body(req.id, exc)
         except web.HTTPException:  # e.g. 413 for a body over client_max_size: not a JSON-RPC answer
             raise
         except Exception:
             log.exception("A2A door failed on a request")
-            body = jsonrpc.error_body(req.id if req is not None else None, errors.internal_error())
-        if req is not None and req.notification:
-            return web.Response(status=204)  # JSON-RPC 2.0 §4.1: a notification is never answered
-        return _json(body)
+            body = jsonrpc.error_body(req.id, errors.internal_error())
+        return None if req.notification else body
 
     # -- dispatch ----------------------------------------------------------------------------------
 
@@ -270,7 +286,7 @@ class Door(TaskQueue):
             raise errors.version_header_required(method, version or None)
         params = req.params
         if kind == "send":
-            return await self._send(params, request, dialect)
+            return await self._send(params, request, dialect, req.notification)
         if kind == "get":
             task_id = task_id_param(params, method)
             rec = await self._visible(task_id, request, task_id)
@@ -357,7 +373,7 @@ class Door(TaskQueue):
             "totalSize": total,
         }
 
-    async def _send(self, params: dict[str, Any], request: web.Request, dialect: Dialect) -> Any:
+    async def _send(self, params: dict[str, Any], request: web.Request, dialect: Dialect, notification: bool) -> Any:
         if self.task_acceptance == "none":
             raise errors.unsupported_operation(TAKES_NO_TASKS)
         headers = request.headers
@@ -406,7 +422,7 @@ class Door(TaskQueue):
             rec = self.continue_task(rec, incoming)
         else:
             rec = self.admit(incoming)
-        if block and not rec.settled:
+        if block and not notification and not rec.settled:  # nobody waits for a notification's answer
             with contextlib.suppress(TimeoutError):  # at the cap the task is answered as it stands
                 async with asyncio.timeout(self.blocking_cap_secs):
                     await rec.wait_settled()

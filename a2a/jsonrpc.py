@@ -49,46 +49,80 @@ class Request(NamedTuple):
 
 
 class RequestError(Exception):
-    """Envelope-level failure: carries the id (if one could be read) and the error to answer."""
+    """A request that cannot be carried out: the id (if one could be read), the error to answer,
+    and whether it was a notification (then the error is not answered, JSON-RPC 2.0 §4.1)."""
 
-    def __init__(self, error: errors.JsonRpcError, request_id: JsonId = None) -> None:
+    def __init__(self, error: errors.JsonRpcError, request_id: JsonId = None, *, notification: bool = False) -> None:
         super().__init__(error.message)
         self.error = error
         self.request_id = request_id
+        self.notification = notification
+
+
+MAX_BATCH = 100
+"""Members of one batch at most; a larger batch is one -32600 (the door's work per body stays bounded)."""
+
+Member = Request | RequestError
+"""One member of a batch: a request to carry out, or the error it gets (its own, per member)."""
 
 
 def _valid_id(value: object) -> bool:
     return value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def parse_request(body: bytes) -> Request:
-    """Parse a request body; raise :class:`RequestError` with the JSON-RPC error to answer.
+def parse_body(body: bytes) -> Request | list[Member]:
+    """Parse a request body: one request, or a batch (JSON-RPC 2.0 §6) as a list of members.
 
-    Batches are not served (A2A never batches): an array answers -32600. A request without an
-    ``id`` member is a notification (JSON-RPC 2.0 §4.1): it is carried out and gets no answer,
-    unless the envelope itself is broken (then the id cannot be known and ``null`` is answered).
+    Raises :class:`RequestError` when the body as a whole is answered with one error: not JSON,
+    not an object or array, an empty batch, a batch over :data:`MAX_BATCH`, or a single request
+    that is broken (see :func:`parse_envelope`).
     """
     try:
         obj = loads(body)
     except (ValueError, UnicodeDecodeError, RecursionError):
         raise RequestError(errors.parse_error()) from None
-    if not isinstance(obj, dict):
-        detail = "batch requests are not supported" if isinstance(obj, list) else "not a request object"
-        raise RequestError(errors.invalid_request(detail))
+    if type(obj) is dict:
+        return parse_envelope(obj)
+    if type(obj) is not list:
+        raise RequestError(errors.invalid_request("not a request object"))
+    if not obj:
+        raise RequestError(errors.invalid_request("an empty batch"))
+    if len(obj) > MAX_BATCH:
+        raise RequestError(errors.invalid_request(f"a batch holds at most {MAX_BATCH} requests"))
+    members: list[Member] = []
+    for item in obj:
+        try:
+            members.append(parse_envelope(item))
+        except RequestError as exc:
+            members.append(exc)
+    return members
+
+
+def parse_envelope(obj: object) -> Request:
+    """One request object; raise :class:`RequestError` with the JSON-RPC error to answer.
+
+    A request without an ``id`` member is a notification (JSON-RPC 2.0 §4.1): it is carried out
+    and never answered, whatever goes wrong once it is known to be one (e.g. bad ``params``).
+    An object that is not a request at all (bad ``jsonrpc``, ``method`` or ``id``) is answered
+    -32600, with ``id`` null when it could not be read (§5, and the examples of §7).
+    """
+    if type(obj) is not dict:
+        raise RequestError(errors.invalid_request("not a request object"))
     request_id = obj.get("id")
     if type(request_id) is not str and not _valid_id(request_id):  # a string id is the usual one
         raise RequestError(errors.invalid_request("id must be a string, an integer or null"))
     if obj.get("jsonrpc") != "2.0":
         raise RequestError(errors.invalid_request('jsonrpc must be "2.0"'), request_id)
     method = obj.get("method")
-    if not isinstance(method, str):
+    if type(method) is not str:
         raise RequestError(errors.invalid_request("method must be a string"), request_id)
+    notification = "id" not in obj
     params = obj.get("params")
     if params is None:
         params = {}
-    elif not isinstance(params, dict):
-        raise RequestError(errors.invalid_params("params must be an object"), request_id)
-    return Request(request_id, method, params, "id" not in obj)
+    elif type(params) is not dict:
+        raise RequestError(errors.invalid_params("params must be an object"), request_id, notification=notification)
+    return Request(request_id, method, params, notification)
 
 
 def dumps(obj: Any) -> bytes:

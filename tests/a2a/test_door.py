@@ -545,7 +545,7 @@ async def test_envelope_errors(http: aiohttp.ClientSession) -> None:
         r = await post_raw(http, url, b"{not json")
         assert r == {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
         assert (await post_raw(http, url, b""))["error"]["code"] == -32700
-        for body in (b"[]", b'[{"jsonrpc":"2.0","id":1,"method":"tasks/get"}]', b"42", b'"x"'):
+        for body in (b"[]", b"42", b'"x"'):
             r = await post_raw(http, url, body)
             assert r["id"] is None and r["error"]["code"] == -32600, body
             assert set(r["error"]) == {"code", "message"}

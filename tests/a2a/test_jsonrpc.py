@@ -12,10 +12,21 @@ from a2a import errors, jsonrpc
 
 
 def test_parse_request_ok() -> None:
-    r = jsonrpc.parse_request(b'{"jsonrpc":"2.0","id":"a","method":"tasks/get","params":{"id":"t"}}')
+    r = jsonrpc.parse_body(b'{"jsonrpc":"2.0","id":"a","method":"tasks/get","params":{"id":"t"}}')
     assert r == jsonrpc.Request("a", "tasks/get", {"id": "t"})
-    assert jsonrpc.parse_request(b'{"jsonrpc":"2.0","id":3,"method":"m"}').params == {}
-    assert jsonrpc.parse_request(b'{"jsonrpc":"2.0","method":"m"}').id is None
+    assert jsonrpc.parse_body(b'{"jsonrpc":"2.0","id":3,"method":"m"}') == jsonrpc.Request(3, "m", {})
+    assert jsonrpc.parse_body(b'{"jsonrpc":"2.0","method":"m"}') == jsonrpc.Request(None, "m", {}, True)
+    assert jsonrpc.parse_body(b'{"jsonrpc":"2.0","id":null,"method":"m"}') == jsonrpc.Request(None, "m", {})
+
+
+def test_batches() -> None:
+    members = jsonrpc.parse_body(
+        b'[{"jsonrpc":"2.0","id":1,"method":"m"},{"jsonrpc":"2.0","method":"n","params":[]},3]'
+    )
+    assert isinstance(members, list) and members[0] == jsonrpc.Request(1, "m", {})
+    note, bad = members[1], members[2]
+    assert isinstance(note, jsonrpc.RequestError) and note.notification and note.error.code == -32602
+    assert isinstance(bad, jsonrpc.RequestError) and not bad.notification and bad.error.code == -32600
 
 
 @pytest.mark.parametrize(
@@ -25,18 +36,28 @@ def test_parse_request_ok() -> None:
         (b"{", -32700, None),
         (b"\xff\xfe", -32700, None),
         (b"[]", -32600, None),
+        (b"[" + b",".join([b"{}"] * (jsonrpc.MAX_BATCH + 1)) + b"]", -32600, None),
         (b"1", -32600, None),
         (b'{"jsonrpc":"2.0","id":true,"method":"m"}', -32600, None),
         (b'{"jsonrpc":"2.0","id":1.5,"method":"m"}', -32600, None),
         (b'{"id":1,"method":"m"}', -32600, 1),
         (b'{"jsonrpc":"2.0","id":1}', -32600, 1),
         (b'{"jsonrpc":"2.0","id":1,"method":"m","params":"x"}', -32602, 1),
+        (b'{"jsonrpc":"2.0","method":1,"params":"bar"}', -32600, None),  # not a request: not a notification
     ],
 )
 def test_parse_request_errors(body: bytes, code: int, rid: object) -> None:
     with pytest.raises(jsonrpc.RequestError) as info:
-        jsonrpc.parse_request(body)
+        jsonrpc.parse_body(body)
     assert info.value.error.code == code and info.value.request_id == rid
+    assert not info.value.notification
+
+
+@pytest.mark.parametrize("params", [b"[]", b'"x"', b"5", b"true"])
+def test_a_notification_with_bad_params_stays_a_notification(params: bytes) -> None:
+    with pytest.raises(jsonrpc.RequestError) as info:
+        jsonrpc.parse_body(b'{"jsonrpc":"2.0","method":"m","params":' + params + b"}")
+    assert info.value.notification and info.value.error.code == -32602
 
 
 def test_error_objects_exact() -> None:

@@ -1,4 +1,4 @@
-"""Validation the spec requires (-32602 with a sentence) and JSON-RPC 2.0 §4.1 notifications."""
+"""Validation the spec requires: -32602 with a sentence (notifications: test_notifications.py)."""
 
 from __future__ import annotations
 
@@ -146,23 +146,6 @@ async def test_good_parts_of_every_kind(caller: Caller, door: Door, script: Scri
     assert [p.kind for p in task.parts] == ["text", "data", "file", "text"]
     file = task.parts[2].file
     assert file is not None and (file.uri, file.mime_type) == ("file:///x", "text/plain")
-
-
-@pytest.mark.parametrize("op", ["send", "get", "cancel", "list"])
-async def test_notifications_get_no_response(caller: Caller, door: Door, script: Script, op: str) -> None:
-    params = caller.d.send_params("from a notification") if op == "send" else {"id": "tsk_nope"}
-    body = {"jsonrpc": "2.0", "method": caller.d.method(op), "params": params}
-    async with caller.http.post(caller.url + "/", data=json.dumps(body), headers=caller.d.headers()) as resp:
-        assert resp.status == 204
-        assert await resp.read() == b""
-    if op == "send":  # carried out all the same
-        await asyncio.wait_for(door.wait_idle(), 5)
-        assert [t.text for t in script.seen] == ["from a notification"]
-
-
-async def test_null_id_is_a_request_not_a_notification(caller: Caller) -> None:
-    r = await caller.call(caller.d.method("get"), {"id": "tsk_nope"}, rid=None)
-    assert r["id"] is None and r["error"]["code"] == -32001
 
 
 @pytest.mark.parametrize(
