@@ -7,13 +7,16 @@
 #   systemd      systemd-analyze checks the shipped unit (tests/ops/test_systemd.py)
 #   iproute2     the network tests give a namespace a non-loopback address (tests/net/support.py)
 #   nodejs, npm  the official A2A JS SDK interop tests, pinned by tests/a2a/js/package-lock.json
+#   wrk          the HTTP benchmarks under bench/ (not run by the suite; docs/testing.md)
+# and the official A2A Python SDK's own virtualenv, pinned by tests/a2a/sdk-lock.txt, outside the
+# repository (tests/a2a/sdk-env.sh), so the interop tests install nothing while they run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
 missing=()
-for pair in chromium:chromium zsh:zsh bwrap:bubblewrap systemd-analyze:systemd node:nodejs npm:npm ip:iproute2; do
+for pair in chromium:chromium zsh:zsh bwrap:bubblewrap systemd-analyze:systemd node:nodejs npm:npm ip:iproute2 wrk:wrk; do
   command -v "${pair%%:*}" >/dev/null || missing+=("${pair##*:}")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -21,3 +24,4 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $SUDO apt-get install -y -q "${missing[@]}" >/dev/null
 fi
 npm ci --prefix tests/a2a/js --no-audit --no-fund --silent
+bash tests/a2a/sdk-env.sh >/dev/null

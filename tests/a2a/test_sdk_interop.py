@@ -1,11 +1,13 @@
 """Interop with the official A2A SDK (a2a-sdk 1.x) in both dialects, as client and as server.
 
-The SDK's import name ``a2a`` clashes with ours, so it lives in its own virtualenv created under
-pytest's tmp dir and runs in subprocesses: its client against a real Door (blocking and
-immediate sends, ListTasks, continuation after input-required, history), and its Starlette
-server (JSON-RPC at ``/a2a/jsonrpc``, 0.3 compatibility on for the 0.3 run) against our client
-and the daemon's relay. If the package index cannot be reached the fixture raises and the test
-FAILS (never skips): interop is part of the contract.
+The SDK's import name ``a2a`` clashes with ours, so it lives in its own virtualenv and runs in
+subprocesses: its client against a real Door (blocking and immediate sends, ListTasks,
+continuation after input-required, history), and its Starlette server (JSON-RPC at
+``/a2a/jsonrpc``, 0.3 compatibility on for the 0.3 run) against our client and the daemon's
+relay. The virtualenv holds exactly the packages ``sdk-lock.txt`` pins; ``sdk-env.sh`` builds it
+once in the user's cache (``tests/system-deps.sh`` runs it before the suite, so a run installs
+nothing). If it cannot be built the fixture FAILS the test (never skips): interop is part of the
+contract.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import subprocess
-import sys
 import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -29,8 +31,8 @@ from a2a.models import Message, Part, Task, TaskState
 from tests.a2a.conformance.harness import Script
 from tests.support.registry import RegistryBuilder
 
-SDK_SPEC = "a2a-sdk[http-server]>=1.3,<2"
-SERVER_DEPS = ("uvicorn",)
+SDK_ENV = Path(__file__).with_name("sdk-env.sh")
+SDK_LOCK = Path(__file__).with_name("sdk-lock.txt")
 
 CLIENT_SCRIPT = textwrap.dedent(
     """
@@ -196,19 +198,34 @@ SERVER_SCRIPT = textwrap.dedent(
 
 
 @pytest.fixture(scope="session")
-def sdk_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    venv = tmp_path_factory.mktemp("a2a-sdk-venv")
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    proc = subprocess.run(
-        [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", SDK_SPEC, *SERVER_DEPS],
+def sdk_python() -> Path:
+    """The SDK's python, from the pinned, cached virtualenv (built now only if it is missing)."""
+    proc = subprocess.run(["bash", str(SDK_ENV)], capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        pytest.fail(f"could not build the a2a-sdk environment ({SDK_ENV.name}):\n{proc.stderr[-2000:]}")
+    python = Path(proc.stdout.strip().splitlines()[-1])
+    versions = subprocess.run(
+        [str(python), "-I", "-c", "import importlib.metadata as m; print(m.version('a2a-sdk'), m.version('uvicorn'))"],
         capture_output=True,
         text=True,
-        timeout=280,
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"could not install {SDK_SPEC} (is the package index reachable?):\n{proc.stderr[-2000:]}")
+        timeout=60,
+        check=True,
+    ).stdout.split()
+    assert versions == [_pinned()["a2a-sdk"], _pinned()["uvicorn"]], versions
     return python
+
+
+def _pinned() -> dict[str, str]:
+    lines = [ln.strip() for ln in SDK_LOCK.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    return dict(ln.lower().replace("_", "-").split("==", 1) for ln in lines)
+
+
+def test_every_sdk_package_is_pinned() -> None:
+    """A line without an exact version would let the interop environment drift between runs."""
+    lines = [ln.strip() for ln in SDK_LOCK.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    assert lines and all(re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][A-Za-z0-9_.+-]*", ln) for ln in lines), lines
+    names = {ln.split("==")[0].lower().replace("_", "-") for ln in lines}
+    assert {"a2a-sdk", "uvicorn", "starlette", "sse-starlette", "httpx"} <= names
 
 
 @contextlib.asynccontextmanager
