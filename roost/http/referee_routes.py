@@ -14,6 +14,7 @@ from roost.http.caller import caller_of
 from roost.http.context import EXECUTOR, KEYS, LAUNCHER, METRICS, REFEREE, SETTINGS
 from roost.http.middleware import json_ok, read_json
 from roost.identifiers import require_id
+from roost.launcher.tickets import is_ticket
 from roost.procstart import process_identity, process_owner
 from roost.sessionwatch import pid_holds_connection
 from roost.wire import APPROVAL_HEADER, CREDENTIAL_HEADER
@@ -79,9 +80,14 @@ async def register(request: web.Request) -> web.Response:
                 )
             log.info("register_pid_unverified", pid=pid)
             pid = None
+    approval, uid, job_id = request.headers.get(APPROVAL_HEADER), caller_of(request).uid, None
     try:
+        if approval is not None and is_ticket(approval.strip()):
+            # A top-level job's child on another node: registered top-level, as the job's uid.
+            ticketed = request.app[LAUNCHER].redeem_ticket(approval.strip(), req.name, req.version)
+            approval, uid, job_id = None, ticketed.uid, ticketed.job_id
         credential, _rec = await referee.register(
-            request.headers.get(APPROVAL_HEADER),
+            approval,
             session_id=req.session_id,
             name=req.name,
             version=req.version,
@@ -89,7 +95,8 @@ async def register(request: web.Request) -> web.Response:
             pid=pid,
             pid_start=pid_start,
             capsule_url=req.capsule_url,
-            uid=caller_of(request).uid,
+            job_id=job_id,
+            uid=uid,
             containment=req.containment,
         )
     except RoostError as exc:

@@ -224,6 +224,15 @@ class Launcher:
         self._check_reconciled("a launch")
         return await self.starter.launch(req, credential, loopback=loopback, uid=uid, operator=operator)
 
+    def redeem_ticket(self, ticket: str, name: str, version: str) -> Job:
+        """The starting top-level job a registration approval was minted for, spent now
+        (roost/launcher/tickets.py); the identity refusal for anything else."""
+        job_id = self.starter.tickets.redeem(ticket)
+        job = self.jobs.get(job_id) if job_id is not None else None
+        if job is None or job.state != "starting" or (job.name, job.version) != (name, version):
+            raise IdentityRefused()
+        return job
+
     def _on_running(self, job: Job, runner: JobRunner) -> None:
         """A child reported ready: arm its deadline and watch for its exit."""
         runner.run(job.deadline_secs, lambda: self._on_deadline(job.job_id))

@@ -79,7 +79,8 @@ def start_spec(
     url: str,
     instance: str,
 ) -> StartSpec:
-    """The child's command line, environment and stdin (the approval line, for a delegated one)."""
+    """The child's command line, environment and stdin: the approval line, for a delegated child
+    or a top-level one on another node (roost/launcher/tickets.py)."""
     allow = list(artifact.manifest.capabilities.env.allow)
     if parent is not None:
         allowed = set(parent.manifest.capabilities.env.allow)
@@ -97,7 +98,7 @@ def start_spec(
         env.update(capsule_host_env(cfg))
     return StartSpec(
         dir=child_dir(job),
-        argv=child_argv(cfg, artifact.manifest, job.workdir, delegated=parent is not None),
+        argv=child_argv(cfg, artifact.manifest, job.workdir, delegated=approval is not None),
         env=env,
         cwd=job.workdir,
         stdin=approval.encode() + b"\n" if approval is not None else b"",

@@ -40,6 +40,7 @@ from roost.launcher.jobs import Job
 from roost.launcher.request import LaunchRequest
 from roost.launcher.runner import JobRunner, NotReady
 from roost.launcher.spec import new_job, start_spec
+from roost.launcher.tickets import RegistrationTickets
 from roost.referee import wall_ms
 from roost.refusals import for_launch
 from roost.registry import ArtifactNotFound
@@ -88,6 +89,7 @@ class Starter:
         self.index = index
         self._spawn_task = spawn_task
         self._on_running = on_running
+        self.tickets = RegistrationTickets()
 
     @property
     def config(self) -> Config:
@@ -232,12 +234,15 @@ class Starter:
         job = launch.job
         span = self.events.start("roost.process.start", **process_attrs(job))
         await self._prepare_dir(launch, span)
-        runner = await self._spawn(launch, span)
-        self.index.runners[job.job_id] = runner
-        self.index.remember(job)
-        self.metrics.jobs.labels(state="starting").inc()
-        first_commit = asyncio.get_running_loop().create_task(self.store.commit([JobRepository.upsert_op(job)]))
-        ready = await runner.handshake(self.config.launch_timeout_secs)
+        try:
+            runner = await self._spawn(launch, span)
+            self.index.runners[job.job_id] = runner
+            self.index.remember(job)
+            self.metrics.jobs.labels(state="starting").inc()
+            first_commit = asyncio.get_running_loop().create_task(self.store.commit([JobRepository.upsert_op(job)]))
+            ready = await runner.handshake(self.config.launch_timeout_secs)
+        finally:
+            self.tickets.drop(job.job_id)  # registered by now, or never will be
         with contextlib.suppress(Exception):
             await first_commit
         if isinstance(ready, NotReady):
@@ -286,13 +291,18 @@ class Starter:
         """Start the child process; the runner that now owns it."""
         job = launch.job
         runner = JobRunner(self.backend, child_dir(job), self._spawn_task)
+        approval = launch.approval
+        if approval is None and job.node is not None:
+            # A top-level child on another node registers over the network, where /register
+            # needs an approval: one bound to this job (roost/launcher/tickets.py).
+            approval = self.tickets.mint(job.job_id)
         try:
             spec = start_spec(
                 self.config,
                 job,
                 launch.artifact,
                 launch.parent,
-                launch.approval,
+                approval,
                 url=self._url(),
                 instance=self.events.run_id,
             )
