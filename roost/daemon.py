@@ -32,6 +32,7 @@ from roost.http.app import build_app
 from roost.http.context import Services
 from roost.http.guard import ConnectionGuard
 from roost.http.server import PolicedRunner, bound_port
+from roost.jobdirs import JobDirs
 from roost.keys import KeyFileError, KeyHolder, KeyRing
 from roost.launcher.service import Launcher, LaunchServices
 from roost.launcher.workdirplace import RegisteredWorkdirs
@@ -197,6 +198,7 @@ class Roost:
             store=self.store,
             clock=clock,
             named=self.launcher.named_sessions,
+            job_dirs=JobDirs(config.state_dir, self.executor).remove,
         )
         self.probes = Probes(metrics=self.metrics, table=self.table, jobs=self.launcher, referee=self.referee)
         self.control = Control(

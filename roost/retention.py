@@ -8,7 +8,8 @@ written stays in memory and in SQLite, and a restart pays for all of them. The s
   API stop showing them) and the database ``retention_secs`` after they end, except those an
   unfinished job still names (its child's, whose end says how the job ended, and its parent's);
 * finished jobs leave the database ``retention_secs`` after they end (memory keeps a bounded
-  number of them already);
+  number of them already), and with them the directory the daemon made for a top-level job
+  launched without a workdir (``<state_dir>/jobs/<job_id>``, :mod:`roost.jobdirs`);
 * spent approval ids are kept exactly while their approval could still be presented (until its
   expiry), in memory and on disk;
 * reservation-journal rows go once every slot in them has expired;
@@ -21,9 +22,9 @@ docs/operations.md ("Retention") lists the settings.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Awaitable, Callable, Container, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -54,6 +55,7 @@ class SweepCounts:
     sessions_deleted: int
     jobs_deleted: int
     spent_deleted: int
+    job_dirs_removed: int = 0  # the daemon's own <state_dir>/jobs/<job_id> of deleted jobs
 
     @property
     def any(self) -> bool:
@@ -63,7 +65,7 @@ class SweepCounts:
 class PrunedStore(Protocol):
     """What the sweep needs of the store: batched deletes and a checkpoint."""
 
-    async def prune(self, ops: Sequence[Op]) -> list[int]: ...
+    async def prune_rows(self, ops: Sequence[Op]) -> list[tuple[int, list[tuple[Any, ...]]]]: ...
 
     async def checkpoint(self) -> None: ...
 
@@ -79,6 +81,7 @@ class Retention:
         store: PrunedStore,
         clock: Callable[[], int],
         named: Callable[[], Container[str]] = frozenset,
+        job_dirs: Callable[[list[tuple[str, str]]], Awaitable[int]] | None = None,
     ) -> None:
         self._settings = settings
         self._table = table
@@ -87,6 +90,8 @@ class Retention:
         # The sessions unfinished jobs name, which stay in memory whatever their age (the
         # database keeps them too: the prune spares what start-up would load as live).
         self._named = named
+        # Removes the daemon's own directory of each pruned job (roost/jobdirs.py).
+        self._job_dirs = job_dirs
         self.last: SweepCounts | None = None
 
     async def run_forever(self) -> None:
@@ -108,19 +113,22 @@ class Retention:
         history_cutoff = now - int(cfg.retention_secs * 1000)
         totals = [0, 0, 0]
         ops: list[Op] = [(PRUNE_SESSIONS, (history_cutoff,)), (PRUNE_JOBS, (history_cutoff,)), (PRUNE_SPENT, (now,))]
+        dirs = 0
         while ops:
-            counts = await self._store.prune([*ops, JournalRepository.compact_op(now)])
+            results = await self._store.prune_rows([*ops, JournalRepository.compact_op(now)])
             again: list[Op] = []
-            for i, op in enumerate(ops):
+            for op, (count, rows) in zip(ops, results, strict=False):
                 slot = [PRUNE_SESSIONS, PRUNE_JOBS, PRUNE_SPENT].index(op[0])
-                totals[slot] += counts[i]
-                if counts[i] >= BATCH:
+                totals[slot] += count
+                if op[0] == PRUNE_JOBS and rows and self._job_dirs is not None:
+                    dirs += await self._job_dirs([(str(r[0]), str(r[1])) for r in rows])
+                if count >= BATCH:
                     again.append(op)
             ops = again
             if ops:
                 await asyncio.sleep(0)  # let requests in between batches
         await self._store.checkpoint()
-        self.last = SweepCounts(forgotten, *totals)
+        self.last = SweepCounts(forgotten, totals[0], totals[1], totals[2], dirs)
         if self.last.any:
             log.info(
                 "retention_swept",
@@ -128,5 +136,6 @@ class Retention:
                 sessions_deleted=totals[0],
                 jobs_deleted=totals[1],
                 spent_deleted=totals[2],
+                job_dirs_removed=dirs,
             )
         return self.last

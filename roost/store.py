@@ -407,21 +407,28 @@ class Store:
     async def prune(self, ops: Sequence[Op]) -> list[int]:
         """Run deletes in one transaction, without the fsync (a lost prune is simply redone);
         returns each statement's row count. Ordered after every commit already queued."""
+        return [count for count, _ in await self.prune_rows(ops)]
+
+    async def prune_rows(self, ops: Sequence[Op]) -> list[tuple[int, list[tuple[Any, ...]]]]:
+        """As :meth:`prune`, with what each statement's ``RETURNING`` clause gave (empty without
+        one) beside its row count."""
         if self._closed:
             raise StoreError("the state database is closed")
         return await self._executor.run(self._prune_sync, list(ops))
 
-    def _prune_sync(self, ops: list[Op]) -> list[int]:
+    def _prune_sync(self, ops: list[Op]) -> list[tuple[int, list[tuple[Any, ...]]]]:
         conn = self._require()
         with self._lock:
-            counts: list[int] = []
+            counts: list[tuple[int, list[tuple[Any, ...]]]] = []
             try:
                 if self._synced:
                     conn.execute("PRAGMA synchronous=NORMAL")
                     self._synced = False
                 conn.execute("BEGIN IMMEDIATE")
                 for sql, params in ops:
-                    counts.append(conn.execute(sql, params).rowcount)
+                    cur = conn.execute(sql, params)
+                    rows = [tuple(row) for row in cur.fetchall()]
+                    counts.append((len(rows) if rows else cur.rowcount, rows))
                 conn.execute("COMMIT")
             except sqlite3.DatabaseError as exc:
                 _roll_back(conn)

@@ -35,9 +35,9 @@ class FailingFirstCheckpoint:
         self.prunes = 0
         self.checkpoints = 0
 
-    async def prune(self, ops: Sequence[Op]) -> list[int]:
+    async def prune_rows(self, ops: Sequence[Op]) -> list[tuple[int, list[tuple[Any, ...]]]]:
         self.prunes += 1
-        return [0] * len(ops)
+        return [(0, [])] * len(ops)
 
     async def checkpoint(self) -> None:
         self.checkpoints += 1

@@ -217,3 +217,40 @@ async def test_a_session_an_unfinished_job_names_outlives_retention(
     counts = await d.roost.retention.sweep()
     assert counts.sessions_forgotten == 1 and counts.sessions_deleted == 1
     assert d.roost.table.get(sid) is None
+
+
+async def test_a_finished_top_level_jobs_own_directory_goes_with_its_row(
+    daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path
+) -> None:
+    """``<state_dir>/jobs/<job_id>`` is there right after the run (the README reads
+    ``jobs/*/out/``) and goes with the job's row after ``retention_secs``; a workdir the caller
+    named stays, and a link planted inside is removed as a link, never followed."""
+    add_doubles(registry)
+    clock = FakeClock()
+    d: RunningDaemon = await daemon_factory(
+        registry.root, spawn_allow=("solo",), runtime_command=RUNTIME, clock=clock, retention_secs=3600
+    )
+    own: dict[str, Any] = {}
+    status, own, _, _ = await d.call("POST", "/jobs", json={"name": "solo", "version": "0.1.0", "task": "sleep 0"})
+    assert status == 201, own
+    named = tmp_path / "named-wd"
+    named.mkdir()
+    body = {"name": "solo", "version": "0.1.0", "task": "sleep 0", "workdir": str(named)}
+    status, theirs, _, _ = await d.call("POST", "/jobs", json=body)
+    assert status == 201, theirs
+    for job in (own, theirs):
+        assert (await job_final(d, job["job_id"]))["state"] == "complete"
+    own_dir = d.roost.config.state_dir / "jobs" / own["job_id"]
+    assert Path(own["workdir"]) == own_dir and (own_dir / "double.json").is_file()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("not the daemon's\n")
+    (own_dir / "planted").symlink_to(outside)
+    counts = await d.roost.retention.sweep()
+    assert counts.jobs_deleted == 0 and own_dir.is_dir()  # within retention: all kept
+    clock.advance(2 * 3600_000)  # a job's end is stamped by the wall clock, which this one leads
+    counts = await d.roost.retention.sweep()
+    assert counts.jobs_deleted == 2 and counts.job_dirs_removed == 1
+    assert not own_dir.exists()
+    assert named.is_dir() and any(named.iterdir())  # the caller's workdir is theirs
+    assert (outside / "keep.txt").read_text() == "not the daemon's\n"
