@@ -18,24 +18,13 @@ from hypothesis import HealthCheck, settings
 
 from roost.config import Config
 from roost.daemon import Roost
-from tests.support.daemon import DaemonFactory, DaemonProcess, FakeClock, RunningDaemon, start_daemon_process
-from tests.support.registry import EXAMPLES, REPO, RegistryBuilder
+from tests.support.daemon import DaemonProcess, FakeClock, RunningDaemon
+from tests.support.registry import RegistryBuilder
 
 # The suite runs on a shared 2-core machine: hypothesis's timing checks (a per-example deadline,
 # "data generation is too slow") measure the machine's load, not the code, so they are off.
 settings.register_profile("roost", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("roost")
-
-__all__ = [
-    "EXAMPLES",
-    "REPO",
-    "DaemonFactory",
-    "DaemonProcess",
-    "FakeClock",
-    "RegistryBuilder",
-    "RunningDaemon",
-    "start_daemon_process",
-]
 
 
 @pytest.fixture

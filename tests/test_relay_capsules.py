@@ -12,9 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.capsule.conftest import capsules
 from tests.capsule.test_door_conformance import ASKER
-from tests.support.capsules import Capsules, add_examples, base_env, trace_events, wait_for
+from tests.support.capsules import Capsules, add_examples, base_env, capsules, trace_events, wait_for
 from tests.support.registry import RegistryBuilder
 from tests.trace_checks import assert_trace_guarantees
 

@@ -1,5 +1,5 @@
 """The launcher's fixtures (parent door, orphan guard) for the chaos tests."""
 
-from launcher.conftest import no_orphans, parent_door
+from tests.support.launcher import no_orphans, parent_door
 
 __all__ = ["no_orphans", "parent_door"]

@@ -16,9 +16,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -29,38 +27,14 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 ray = pytest.importorskip("ray", reason="the [ray] extra is not installed (pip install 'mur-roost[ray]')")
 from ray.cluster_utils import Cluster  # noqa: E402
 
-NODE_CPUS = 16
-
-
-NODE_ROOT_ENV = "MURMUR_ROOST_NODE_ROOT"
-
-
-def _node_root(base: Path, resource: str) -> dict[str, str]:
-    """A node's own root (its raylet's environment, inherited by its keeper)."""
-    root = base / f"{resource}-{os.urandom(3).hex()}"
-    root.mkdir(mode=0o755)
-    return {NODE_ROOT_ENV: str(root)}
-
-
-@dataclass
-class TestCluster:
-    cluster: Any
-    address: str
-    nodes: dict[str, str]  # custom resource name → node id
-    base: Path
-    roots: dict[str, Path] = field(default_factory=dict)  # custom resource name → the node's own root
-
-    def add_worker(self, resource: str) -> Any:
-        env = _node_root(self.base, resource)
-        node = self.cluster.add_node(num_cpus=NODE_CPUS, resources={resource: 1000}, env_vars=env)
-        self.cluster.wait_for_nodes()
-        self.nodes[resource] = node.node_id
-        self.roots[resource] = Path(env[NODE_ROOT_ENV])
-        return node
-
-
-# A node that dies is noticed within a few seconds (the defaults take about half a minute).
-FAST_DEATH = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 1000, "health_check_failure_threshold": 3}
+from tests.support.cluster import (  # noqa: E402
+    FAST_DEATH,
+    NODE_CPUS,
+    NODE_ROOT_ENV,
+    TestCluster,
+    kill_keepers,
+    node_root,
+)
 
 
 @pytest.fixture(scope="session")
@@ -69,7 +43,7 @@ def ray_cluster() -> Iterator[TestCluster]:
     connection), and every keeper a test started is killed with the test's namespace."""
     base = Path(tempfile.mkdtemp(prefix="roost-nodes-"))
     os.chmod(base, 0o755)
-    head_env = _node_root(base, "head")
+    head_env = node_root(base, "head")
     cluster = Cluster(
         initialize_head=True,
         head_node_args={
@@ -85,7 +59,7 @@ def ray_cluster() -> Iterator[TestCluster]:
         test_cluster.nodes["head"] = cluster.head_node.node_id
         test_cluster.roots["head"] = Path(head_env[NODE_ROOT_ENV])
         for name in ("w1", "w2"):
-            env = _node_root(base, name)
+            env = node_root(base, name)
             node = cluster.add_node(num_cpus=NODE_CPUS, resources={name: 1000}, env_vars=env)
             test_cluster.nodes[name] = node.node_id
             test_cluster.roots[name] = Path(env[NODE_ROOT_ENV])
@@ -96,16 +70,6 @@ def ray_cluster() -> Iterator[TestCluster]:
         ray.shutdown()
         cluster.shutdown()
         shutil.rmtree(base, ignore_errors=True)
-
-
-def kill_keepers(namespace: str) -> int:
-    """Kill the node keepers of one namespace (a test's daemon; keepers are detached)."""
-    killed = 0
-    for entry in ray.util.list_named_actors(all_namespaces=True):
-        if entry["namespace"] == namespace and entry["name"].startswith("roost-keeper-"):
-            ray.kill(ray.get_actor(entry["name"], namespace=namespace))
-            killed += 1
-    return killed
 
 
 @pytest.fixture

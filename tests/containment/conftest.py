@@ -6,6 +6,6 @@ the test if anything it started is still alive at teardown.
 
 from __future__ import annotations
 
-from tests.capsule.conftest import capsules
+from tests.support.capsules import capsules
 
 __all__ = ["capsules"]

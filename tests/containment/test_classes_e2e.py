@@ -14,8 +14,8 @@ import yaml
 from roost.capsule.probe import probe_host
 from roost.packing import pack_capsule
 from roost.trace import read_trace, trace_path
-from tests.launcher.conftest import parent_door
 from tests.support.capsules import wait_for
+from tests.support.launcher import parent_door
 from tests.support.registry import EXAMPLES
 
 __all__ = ["parent_door"]

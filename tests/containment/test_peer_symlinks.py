@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.peer.conftest import peer_env, peer_registry
-from tests.support.peer import SECRET, PeerEnv, Session
+from tests.support.peer import SECRET, PeerEnv, Session, peer_env, peer_registry
 
 __all__ = ["peer_env", "peer_registry"]
 

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from launcher.conftest import job_final
 
 from a2a.door import DEFAULT_BLOCKING_CAP_SECS
 from roost.config import Config
 from roost.launcher.spawn import capsule_host_env
 from roost.wire import BLOCKING_CAP_ENV
+from tests.support.launcher import job_final
 from tests.support.registry import RegistryBuilder
 
 HOLDER = """

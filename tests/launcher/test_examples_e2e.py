@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, RunningDaemon
-from launcher.conftest import job_final, wait_for
 from trace_checks import assert_trace_guarantees
 
 from roost.trace import read_trace, trace_path
+from tests.support.daemon import RunningDaemon
+from tests.support.launcher import job_final, wait_for
+from tests.support.registry import EXAMPLES
 
 CRED = "x-murmur-spawn-credential"
 pytestmark = pytest.mark.skipif(

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, RunningDaemon
 
 from roost.launcher.cgroups import JobCgroups
-
-from .conftest import job_final
+from tests.support.daemon import RunningDaemon
+from tests.support.launcher import job_final
+from tests.support.registry import EXAMPLES
 
 pytestmark = pytest.mark.skipif(JobCgroups.discover("auto") is None, reason="no writable cgroup v2 hierarchy here")
 

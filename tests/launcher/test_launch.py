@@ -16,11 +16,12 @@ from typing import Any
 
 import psutil
 import pytest
-from conftest import RegistryBuilder, RunningDaemon
-from launcher.conftest import DOUBLE, RUNTIME, add_doubles, job_final, wait_for
 
 from roost.completion import TERMINATED_DETAIL, SpawnerHandle
 from roost.trace import read_trace, trace_path
+from tests.support.daemon import RunningDaemon
+from tests.support.launcher import DOUBLE, RUNTIME, add_doubles, job_final, wait_for
+from tests.support.registry import RegistryBuilder
 
 CRED = "x-murmur-spawn-credential"
 

@@ -21,14 +21,14 @@ from typing import Any
 
 import psutil
 import pytest
-from conftest import RegistryBuilder, RunningDaemon, start_daemon_process
 from hostile import alive as _alive
 from hostile import hostile_payload
 from hostile import recorded_pids as _pids
 
 from roost.launcher.cgroups import JobCgroups
-
-from .conftest import job_final, wait_for
+from tests.support.daemon import RunningDaemon, start_daemon_process
+from tests.support.launcher import job_final, wait_for
+from tests.support.registry import RegistryBuilder
 
 pytestmark = pytest.mark.slow
 

@@ -7,12 +7,12 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from conftest import EXAMPLES, RegistryBuilder
-from launcher.conftest import job_final
 from ops.support import admin_http
 
 from roost.packing import pack_capsule
 from roost.trace import read_trace, trace_path
+from tests.support.launcher import job_final
+from tests.support.registry import EXAMPLES, RegistryBuilder
 
 CRED = "x-murmur-spawn-credential"
 

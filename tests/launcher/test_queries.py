@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import RegistryBuilder, RunningDaemon
-from launcher.conftest import RUNTIME, add_doubles, job_final
+from tests.support.daemon import RunningDaemon
+from tests.support.launcher import RUNTIME, add_doubles, job_final
+from tests.support.registry import RegistryBuilder
 
 
 async def test_list_stored_and_count_jobs(daemon_factory: Any, registry: RegistryBuilder) -> None:

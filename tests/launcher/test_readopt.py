@@ -13,7 +13,9 @@ from typing import Any
 
 import aiohttp
 import psutil
-from conftest import EXAMPLES, DaemonProcess, start_daemon_process
+
+from tests.support.daemon import DaemonProcess, start_daemon_process
+from tests.support.registry import EXAMPLES
 
 
 async def _job(http: aiohttp.ClientSession, url: str, job_id: str) -> dict[str, Any]:

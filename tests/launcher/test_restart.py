@@ -14,10 +14,11 @@ from typing import Any
 
 import aiohttp
 import psutil
-from conftest import DaemonProcess, RegistryBuilder, start_daemon_process
-from launcher.conftest import DOUBLE, add_doubles, wait_for
 
 from roost.trace import read_trace, trace_path
+from tests.support.daemon import DaemonProcess, start_daemon_process
+from tests.support.launcher import DOUBLE, add_doubles, wait_for
+from tests.support.registry import RegistryBuilder
 
 CRED = "x-murmur-spawn-credential"
 

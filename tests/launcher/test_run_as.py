@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, DaemonProcess, RegistryBuilder, start_daemon_process
 from trust.attacker import NOBODY, owned_dir, request_as, system_python
 
-from .conftest import DOUBLE, job_final, wait_for
+from tests.support.daemon import DaemonProcess, start_daemon_process
+from tests.support.launcher import DOUBLE, job_final, wait_for
+from tests.support.registry import EXAMPLES, RegistryBuilder
+
 from .test_launch import start
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching uids needs root")

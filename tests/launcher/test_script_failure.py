@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 import yaml
-from launcher.conftest import job_final
 
 from roost.packing import pack_capsule
+from tests.support.launcher import job_final
 from tests.support.registry import EXAMPLES, RegistryBuilder
 
 CRED = "x-murmur-spawn-credential"

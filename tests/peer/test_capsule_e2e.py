@@ -13,9 +13,10 @@ from typing import Any
 
 from a2a.client import A2AClient
 from a2a.models import Message, Part, TaskState
-from tests.capsule.conftest import capsules as capsules  # the fixture, re-exported for this module
-from tests.support.capsules import Capsules, base_env
+from tests.support.capsules import Capsules, base_env, capsules
 from tests.support.registry import RegistryBuilder
+
+__all__ = ["capsules"]  # the fixture, re-exported for this module
 
 SCRIPT = """
 import json, subprocess, sys

@@ -13,11 +13,13 @@ import os
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from roost.packing import pack_capsule
 from tests.support.registry import EXAMPLES, RegistryBuilder
@@ -28,6 +30,7 @@ __all__ = [
     "Capsules",
     "add_examples",
     "base_env",
+    "capsules",
     "leftovers",
     "trace_events",
     "wait_for",
@@ -184,3 +187,19 @@ def trace_events(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+@pytest.fixture
+async def capsules(tmp_path: Path) -> AsyncIterator[Capsules]:
+    c = Capsules()
+    yield c
+    await c.close()
+    deadline = time.monotonic() + 10
+    left = leftovers(tmp_path)
+    while left and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+        left = leftovers(tmp_path)
+    for entry in left:  # clean up before failing, so one failure does not leak into the next test
+        with contextlib.suppress(Exception):
+            os.kill(int(entry.split()[0]), signal.SIGKILL)
+    assert not left, f"processes left behind: {left}"

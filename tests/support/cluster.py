@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +15,20 @@ from tests.support.launcher import RUNTIME, wait_for
 from tests.support.registry import RegistryBuilder
 
 __all__ = [
+    "FAST_DEATH",
+    "NODE_CPUS",
+    "NODE_ROOT_ENV",
     "PLACEMENT",
     "RUNTIME",
+    "TestCluster",
     "add_doubles",
     "delegated_final",
     "job_final",
     "job_processes",
     "job_view",
+    "kill_keepers",
     "no_process_left",
+    "node_root",
     "ray_settings",
     "wait_for",
 ]
@@ -99,3 +107,55 @@ def job_processes(job_ids: set[str]) -> list[psutil.Process]:
 
 async def no_process_left(job_ids: set[str], timeout: float = 20) -> None:
     await wait_for(lambda: not job_processes(job_ids), timeout)
+
+
+# -- the test cluster (started by tests/cluster/conftest.py) --
+
+NODE_CPUS = 16
+
+
+NODE_ROOT_ENV = "MURMUR_ROOST_NODE_ROOT"
+
+
+def node_root(base: Path, resource: str) -> dict[str, str]:
+    """A node's own root (its raylet's environment, inherited by its keeper)."""
+    root = base / f"{resource}-{os.urandom(3).hex()}"
+    root.mkdir(mode=0o755)
+    return {NODE_ROOT_ENV: str(root)}
+
+
+@dataclass
+class TestCluster:
+    """The session's Ray cluster (tests/cluster/conftest.py starts it): nodes by custom resource."""
+
+    __test__ = False  # a helper, not a test class
+
+    cluster: Any
+    address: str
+    nodes: dict[str, str]  # custom resource name → node id
+    base: Path
+    roots: dict[str, Path] = field(default_factory=dict)  # custom resource name → the node's own root
+
+    def add_worker(self, resource: str) -> Any:
+        env = node_root(self.base, resource)
+        node = self.cluster.add_node(num_cpus=NODE_CPUS, resources={resource: 1000}, env_vars=env)
+        self.cluster.wait_for_nodes()
+        self.nodes[resource] = node.node_id
+        self.roots[resource] = Path(env[NODE_ROOT_ENV])
+        return node
+
+
+# A node that dies is noticed within a few seconds (the defaults take about half a minute).
+FAST_DEATH = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 1000, "health_check_failure_threshold": 3}
+
+
+def kill_keepers(namespace: str) -> int:
+    """Kill the node keepers of one namespace (a test's daemon; keepers are detached)."""
+    import ray  # only the cluster tests import ray, after their conftest set its environment
+
+    killed = 0
+    for entry in ray.util.list_named_actors(all_namespaces=True):
+        if entry["namespace"] == namespace and entry["name"].startswith("roost-keeper-"):
+            ray.kill(ray.get_actor(entry["name"], namespace=namespace))
+            killed += 1
+    return killed

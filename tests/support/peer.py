@@ -10,16 +10,30 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp import web
 
 from a2a.door import Door, DoorTask, TaskOutcome
 from tests.support.daemon import RunningDaemon
+from tests.support.registry import RegistryBuilder
 
-__all__ = ["CAPS", "NOT_VALID", "PLANE", "SECRET", "TOKEN_RE", "PeerEnv", "Session", "trace_events"]
+__all__ = [
+    "CAPS",
+    "NOT_VALID",
+    "PLANE",
+    "SECRET",
+    "TOKEN_RE",
+    "PeerEnv",
+    "Session",
+    "peer_env",
+    "peer_registry",
+    "trace_events",
+]
 
 TOKEN_RE = re.compile(r"(mh1|msc1|msa1)\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 SECRET = b"TOP-SECRET-outside-the-root-4f1c9a"
@@ -104,3 +118,29 @@ class PeerEnv:
         body = {"peer": peer or self.daemon.url, "handle": handle, **extra}
         status, out, _, _ = await self.daemon.call("POST", "/peer-fetch", json=body, headers=s.cred)
         return status, out
+
+
+@pytest.fixture
+def peer_registry(registry: RegistryBuilder) -> RegistryBuilder:
+    registry.add("alpha", capabilities=CAPS, extra={"exports": PLANE})
+    registry.add("beta", capabilities=CAPS, extra={"exports": PLANE})
+    registry.add("plain", capabilities=CAPS)  # no exports.peer_files
+    registry.add("closed", capabilities={"network": {"allow": ["localhost"]}}, extra={"exports": PLANE})
+    registry.add(
+        "tiny",
+        capabilities=CAPS,
+        extra={"exports": {"peer_files": {"root": "share", "max_ttl": 60, "max_bytes": 1024}}},
+    )
+    return registry
+
+
+@pytest.fixture
+async def peer_env(daemon_factory: Any, peer_registry: RegistryBuilder, tmp_path: Path) -> AsyncIterator[PeerEnv]:
+    d: RunningDaemon = await daemon_factory(
+        peer_registry.root, spawn_allow=("alpha", "beta", "plain", "closed", "tiny")
+    )
+    env = PeerEnv(daemon=d, root=tmp_path / "work")
+    env.root.mkdir()
+    yield env
+    for r in env.runners:
+        await r.cleanup()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -176,7 +177,16 @@ def test_handle_and_fetch_bodies_parse_to_their_typed_requests() -> None:
     assert isinstance(mint, HandleRequest) and (mint.path, mint.peer, mint.ttl_secs) == (" a b ", "http://h:1", 30)
     fetch = parse_fetch_body({"peer": "h:1 ", "handle": " mph1.x ", "etag": "a" * 64})
     assert isinstance(fetch, PeerFetchRequest) and (fetch.peer, fetch.handle, fetch.etag) == ("h:1", "mph1.x", "a" * 64)
-    for parse, body in ((parse_mint_body, {"path": "p", "peer": "", "ttl_secs": 1}), (parse_fetch_body, {"peer": "x"})):
-        with pytest.raises(BadPeerRequest) as info:
-            parse(body)
-        assert (info.value.status, info.value.code) == (400, "invalid_request")
+
+
+@pytest.mark.parametrize(
+    ("parse", "body"),
+    [(parse_mint_body, {"path": "p", "peer": "", "ttl_secs": 1}), (parse_fetch_body, {"peer": "x"})],
+    ids=["mint", "fetch"],
+)
+def test_a_bad_handle_or_fetch_body_is_an_invalid_request(
+    parse: Callable[[dict[str, Any]], object], body: dict[str, Any]
+) -> None:
+    with pytest.raises(BadPeerRequest) as info:
+        parse(body)
+    assert (info.value.status, info.value.code) == (400, "invalid_request")

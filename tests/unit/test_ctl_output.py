@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import time
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -26,12 +27,12 @@ def test_suggestions() -> None:
 def test_split_capsule() -> None:
     assert split_capsule("echo@0.1.0", None) == ("echo", "0.1.0")
     assert split_capsule("echo", "0.1.0") == ("echo", "0.1.0")
-    for args in (("echo", None), ("echo@", None), ("@1", None), ("echo@1", "1")):
-        try:
-            split_capsule(*args)
-        except Usage:
-            continue
-        raise AssertionError(args)
+
+
+@pytest.mark.parametrize(("spec", "version"), [("echo", None), ("echo@", None), ("@1", None), ("echo@1", "1")])
+def test_split_capsule_refuses(spec: str, version: str | None) -> None:
+    with pytest.raises(Usage):
+        split_capsule(spec, version)
 
 
 def _table(rows: list[dict[str, str]], wide: bool) -> list[str]:

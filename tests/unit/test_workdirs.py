@@ -101,22 +101,33 @@ def test_an_existing_murmur_must_be_the_callers_directory(tmp_path: Path) -> Non
     assert "symbolic link" in (workdir_problem(str(mine), 1000) or "")
 
 
-def test_a_verdict_carries_the_same_answer_across_a_remote_call(tmp_path: Path) -> None:
-    """What a node keeper sends back (plain values) becomes the same error the daemon raises itself."""
-    me = os.geteuid()
+@pytest.fixture
+def verdict_dirs(tmp_path: Path) -> Path:
     tmp_path.chmod(0o700)
     (tmp_path / "evil").symlink_to("/etc")
     (tmp_path / "ok").mkdir(mode=0o700)
-    assert workdir_verdict(str(tmp_path / "ok") + "/", me) == ("ok", str(tmp_path / "ok"))
-    assert from_verdict(workdir_verdict(str(tmp_path / "ok"), me)) == str(tmp_path / "ok")
-    cases = [str(tmp_path / "evil"), str(tmp_path / "missing"), str(tmp_path / "ok")]
-    for path, uid in ((cases[0], me), (cases[1], me), (cases[2], None)):
-        with pytest.raises(RoostError) as here:
-            registered_workdir(path, uid)
-        with pytest.raises(RoostError) as there:
-            from_verdict(list(workdir_verdict(path, uid)))  # a list, as a remote call may give it
-        assert (type(there.value), there.value.message) == (type(here.value), here.value.message)
-        assert there.value.status == here.value.status
-    assert workdir_verdict(cases[1], me) == ("bad", NOT_A_DIRECTORY)
+    return tmp_path
+
+
+def test_a_verdict_carries_the_same_answer_across_a_remote_call(verdict_dirs: Path) -> None:
+    """What a node keeper sends back (plain values) becomes the same error the daemon raises itself."""
+    me = os.geteuid()
+    ok = str(verdict_dirs / "ok")
+    assert workdir_verdict(ok + "/", me) == ("ok", ok)
+    assert from_verdict(workdir_verdict(ok, me)) == ok
+    assert workdir_verdict(str(verdict_dirs / "missing"), me) == ("bad", NOT_A_DIRECTORY)
     with pytest.raises(WorkdirRefused):
         from_verdict({"nonsense": True})
+
+
+@pytest.mark.parametrize(
+    ("name", "as_me"), [("evil", True), ("missing", True), ("ok", False)], ids=["planted link", "missing", "no uid"]
+)
+def test_a_refused_verdict_is_the_same_error_across_a_remote_call(verdict_dirs: Path, name: str, as_me: bool) -> None:
+    path, uid = str(verdict_dirs / name), os.geteuid() if as_me else None
+    with pytest.raises(RoostError) as here:
+        registered_workdir(path, uid)
+    with pytest.raises(RoostError) as there:
+        from_verdict(list(workdir_verdict(path, uid)))  # a list, as a remote call may give it
+    assert (type(there.value), there.value.message) == (type(here.value), here.value.message)
+    assert there.value.status == here.value.status
