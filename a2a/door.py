@@ -44,6 +44,7 @@ from a2a.taskrecord import TaskRecord
 from a2a.tasktypes import (
     BUSY,
     CLOSING,
+    DEFAULT_MAX_WAITING,
     ActivateHook,
     CancelHook,
     CancelPhase,
@@ -119,6 +120,7 @@ class Door(TaskQueue):
         max_finished: int = 1000,
         retention_secs: float = 3600.0,
         max_history: int = 64,
+        max_waiting: int = DEFAULT_MAX_WAITING,
         blocking_cap_secs: float = DEFAULT_BLOCKING_CAP_SECS,
         seal_key: bytes | None = None,
         identify: Identify | None = None,
@@ -135,6 +137,7 @@ class Door(TaskQueue):
             max_finished=max_finished,
             retention_secs=retention_secs,
             max_history=max_history,
+            max_waiting=max_waiting,
             local_owner=local_owner,
         )
         self.version = version

@@ -9,8 +9,9 @@ scopes and serialises. Rules, explained in ``docs/a2a.md``:
 * A runner may end a run ``input-required`` (or ``auth-required``): the task is interrupted and
   the next message naming its ``taskId`` is queued as the task's next run.
 * Cancel is recorded synchronously; ``canceled`` wins over whatever the runner reports later.
-* Each task keeps a bounded history of its messages; finished tasks are kept for a retention
-  period and up to a count, then dropped.
+* Each task keeps a bounded history of its messages. Finished tasks are kept for a retention
+  period and up to a count per owner, then dropped; tasks waiting for input likewise, then they
+  are canceled (:mod:`a2a.taskstore`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from typing import Any
 
 from a2a import errors, traceparent
@@ -27,11 +28,13 @@ from a2a.ids import prefixed
 from a2a.models import Message, TaskState, build, text_part
 from a2a.origin import LANE_ORDER, Lane, Provenance
 from a2a.taskrecord import TaskRecord
+from a2a.taskstore import Shelf
 from a2a.tasktypes import (
     BUSY,
     CLOSING,
     DEFAULT_MAX_FINISHED,
     DEFAULT_MAX_HISTORY,
+    DEFAULT_MAX_WAITING,
     DEFAULT_RETENTION_SECS,
     INTERRUPTED,
     ActivateHook,
@@ -64,6 +67,7 @@ class TaskQueue:
         max_finished: int = DEFAULT_MAX_FINISHED,
         retention_secs: float = DEFAULT_RETENTION_SECS,
         max_history: int = DEFAULT_MAX_HISTORY,
+        max_waiting: int = DEFAULT_MAX_WAITING,
         local_owner: str | None = None,
     ) -> None:
         if task_acceptance not in ("single", "queue", "none"):
@@ -82,14 +86,15 @@ class TaskQueue:
         self._on_activate = on_activate
         self._on_finish = on_finish
         self._on_cancel = on_cancel
-        self._max_finished = max_finished
         self._lanes: dict[Lane, deque[TaskRecord]] = {lane: deque() for lane in LANE_ORDER}
         self._pending = 0
         self._ever_held = False
         self._closed = False
         self._running: TaskRecord | None = None
-        self._live: dict[str, TaskRecord] = {}
-        self._finished: OrderedDict[str, TaskRecord] = OrderedDict()
+        self._live: dict[str, TaskRecord] = {}  # queued and running
+        self._waiting = Shelf(max_waiting)  # input-required / auth-required, per owner
+        self._finished = Shelf(max_finished)  # terminal, per owner
+        self._hook_calls: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
         self._invoking: TaskRecord | None = None  # the record whose runner the worker is awaiting
@@ -126,12 +131,12 @@ class TaskQueue:
 
     def record(self, task_id: str) -> TaskRecord | None:
         self._expire()
-        return self._live.get(task_id) or self._finished.get(task_id)
+        return self._live.get(task_id) or self._waiting.get(task_id) or self._finished.get(task_id)
 
     def records(self) -> list[TaskRecord]:
-        """Every task still kept, live and finished (unordered)."""
+        """Every task still kept: queued, running, waiting for input and finished (unordered)."""
         self._expire()
-        return [*self._live.values(), *self._finished.values()]
+        return [*self._live.values(), *self._waiting.values(), *self._finished.values()]
 
     # -- admission ---------------------------------------------------------------------------------
 
@@ -232,6 +237,8 @@ class TaskQueue:
             raise errors.unsupported_operation(f"task {rec.task.id} cannot continue: the session is closing")
         message = incoming.message
         prev = rec.task
+        self._waiting.pop(prev.id)  # before it changes: a shelf keeps records in update order
+        self._live[prev.id] = rec
         rec.task = prev._replace(turn=prev.turn + 1, **_from_message(incoming))
         rec.add_history(message)
         rec.set(TaskState.SUBMITTED)
@@ -267,16 +274,34 @@ class TaskQueue:
                 self._pending -= 1
                 rec.set(TaskState.CANCELED, "task canceled while queued")
             else:
+                self._waiting.pop(task_id)
                 rec.set(TaskState.CANCELED, "task canceled while waiting for input")
             self._retire(rec)
             if self._running is None and self._pending == 0:
                 self.idle.set()
+        await self._cancel_hook(rec.task, phase)
+        return rec
+
+    async def _cancel_hook(self, task: DoorTask, phase: CancelPhase) -> None:
         if self._on_cancel is not None:
             try:
-                await self._on_cancel(rec.task, phase)
+                await self._on_cancel(task, phase)
             except Exception:
-                log.exception("on_cancel hook failed for %s", task_id)
-        return rec
+                log.exception("on_cancel hook failed for %s", task.id)
+
+    def _end_waiting(self, rec: TaskRecord, reason: str) -> None:
+        """Cancel a task the waiting shelf let go (expired, or its owner has too many waiting)."""
+        rec.set(TaskState.CANCELED, reason)
+        self._remember(rec)
+        if self._on_cancel is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # looked at outside the loop: nobody to tell
+            return
+        call = loop.create_task(self._cancel_hook(rec.task, "queued"))
+        self._hook_calls.add(call)
+        call.add_done_callback(self._hook_calls.discard)
 
     async def cancel_id(self, task_id: str) -> TaskRecord:
         """Cancel by id, unscoped (the capsule host's own use); -32001 unknown, -32002 terminal."""
@@ -294,7 +319,8 @@ class TaskQueue:
             worker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await worker
-        for rec in list(self._live.values()):
+        for rec in [*self._live.values(), *self._waiting.values()]:
+            self._waiting.pop(rec.task.id)
             rec.set(TaskState.CANCELED, "task canceled: the session ended")
             self._retire(rec)
         for lane in self._lanes.values():
@@ -306,26 +332,24 @@ class TaskQueue:
     # -- store -------------------------------------------------------------------------------------
 
     def _remember(self, rec: TaskRecord) -> None:
-        self._finished[rec.task.id] = rec
-        while len(self._finished) > self._max_finished:
-            self._finished.popitem(last=False)
+        self._finished.put(rec)  # past its owner's count, that owner's oldest finished task is dropped
 
     def _retire(self, rec: TaskRecord) -> None:
-        self._live.pop(rec.task.id, None)
-        self._finished.pop(rec.task.id, None)
+        task_id = rec.task.id
+        self._live.pop(task_id, None)
+        self._waiting.pop(task_id)
         self._remember(rec)
 
     def _expire(self) -> None:
-        """Drop finished tasks that ended more than ``retention_secs`` ago (oldest first)."""
-        finished = self._finished
-        if not finished:
+        """Drop finished tasks and cancel tasks waiting for input, ``retention_secs`` after their
+        last change (oldest first)."""
+        if not self._finished and not self._waiting:
             return
         horizon = time.time() - self.retention_secs
-        while finished:
-            first = next(iter(finished.values()))
-            if first.updated > horizon:
-                break
-            finished.popitem(last=False)
+        for _ in self._finished.older_than(horizon):
+            pass
+        for rec in self._waiting.older_than(horizon):
+            self._end_waiting(rec, f"task canceled: it waited for input longer than {self.retention_secs:g} s")
 
     # -- worker ------------------------------------------------------------------------------------
 
@@ -410,10 +434,19 @@ class TaskQueue:
             rec.set(TaskState.FAILED, outcome.status_text or outcome.output or "task failed", agent=True)
         elif state in INTERRUPTED:
             rec.set(state, outcome.status_text or outcome.output or f"the task is {state.value}", agent=True)
-            return  # stays live, waiting for the next message
+            del self._live[rec.task.id]
+            crowded = self._waiting.put(rec)  # waits for the next message naming it
+            if crowded is not None:
+                self._end_waiting(
+                    crowded,
+                    f"task canceled: its owner has {self._waiting.per_owner} newer tasks waiting for input",
+                )
+            self._expire()
+            return
         else:
             rec.set(TaskState.CANCELED, outcome.status_text or "task canceled")
         self._retire(rec)
+        self._expire()
 
 
 def _from_message(incoming: Incoming) -> dict[str, Any]:

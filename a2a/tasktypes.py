@@ -23,6 +23,7 @@ INTERRUPTED = frozenset({TaskState.INPUT_REQUIRED, TaskState.AUTH_REQUIRED})
 DEFAULT_RETENTION_SECS = 3600.0
 DEFAULT_MAX_FINISHED = 1000
 DEFAULT_MAX_HISTORY = 64
+DEFAULT_MAX_WAITING = 100
 
 
 class DoorTask(NamedTuple):
@@ -67,7 +68,8 @@ class DoorTask(NamedTuple):
 class TaskOutcome:
     """What a runner reports. ``output`` becomes the ``response`` artifact of a completed task.
 
-    ``input_required(question)`` interrupts the task: it waits for the next message naming it.
+    ``input_required(question)`` and ``auth_required(what)`` interrupt the task: it waits for the
+    next message naming it.
     """
 
     state: TaskState
@@ -97,6 +99,11 @@ class TaskOutcome:
     @classmethod
     def input_required(cls, question: str) -> TaskOutcome:
         return cls(TaskState.INPUT_REQUIRED, status_text=question)
+
+    @classmethod
+    def auth_required(cls, what: str) -> TaskOutcome:
+        """Interrupt the task until the caller authorizes (the next message naming it continues it)."""
+        return cls(TaskState.AUTH_REQUIRED, status_text=what)
 
 
 Runner = Callable[[DoorTask], Coroutine[Any, Any, TaskOutcome]]

@@ -25,8 +25,8 @@ SESSION = "ses_0123456789abcdef0123456789abcdef"
 class Script:
     """A runner whose answers the test chooses per task text.
 
-    ``ask:<question>`` → input-required with that question; ``hold`` → waits for ``release``;
-    ``fail`` → failed; anything else completes with ``echo: <text>``.
+    ``ask:<question>`` → input-required with that question; ``auth:<what>`` → auth-required;
+    ``hold`` → waits for ``release``; ``fail`` → failed; anything else completes with ``echo: <text>``.
     """
 
     def __init__(self) -> None:
@@ -40,6 +40,8 @@ class Script:
         text = task.text
         if text.startswith("ask:"):
             return TaskOutcome.input_required(text[4:])
+        if text.startswith("auth:"):
+            return TaskOutcome.auth_required(text[5:])
         if text == "hold":
             await self.release.wait()
         if text.startswith("fail"):

@@ -67,3 +67,26 @@ async def test_context_mismatch_is_invalid(caller: Caller) -> None:
     assert err["code"] == -32602 and "contextId" in err["message"]
     still = await caller.get(first["id"])
     assert still["status"]["state"] == caller.d.state(TaskState.INPUT_REQUIRED)
+
+
+async def test_auth_required_then_continued(caller: Caller, script: Script) -> None:
+    """An auth-required task takes the next message as its input, as an input-required one does."""
+    first = await caller.send("auth:sign in at the portal, then say done", immediate=False)
+    assert first["status"]["state"] == caller.d.state(TaskState.AUTH_REQUIRED)
+    assert first["status"]["message"]["parts"][0]["text"] == "sign in at the portal, then say done"
+    tid = first["id"]
+    listed = await caller.ok("list", {})
+    assert [t["status"]["state"] for t in listed["tasks"]] == [caller.d.state(TaskState.AUTH_REQUIRED)]
+    done = await caller.send("done", immediate=False, taskId=tid, contextId=first["contextId"], message_id="m2")
+    assert done["id"] == tid and done["status"]["state"] == caller.d.state(TaskState.COMPLETED)
+    assert [(t.turn, t.text) for t in script.seen] == [(1, "auth:sign in at the portal, then say done"), (2, "done")]
+    again = await caller.error("send", caller.d.send_params("more", taskId=tid, message_id="m3"))
+    assert again["code"] == -32004  # completed now: terminal
+
+
+async def test_auth_required_task_can_be_canceled(caller: Caller) -> None:
+    first = await caller.send("auth:token?", immediate=False)
+    canceled = await caller.ok("cancel", {"id": first["id"]})
+    assert canceled["status"]["state"] == caller.d.state(TaskState.CANCELED)
+    err = await caller.error("send", caller.d.send_params("token", taskId=first["id"], message_id="m2"))
+    assert err["code"] == -32004
