@@ -154,6 +154,11 @@ class JobRequest(_Open):
     untrusted: bool | None = Field(default=None, description="Lower the child's trust class (never raises it).")
 
 
+class JobNode(_Open):
+    node_id: str = Field(description="The Ray node id the child runs on.")
+    address: str = Field(description="The node's address (its raylet's), as an operator reaches it.")
+
+
 class JobResponse(_Open):
     job_id: str = Field(pattern=r"^job_[0-9a-f]{32}$")
     delegation_id: str | None = None
@@ -164,6 +169,9 @@ class JobResponse(_Open):
     sha256: str | None = None
     workdir: str | None = None
     state: JobState
+    node: JobNode | None = Field(
+        default=None, description='Where the child runs (launcher = "ray"); null: on the daemon\'s own host.'
+    )
 
 
 # -- peer plane ------------------------------------------------------------------------------------

@@ -109,6 +109,7 @@ class Roost:
             self.executor,
             daemon_url=lambda: self.lifecycle.advertise_url,
             keeper_token=lambda node_id: keeper_token(self.key_holder.ring, node_id),
+            live=lambda: self.settings.config,
         )
         # A registered workdir is checked on the disk of the host its session runs on
         # (a job on a Ray node: that node's), docs/security.md.

@@ -24,8 +24,21 @@ __all__ = ["RESTART_ONLY", "Settings", "merge"]
 
 log = structlog.get_logger("roost.admin")
 
-# Settings a running daemon cannot take over without rebinding or reopening state.
-RESTART_ONLY = ("port", "bind", "allow_remote", "state_dir", "ephemeral_keys", "admin_socket", *NETWORK_KEYS)
+# Settings a running daemon cannot take over without rebinding or reopening state, or without
+# building another process backend (the backend and its cluster connection are made once).
+RESTART_ONLY = (
+    "port",
+    "bind",
+    "allow_remote",
+    "state_dir",
+    "ephemeral_keys",
+    "admin_socket",
+    *NETWORK_KEYS,
+    "launcher",
+    "ray_address",
+    "ray_namespace",
+    "ray_node_root",
+)
 
 
 def merge(old: Config, new: Config) -> tuple[Config, list[str]]:

@@ -53,7 +53,7 @@ from roost.launcher.backend import (
 from roost.manifest import ResourceCaps
 from roost.raybackend.cluster import RayCluster
 from roost.raybackend.nodekeeper import PYTHON_MARK
-from roost.raybackend.placement import bundle_for, run_as_refusal
+from roost.raybackend.placement import Bundle, bundle_for, run_as_refusal
 from roost.workdirs import from_verdict
 
 __all__ = ["RayBackend", "RayChild", "keeper_gone_sentence", "node_gone_sentence"]
@@ -155,8 +155,13 @@ class RayBackend:
         *,
         daemon_url: Callable[[], str] | None = None,
         keeper_token: Callable[[str], str] | None = None,
+        live: Callable[[], Config] | None = None,
     ) -> None:
         self.config = config
+        # What a reload may change (ray_placement, ray_busy_wait_secs, ray_child_cpus) is read
+        # from the configuration in force at each launch; the cluster's address, namespace and
+        # node root are restart-only (roost/settings.py) and taken from ``config`` once.
+        self.live = live or (lambda: config)
         self.executor = executor
         # The daemon's URL as other nodes reach it (advertise_url), and a node keeper's token for
         # GET /artifacts/{sha256}; without them (a backend used on its own) the daemon sends the bytes.
@@ -256,11 +261,15 @@ class RayBackend:
         return out
 
     # -- placement ---------------------------------------------------------------------------
+    def bundle_of(self, capsule: str, resources: ResourceCaps) -> Bundle:
+        """The child's Ray resource request under the placement settings in force now."""
+        cfg = self.live()
+        return bundle_for(resources, cfg.ray_placement.get(capsule.split("@", 1)[0]), cfg.ray_child_cpus)
+
     async def place(self, job_id: str, capsule: str, resources: ResourceCaps, uid: int | None) -> NodeRef | None:
-        name = capsule.split("@", 1)[0]
-        bundle = bundle_for(resources, self.config.ray_placement.get(name), self.config.ray_child_cpus)
+        bundle = self.bundle_of(capsule, resources)
         try:
-            placed = await self.cluster.place(job_id, bundle, self.config.ray_busy_wait_secs)
+            placed = await self.cluster.place(job_id, bundle, self.live().ray_busy_wait_secs)
         except BackendError:
             raise
         except Exception as exc:

@@ -22,6 +22,7 @@ def process_backend(
     *,
     daemon_url: Callable[[], str] | None = None,
     keeper_token: Callable[[str], str] | None = None,
+    live: Callable[[], Config] | None = None,
 ) -> ProcessBackend:
     """``daemon_url`` (the URL other nodes reach the daemon at) and ``keeper_token`` (a node
     keeper's token for ``GET /artifacts/{sha256}``) are what Ray's node keepers fetch with."""
@@ -36,4 +37,4 @@ def process_backend(
             f'launcher = "ray" needs the Ray extra, which is not installed ({exc.name or exc}): '
             "pip install 'mur-roost[ray]'"
         ) from None
-    return RayBackend(config, executor, daemon_url=daemon_url, keeper_token=keeper_token)
+    return RayBackend(config, executor, daemon_url=daemon_url, keeper_token=keeper_token, live=live)

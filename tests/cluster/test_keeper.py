@@ -20,7 +20,8 @@ from roost import ids
 from roost.blocking import BlockingExecutor
 from roost.raybackend.cluster import RayCluster
 
-pytestmark = pytest.mark.slow
+# Above the test's worst-case waits, plus the session cluster's start for the first test.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 # A child that reports ready, then waits for its lifeline's EOF and records that it saw it.
 CHILD = r"""

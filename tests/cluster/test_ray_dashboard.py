@@ -31,7 +31,8 @@ from tests.support.daemon import RunningDaemon
 from tests.support.nodewatch import daemon_stays_off
 from tests.support.registry import EXAMPLES
 
-pytestmark = pytest.mark.slow
+# Above the test's worst-case waits, plus the session cluster's start for the first test.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 PLACEMENT = {"worker": {"resources": {"w2": 1}}}
 TASK = "red <b>green</b> blue"

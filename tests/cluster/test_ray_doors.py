@@ -24,7 +24,7 @@ from tests.support.daemon import RunningDaemon
 from tests.support.registry import EXAMPLES
 from tests.trace_checks import load_trace
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 _CONNECTS: dict[str, Any] = {"on": False, "seen": []}
 

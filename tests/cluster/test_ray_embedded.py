@@ -28,7 +28,8 @@ from tests.support.cluster import RUNTIME, add_doubles, wait_for
 from tests.support.daemon import DaemonProcess, start_daemon_process
 from tests.support.registry import RegistryBuilder
 
-pytestmark = pytest.mark.slow
+# Above the test's worst-case waits, plus the session cluster's start for the first test.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 RAY_PROCESS_NAMES = {"gcs_server", "raylet"}
 

@@ -19,7 +19,8 @@ from tests.support.cluster import PLACEMENT, add_doubles, job_final, ray_setting
 from tests.support.daemon import RunningDaemon
 from tests.support.registry import RegistryBuilder
 
-pytestmark = pytest.mark.slow
+# Above the test's worst-case waits, plus the session cluster's start for the first test.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 NODE_ID = "ray.io/node-id"
 

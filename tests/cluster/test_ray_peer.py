@@ -31,7 +31,8 @@ from tests.support.cluster import no_process_left, ray_settings, wait_for
 from tests.support.daemon import RunningDaemon
 from tests.support.registry import RegistryBuilder
 
-pytestmark = pytest.mark.slow
+# Above the test's worst-case waits, plus the session cluster's start for the first test.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 SECRET = b"TOP-SECRET-outside-the-workdir-on-w1"
 PLANE = {"peer_files": {"root": "share", "max_ttl": 900, "max_bytes": 128 * 1024 * 1024}}

@@ -25,7 +25,8 @@ from tests.support.cluster import RUNTIME, add_doubles, job_processes, no_proces
 from tests.support.daemon import DaemonProcess, start_daemon_process
 from tests.support.registry import RegistryBuilder
 
-pytestmark = pytest.mark.slow
+# Above the test's worst-case waits, plus the session cluster's start for the first test.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 ray = pytest.importorskip("ray")
 from ray.util.placement_group import placement_group_table  # noqa: E402

@@ -25,7 +25,8 @@ from tests.support.nodewatch import daemon_stays_off
 from tests.support.registry import EXAMPLES, RegistryBuilder
 from tests.trace_checks import assert_trace_guarantees
 
-pytestmark = pytest.mark.slow
+# Above the test's worst-case waits, plus the session cluster's start for the first test.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 PLACEMENT = {
     "orchestrator": {"resources": {"w1": 1}},

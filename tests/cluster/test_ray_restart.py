@@ -19,7 +19,8 @@ from tests.support.cluster import RUNTIME, add_doubles, job_processes, no_proces
 from tests.support.daemon import DaemonProcess, start_daemon_process
 from tests.support.registry import RegistryBuilder
 
-pytestmark = pytest.mark.slow
+# Above the test's worst-case waits, plus the session cluster's start for the first test.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 
 def _toml(tmp: Path, registry: Path, cluster: Any, namespace: str) -> Path:

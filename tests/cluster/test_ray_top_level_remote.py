@@ -22,7 +22,7 @@ from tests.support.cluster import add_doubles, job_final, ray_settings
 from tests.support.daemon import RunningDaemon
 from tests.support.registry import RegistryBuilder
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 
 def _own_address() -> str:

@@ -30,6 +30,7 @@ from tests.trust.attacker import NOBODY, owned_dir, request_as, system_python
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.timeout(420),
     pytest.mark.skipif(os.geteuid() != 0, reason="switching uids needs root"),
 ]
 

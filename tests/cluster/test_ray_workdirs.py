@@ -35,7 +35,8 @@ from tests.support.daemon import DaemonProcess, RunningDaemon, start_daemon_proc
 from tests.support.nodewatch import daemon_stays_off
 from tests.support.registry import RegistryBuilder
 
-pytestmark = pytest.mark.slow
+# Above the test's worst-case waits, plus the session cluster's start for the first test.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 OTHER_UID = 65534
 

@@ -211,3 +211,14 @@ def test_openapi_json_is_served_as_cached_bytes() -> None:
 
     assert openapi_document() is openapi_document()
     assert json.loads(openapi_document())["info"]["title"] == "mur-roost"
+
+
+def test_a_jobs_node_is_in_the_document() -> None:
+    """``node``: where a Ray child runs (``{"node_id", "address"}``), null on this host."""
+    spec = build_openapi()
+    base = {"job_id": "job_" + "0" * 32, "name": "quick", "version": "0.1.0", "state": "running"}
+    check(spec, "GET", "/jobs/{job_id}", 200, {**base, "node": None})
+    check(spec, "GET", "/jobs/{job_id}", 200, {**base, "node": {"node_id": "ab" * 28, "address": "10.0.0.7"}})
+    for wrong in ("10.0.0.7", {"node_id": "ab" * 28}):
+        with pytest.raises(jsonschema.ValidationError):
+            check(spec, "GET", "/jobs/{job_id}", 200, {**base, "node": wrong})

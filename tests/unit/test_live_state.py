@@ -103,3 +103,42 @@ async def test_ephemeral_rotation_writes_nothing(tmp_path: Path, executor: Block
     old, new = await holder.rotate()
     assert old is first and holder.ring is new and new.key_id != first.key_id
     assert _entries(tmp_path) == []
+
+
+def test_a_reload_keeps_the_process_backend_and_its_cluster(tmp_path: Path) -> None:
+    """The backend is built once: its kind and its cluster's address, namespace and node root
+    need a restart (reload names them and keeps them in force)."""
+    old = config(tmp_path, launcher="ray", ray_address="10.0.0.1:6379", ray_namespace="a")
+    new = config(
+        tmp_path,
+        launcher="local",
+        ray_address="10.0.0.2:6379",
+        ray_namespace="b",
+        ray_node_root=tmp_path / "n",
+        ray_busy_wait_secs=5.0,
+    )
+    merged, kept = merge(old, new)
+    assert kept == ["launcher", "ray_address", "ray_namespace", "ray_node_root"]
+    assert (merged.launcher, merged.ray_address, merged.ray_namespace, merged.ray_node_root) == (
+        "ray",
+        "10.0.0.1:6379",
+        "a",
+        None,
+    )
+    assert merged.ray_busy_wait_secs == 5.0  # this one the backend reads at each launch
+
+
+async def test_the_ray_backend_places_by_the_settings_in_force(tmp_path: Path, executor: BlockingExecutor) -> None:
+    pytest.importorskip("ray")
+    from roost.manifest import ResourceCaps
+    from roost.raybackend.backend import RayBackend
+
+    first = config(tmp_path, launcher="ray", ray_placement={"worker": {"resources": {"w1": 1}}})
+    live = {"config": first}
+    backend = RayBackend(first, executor, live=lambda: live["config"])
+    assert backend.bundle_of("worker@0.1.0", ResourceCaps()).resources.get("w1") == 1
+    live["config"] = config(
+        tmp_path, launcher="ray", ray_placement={"worker": {"resources": {"w2": 2}}}, ray_child_cpus=0.5
+    )
+    bundle = backend.bundle_of("worker@0.1.0", ResourceCaps())
+    assert "w1" not in bundle.resources and bundle.resources.get("w2") == 2 and bundle.resources["CPU"] == 0.5
