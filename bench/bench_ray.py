@@ -175,8 +175,10 @@ async def run_storms(http: aiohttp.ClientSession, daemons: dict[str, str], n_sto
         print(
             f"  {label:10}: wall median {statistics.median(walls):.2f}s (best {walls[0]:.2f}s); "
             f"loop lag p50 median {statistics.median(p50s):.1f} ms, p99 median {statistics.median(p99s):.1f} ms "
-            f"(best {p99s[0]:.1f}, worst {p99s[-1]:.1f}; target ≤ 20 ms); "
-            f"bare loop beside it p50 {f50:.1f} ms, p99 {f99:.1f} ms"
+            f"(best {p99s[0]:.1f}, worst {p99s[-1]:.1f}; target ≤ 20 ms: "
+            f"{'met' if statistics.median(p99s) <= 20 else 'NOT met'}, x{statistics.median(p99s) / 20:.2f} of it); "
+            f"bare loop beside it p50 {f50:.1f} ms, p99 {f99:.1f} ms "
+            f"(the daemon's p99 minus that floor: {statistics.median(p99s) - f99:+.1f} ms)"
         )
     base = next(iter(daemons))
     for label in list(daemons)[1:]:
@@ -253,6 +255,19 @@ async def main_async(n: int, n_storm: int, hold: int, rounds: int, baseline: str
         cluster.shutdown()
 
 
+def cluster_workers() -> int:
+    """Ray worker processes (``default_worker``) under this bench's own cluster: the raylets are
+    this process's descendants, so other Ray clusters on the machine are not counted."""
+    count = 0
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if "default_worker" in " ".join(proc.cmdline()):
+                count += 1
+        except psutil.Error:
+            continue
+    return count
+
+
 async def run_rounds(daemons: dict[str, str], remote_pid: int, n: int, n_storm: int, hold: int, rounds: int) -> None:
     local, remote = daemons["local"], daemons["ray"]
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
@@ -272,26 +287,28 @@ async def run_rounds(daemons: dict[str, str], remote_pid: int, n: int, n_storm: 
         print(f"  local backend: p50 {lp50:.1f} ms, p99 {pct(lat['local'], 99):.1f} ms")
         print(
             f"  ray backend:   p50 {rp50:.1f} ms, p99 {pct(lat['ray'], 99):.1f} ms; "
-            f"ray − local p50 {rp50 - lp50:+.1f} ms (target ≤ +50 ms), ratio x{rp50 / lp50:.2f}"
+            f"ray − local p50 {rp50 - lp50:+.1f} ms (target ≤ +50 ms: {'met' if rp50 - lp50 <= 50 else 'NOT met'}), "
+            f"ratio x{rp50 / lp50:.2f}"
         )
         await run_storms(http, daemons, n_storm, rounds)
         # Memory: hold `hold` sleepy children on the Ray backend.
         daemon = psutil.Process(remote_pid)
         before = daemon.memory_info().rss
         k_before, k_count = keeper_rss()
+        workers_before = cluster_workers()
         held = await asyncio.gather(*(launch(http, remote, "sleepy") for _ in range(hold)))
         await asyncio.sleep(2)
         after = daemon.memory_info().rss
         k_after, k_count_after = keeper_rss()
-        ray_workers = sum(
-            1 for p in psutil.process_iter(["cmdline"]) if "default_worker" in " ".join(p.info["cmdline"] or [])
-        )
+        workers_during = cluster_workers()
         await asyncio.gather(*(cancel(http, remote, b["job_id"]) for _, b in held))
+        extra = workers_during - workers_before
         print(f"memory with {hold} running remote children:")
         print(f"  daemon RSS per remote child: {(after - before) / hold / 1024:.1f} KiB")
+        print(f"  keepers: {k_count_after} (was {k_count}), RSS per child {(k_after - k_before) / hold / 1024:.1f} KiB")
         print(
-            f"  keepers: {k_count_after} (was {k_count}), RSS per child {(k_after - k_before) / hold / 1024:.1f} KiB; "
-            f"Ray worker processes on the machine: {ray_workers} (no worker per child)"
+            f"  Ray worker processes of this bench's cluster: {workers_before} before, {workers_during} with the "
+            f"children held: {extra:+d} (target: 0 per child: {'met' if extra <= 0 else 'NOT met'})"
         )
 
 
