@@ -44,7 +44,8 @@ from roost.capsule.reaper import KILL_GRACE_SECS, become_subreaper, descendants,
 from roost.capsule.sandbox import Confinement
 from roost.capsule.serving import EXIT_STATUS, TaskServer, build_door
 from roost.capsule.taskinput import read_initial_task, read_job_id
-from roost.completion import CompletionRecord, report, write_completion
+from roost.completion import report, write_completion
+from roost.completionrecord import CompletionRecord
 from roost.http.server import QuietRunner
 from roost.manifest import Manifest
 from roost.trace import TraceWriter

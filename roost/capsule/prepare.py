@@ -19,7 +19,7 @@ from roost.capsule.entrypoint import EntrypointError, resolve_argv
 from roost.capsule.lifeline import ENV as LIFELINE_ENV
 from roost.capsule.lifeline import LifelineError, lifeline_refusal, take_lifeline
 from roost.capsule.probe import Decision, HostProbe, decide, probe_host, refusal
-from roost.completion import SpawnerHandle, SpawnerHandleError
+from roost.completionrecord import SpawnerHandle, SpawnerHandleError
 from roost.ids import session_id as mint_session_id
 from roost.manifest import Manifest, outside_workdir, scope_refusal
 from roost.registry import Registry

@@ -31,13 +31,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from roost.completion import CompletionRecord
+from roost.completionrecord import CompletionRecord
 from roost.manifest import ResourceCaps
-
-if TYPE_CHECKING:
-    from roost.launcher.cgroups import JobCgroups
 
 __all__ = [
     "BackendError",
@@ -46,7 +43,6 @@ __all__ = [
     "ChildDirError",
     "ChildHandle",
     "ChildRef",
-    "HoldsJobCgroups",
     "NodeRef",
     "PlacementRefused",
     "ProcessBackend",
@@ -420,11 +416,3 @@ class ProcessBackend(Protocol):
         """SIGKILL a process :meth:`list_running` found that no job accounts for (its whole
         group when it leads one). Never raises."""
         ...
-
-
-@runtime_checkable
-class HoldsJobCgroups(Protocol):
-    """A backend that puts children on this host into per-job cgroups (the local one): the
-    operator surface and its tests read them; a backend without it has none here."""
-
-    cgroups: JobCgroups | None

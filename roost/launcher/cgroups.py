@@ -32,6 +32,7 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import psutil
 import structlog
@@ -40,6 +41,7 @@ from roost.ids import JOB_ID_RE
 from roost.manifest import ResourceCaps
 
 __all__ = [
+    "HoldsJobCgroups",
     "JobCgroups",
     "cgroup_limits",
     "find_v2_mount",
@@ -304,3 +306,11 @@ def sweep_marked(job_id: str, rounds: int = 20) -> int:
                 killed += 1
         psutil.wait_procs(found, timeout=0.5)
     return killed
+
+
+@runtime_checkable
+class HoldsJobCgroups(Protocol):
+    """A backend that puts children on this host into per-job cgroups (the local one): the
+    operator surface and its tests read them; a backend without it has none here."""
+
+    cgroups: JobCgroups | None

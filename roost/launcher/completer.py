@@ -22,7 +22,8 @@ from typing import Any
 import structlog
 
 from a2a.client import A2AClient
-from roost.completion import CompletionRecord, SpawnerHandle, crash_detail, cut_detail, deliver
+from roost.completion import deliver
+from roost.completionrecord import CompletionRecord, SpawnerHandle, crash_detail, cut_detail
 from roost.events import EventBus, ObservedError
 from roost.launcher.backend import ChildDir, ProcessBackend
 from roost.launcher.delegation import DelegationTrace

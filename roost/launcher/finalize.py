@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from roost.completion import OPERATOR_CANCEL_DETAIL, TERMINATED_DETAIL, deadline_detail
+from roost.completionrecord import OPERATOR_CANCEL_DETAIL, TERMINATED_DETAIL, deadline_detail
 from roost.launcher.jobs import Delivery, JobState, StopReason, state_for_status
 
 __all__ = [

@@ -22,7 +22,8 @@ import psutil
 import structlog
 
 from roost.blocking import BlockingExecutor
-from roost.completion import CompletionRecord, read_completion, write_completion
+from roost.completion import read_completion, write_completion
+from roost.completionrecord import CompletionRecord
 from roost.fsutil import Place
 from roost.ids import JOB_ID_RE
 from roost.launcher import childfiles, records

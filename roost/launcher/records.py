@@ -18,7 +18,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from roost.completion import STDERR_LINES
+from roost.completionrecord import STDERR_LINES
 from roost.errors import BadRequest
 from roost.fsutil import Place, open_append_at, open_beneath, write_atomic_at
 from roost.trace import TRACE_FILE

@@ -36,8 +36,8 @@ from roost import ids
 from roost.config import Config
 from roost.errors import Conflict, IdentityRefused, NotFound
 from roost.events import ObservedError
-from roost.launcher.backend import ChildRef, HoldsJobCgroups
-from roost.launcher.cgroups import JobCgroups
+from roost.launcher.backend import ChildRef
+from roost.launcher.cgroups import HoldsJobCgroups, JobCgroups
 from roost.launcher.completer import Completer, child_dir, process_attrs
 from roost.launcher.context import LaunchServices
 from roost.launcher.delegation import DelegationTrace, TraceSink

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from a2a.ids import prefixed
 from roost import ids
-from roost.completion import SpawnerHandle
+from roost.completionrecord import SpawnerHandle
 from roost.config import Config
 from roost.launcher.backend import StartSpec
 from roost.launcher.completer import child_dir

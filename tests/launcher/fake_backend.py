@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from roost.completion import CompletionRecord
+from roost.completionrecord import CompletionRecord
 from roost.launcher.backend import (
     ChildDir,
     ChildRef,

@@ -6,7 +6,7 @@ import asyncio
 import json
 
 from roost import ids
-from roost.launcher.backend import ChildDir, ProcessBackend, StartSpec
+from roost.launcher.backend import ChildDir, ChildHandle, ProcessBackend, StartSpec
 from roost.launcher.runner import JobRunner, NotReady, Ready, parse_ready
 from roost.manifest import ResourceCaps
 from tests.launcher.fake_backend import FakeBackend, FakeChild
@@ -45,7 +45,11 @@ def _ready(url: str | None = "127.0.0.1:9") -> bytes:
 
 
 async def test_the_fake_is_a_process_backend() -> None:
-    assert isinstance(FakeBackend(), ProcessBackend)
+    """The typed assignments are what holds the fake to the interface (mypy checks this file:
+    pyproject's [tool.mypy] files); isinstance only sees the attribute names."""
+    backend: ProcessBackend = FakeBackend()
+    child: ChildHandle = FakeChild("job_1", 4242)
+    assert isinstance(backend, ProcessBackend) and isinstance(child, ChildHandle)
 
 
 async def test_ready_then_output_drains_into_the_log() -> None:

@@ -1,21 +1,26 @@
-"""The import graph of ``roost/`` has no cycle: layers only import downwards (docs/architecture.md).
+"""The import graph of ``roost/`` and ``a2a/`` has no cycle, and imports point down the layers
+of docs/architecture.md: edges → services → state → pure.
 
 The graph is built from the modules' own ``import`` / ``from`` statements with :mod:`ast`, every
 one of them: at module level, inside functions, and under ``if TYPE_CHECKING:`` (a type-only
 import still ties two modules together: neither can be read, moved or tested without the other).
 An edge goes to the module named, or to the package itself when a name is taken from its
-``__init__``. A cycle is printed file by file, with the line of each import that closes it.
+``__init__``. A cycle is printed file by file, with the line of each import that closes it; an
+import against the layers with its file and line.
 """
 
 from __future__ import annotations
 
 import ast
+import fnmatch
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGE = "roost"
+PACKAGES = ("roost", "a2a")
 
 
 def _module_name(path: Path) -> str:
@@ -26,8 +31,8 @@ def _module_name(path: Path) -> str:
 
 
 def modules() -> dict[str, Path]:
-    """Every module of the package, by dotted name."""
-    return {_module_name(p): p for p in sorted((ROOT / PACKAGE).rglob("*.py"))}
+    """Every module of the packages, by dotted name."""
+    return {_module_name(p): p for package in PACKAGES for p in sorted((ROOT / package).rglob("*.py"))}
 
 
 def _imports(name: str, path: Path, known: dict[str, Path]) -> Iterator[tuple[str, int]]:
@@ -166,7 +171,145 @@ def test_the_graph_sees_every_kind_of_import(tmp_path: Path) -> None:
     assert "p.a (line 3) -> p.b" in describe(cycles(tiny), tiny)
 
 
-def test_roost_has_no_import_cycle() -> None:
+def test_roost_and_a2a_have_no_import_cycle() -> None:
     edges = graph()
+    assert any(m.startswith("a2a.") for m in edges) and any(t.startswith("a2a.") for t in edges["roost.completion"])
     found = cycles(edges)
     assert not found, "\n" + describe(found, edges)
+
+
+# -- layers ----------------------------------------------------------------------------------
+# docs/architecture.md draws four layers. A module is in the first layer (pure, state, edges)
+# one of whose patterns names it, else it is a service; an import may point sideways or down,
+# never up. A new module that is pure or state must be added here to be held to it.
+
+LAYERS: dict[str, tuple[str, ...]] = {
+    "pure": (
+        "roost",
+        "roost.admission",
+        "roost.api_models",
+        "roost.completionrecord",
+        "roost.envelope",
+        "roost.errors",
+        "roost.identifiers",
+        "roost.ids",
+        "roost.jsonbody",
+        "roost.launcher.backend",
+        "roost.launcher.finalize",
+        "roost.launcher.jobs",
+        "roost.loopback",
+        "roost.manifest",
+        "roost.netrule",
+        "roost.peer.paths",
+        "roost.refusals",
+        "roost.tokens",
+        "roost.wire",
+        "a2a",
+        "a2a.card",
+        "a2a.errors",
+        "a2a.ids",
+        "a2a.inbound",
+        "a2a.jsonrpc",
+        "a2a.listing",
+        "a2a.models",
+        "a2a.origin",
+        "a2a.rpcmethods",
+        "a2a.seal",
+        "a2a.traceparent",
+        "a2a.tasktypes",
+    ),
+    "state": (
+        "roost.blocking",
+        "roost.config",
+        "roost.events",
+        "roost.fsutil",
+        "roost.keys",
+        "roost.leases",
+        "roost.logs",
+        "roost.metrics",
+        "roost.quotas",
+        "roost.registry",
+        "roost.registry.*",
+        "roost.repos",
+        "roost.repos.*",
+        "roost.reservelog",
+        "roost.sessions",
+        "roost.settings",
+        "roost.store",
+        "roost.trace",
+        "roost.traces",
+    ),
+    "edges": (
+        "roost.__main__",
+        "roost.admin",
+        "roost.admin.*",
+        "roost.capsule",
+        "roost.capsule.*",
+        "roost.cli",
+        "roost.ctl",
+        "roost.ctl.*",
+        "roost.daemon",
+        "roost.dashboard",
+        "roost.dashboard.*",
+        "roost.http",
+        "roost.http.*",
+        "roost.lifecycle",
+        "roost.network",
+        "roost.openapi",
+    ),
+}
+RANK = {"pure": 0, "state": 1, "services": 2, "edges": 3}
+# What a pure module never imports: it decides from values, it does no I/O.
+IO_LIBRARIES = frozenset(
+    {"aiohttp", "psutil", "ray", "shutil", "socket", "sqlite3", "structlog", "subprocess", "urllib"}
+)
+
+
+def layer_of(module: str) -> str:
+    for name, patterns in LAYERS.items():
+        if any(fnmatch.fnmatchcase(module, p) for p in patterns):
+            return name
+    return "services"
+
+
+def test_the_layer_map_names_real_modules() -> None:
+    known = modules()
+    for patterns in LAYERS.values():
+        for pattern in patterns:
+            assert any(fnmatch.fnmatchcase(m, pattern) for m in known), f"{pattern} names no module"
+    assert layer_of("roost.tokens") == "pure" and layer_of("roost.repos.jobs") == "state"
+    assert layer_of("roost.referee") == "services" and layer_of("roost.http.job_routes") == "edges"
+
+
+def test_imports_point_down_the_layers() -> None:
+    edges = graph()
+    known = modules()
+    upward = [
+        f"{known[a].relative_to(ROOT)}:{line} ({layer_of(a)}) imports {b} ({layer_of(b)})"
+        for a, targets in sorted(edges.items())
+        for b, line in sorted(targets.items())
+        if RANK[layer_of(b)] > RANK[layer_of(a)]
+    ]
+    assert not upward, "\n" + "\n".join(upward)
+
+
+def _external_imports(path: Path) -> Iterator[tuple[str, int]]:
+    """(top-level name, line) of every absolute import of something outside the packages."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            top = name.split(".")[0]
+            if top not in PACKAGES:
+                yield top, node.lineno
+
+
+@pytest.mark.parametrize("module", sorted(m for m in modules() if layer_of(m) == "pure"))
+def test_a_pure_module_imports_no_io_library(module: str) -> None:
+    path = modules()[module]
+    found = [f"{path.relative_to(ROOT)}:{line} imports {name}" for name, line in _external_imports(path)]
+    assert not [f for f in found if f.rsplit(" ", 1)[1] in IO_LIBRARIES], "\n" + "\n".join(found)
