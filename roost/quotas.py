@@ -36,6 +36,13 @@ class RegistrationRate:
         stamps.append(now_ms)
         return True
 
+    def give_back(self, uid: int | None, stamp_ms: int) -> None:
+        """Un-record a registration :meth:`admit` recorded at ``stamp_ms`` (it was refused after
+        all, e.g. as a duplicate), so a refused attempt does not use up the user's minute."""
+        stamps = self._stamps.get(uid)
+        if stamps is not None and stamp_ms in stamps:
+            stamps.remove(stamp_ms)
+
     def __len__(self) -> int:
         """How many users' windows are held."""
         return len(self._stamps)

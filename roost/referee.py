@@ -197,10 +197,12 @@ class Referee:
         artifact = self.artifacts.fresh(name, version)
         if artifact is None:
             artifact = await self.resolve(name, version)
-            # The registry was read in the executor: the parent may have ended and other
-            # grants may have taken the last slots meanwhile.
+            # The registry was read in the executor: the parent may have ended, a drain begun,
+            # and other grants may have taken the last slots meanwhile.
             if self.table.running_session(parent.session_id) is None:
                 raise IdentityRefused()
+            if self.draining:
+                raise Refused(refusals.DRAINING_SPAWN, "draining")
             now = self.clock()
             self._check_bounds(parent, now)
         # From here to the reservation nothing awaits: the bounds just checked still hold.
@@ -375,6 +377,7 @@ class Referee:
         spent_op: Op | None
         parent_id: str | None
         trust: Trust
+        rate_stamp: int | None = None  # when this registration was counted against the minute
         if approval is None:
             self._admit_top_level(name)
             artifact = await self.resolve(name, version)
@@ -386,7 +389,8 @@ class Referee:
             # Per-uid quotas: children are bounded where they are granted (POST /spawn); a
             # top-level registration is where one user's flood would start.
             self.check_uid_sessions(uid)
-            self._check_uid_rate(uid, self.clock())
+            rate_stamp = self.clock()
+            self._check_uid_rate(uid, rate_stamp)
             depth = self.config.max_depth
             parent_id = None
             trust = "trusted"
@@ -465,13 +469,17 @@ class Referee:
             await self.store.commit(ops)
         except StoreConflict:
             # The id is in the database but not in memory: a session ended and retired from
-            # the working set. The same refusal as for a live duplicate.
+            # the working set. The same refusal as for a live duplicate, which uses up no quota.
             self.table.discard(rec)
+            if rate_stamp is not None:
+                self._registrations.give_back(uid, rate_stamp)
             if spent_op is not None:
                 await self.store.commit([spent_op])
             raise IdentityRefused() from None
         except BaseException:
             self.table.discard(rec)
+            if rate_stamp is not None:
+                self._registrations.give_back(uid, rate_stamp)
             raise
         for hook in list(self.on_session_registered):
             try:

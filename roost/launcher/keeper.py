@@ -189,10 +189,24 @@ class _Keeper:
                 os.unlink(self.address)
 
 
+def _say(event: str, **fields: object) -> None:
+    """One JSON line on stderr (``keeper.log``), shaped like the daemon's own error events; the
+    keeper imports only the standard library, so this is its whole logging."""
+    line = {"event": event, "level": "error", "logger": "roost.keeper", **fields}
+    sys.stderr.write(json.dumps(line, default=str) + "\n")
+    sys.stderr.flush()
+
+
+def _uncaught(kind: type[BaseException], exc: BaseException, tb: object) -> None:
+    """An exception nobody caught is one line with its class: never a traceback, never its text."""
+    _say("keeper_failed", error=kind.__name__)
+
+
 def main(argv: list[str] | None = None) -> int:
+    sys.excepthook = _uncaught
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m roost.launcher.keeper ADDRESS", file=sys.stderr)
+        _say("keeper_usage", usage="python -m roost.launcher.keeper ADDRESS")
         return 2
     address = args[0].replace("@", "\0", 1) if args[0].startswith("@") else args[0]
     keeper = _Keeper(address)
@@ -206,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         keeper.bind()
     except OSError as exc:
-        print(f"keeper: cannot bind {args[0]}: {exc}", file=sys.stderr, flush=True)
+        _say("keeper_bind_failed", address=args[0], error=type(exc).__name__, detail=exc.strerror)
         return 1
     sys.stdout.write("ready\n")
     sys.stdout.flush()

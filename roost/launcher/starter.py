@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from roost import ids
-from roost.admission import admit_top_level
+from roost.admission import Draining, admit_top_level
 from roost.config import Config
 from roost.errors import BadGateway, Conflict, IdentityRefused, NotFound, Refused, RoostError
 from roost.events import ObservedError
@@ -200,6 +200,8 @@ class Starter:
                     "roost keeps its own job directories private to the daemon's user"
                 )
             artifact = await self.referee.resolve(req.name, req.version)
+            if self.referee.draining:  # begun while the workdir or the registry was read
+                raise for_launch(Draining())
             trust = "trusted"
             fresh = req.workdir is None
             workdir = Path(req.workdir) if req.workdir else cfg.state_dir / "jobs" / job_id

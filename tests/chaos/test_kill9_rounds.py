@@ -59,7 +59,9 @@ async def test_kill9_rounds_lose_nothing(
 ) -> None:
     add_doubles(registry)
     cfg = _config(tmp_path, registry)
-    rng = random.Random(int(os.environ.get("ROOST_CHAOS_SEED", str(time.time_ns()))))
+    seed = int(os.environ.get("ROOST_CHAOS_SEED", str(time.time_ns())))
+    print(f"chaos seed: {seed} (ROOST_CHAOS_SEED={seed} replays this run's kill points)")
+    rng = random.Random(seed)
     loop = asyncio.get_running_loop()
     door = await parent_door("x")
     wd = tmp_path / "boss-wd"

@@ -222,3 +222,19 @@ async def test_refusals_are_one_sentence(backend: LocalBackend, tmp_path: Path) 
             backend.check_run_as(os.geteuid() + 1)
     backend.check_run_as(None)
     backend.check_run_as(os.geteuid())
+
+
+def test_the_keepers_own_lines_are_json_events_without_a_traceback(tmp_path: Path) -> None:
+    """What the keeper says on its stderr (keeper.log) is one JSON event per line, like the
+    daemon's: a socket it cannot bind, a wrong command line, never a traceback."""
+    keeper = [sys.executable, "-m", "roost.launcher.keeper"]
+    unbindable = str(tmp_path / "no-such-dir" / "keeper.sock")
+    for args, event in (([unbindable], "keeper_bind_failed"), ([], "keeper_usage")):
+        proc = subprocess.run([*keeper, *args], capture_output=True, text=True, timeout=60)
+        assert proc.returncode != 0
+        assert "Traceback" not in proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1, proc.stderr
+        said = json.loads(lines[0])
+        assert (said["event"], said["level"], said["logger"]) == (event, "error", "roost.keeper"), said
+    assert said["usage"].startswith("python -m roost.launcher.keeper")

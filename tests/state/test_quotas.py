@@ -68,3 +68,24 @@ async def test_live_jobs_per_uid(daemon_factory: Any) -> None:
     status, job2, _, _ = await d.call("POST", "/jobs", json={"name": "sleeper", "version": "0.1.0", "task": "60"})
     assert status == 201, job2
     await d.call("POST", f"/jobs/{job2['job_id']}/cancel")
+
+
+async def test_a_refused_duplicate_uses_up_no_registration(daemon_factory: Any, registry: RegistryBuilder) -> None:
+    """Re-registering the id of an ended session that only the database still holds is refused
+    (403) after the rate check; the refused attempts must not take the user's minute."""
+    registry.add("orchestrator")
+    clock = FakeClock()
+    d: RunningDaemon = await daemon_factory(
+        registry.root, spawn_allow=("orchestrator",), clock=clock, uid_registrations_per_minute=2, session_memory_secs=1
+    )
+    sid, cred = await d.register_top("orchestrator")
+    await d.call("POST", "/deregister", json={"outcome": "complete"}, headers={CRED: cred})
+    clock.advance(2_000)
+    await d.roost.retention.sweep()  # out of memory, still on disk
+    assert d.roost.table.get(sid) is None
+    for _ in range(5):
+        body = {"session_id": sid, "name": "orchestrator", "version": "0.1.0"}
+        status, answer, _, _ = await d.call("POST", "/register", json=body)
+        assert status == 403 and "uid_registrations_per_minute" not in str(answer), answer
+    status, body, _, _ = await d.call("POST", "/register", json=_body())  # the second of two
+    assert status == 200, body
