@@ -25,7 +25,7 @@ import pytest
 from roost.events import Subscription
 from roost.referee import EXPIRY_SWEEP_SECS
 from tests.support.capsules import CAPSULE_CMD, add_examples, base_env
-from tests.support.daemon import DaemonProcess, RunningDaemon, start_daemon_process
+from tests.support.daemon import DaemonProcess, FakeClock, RunningDaemon, start_daemon_process
 from tests.support.launcher import DOUBLE, RUNTIME, add_doubles, job_final, wait_for
 from tests.support.registry import RegistryBuilder
 
@@ -234,3 +234,24 @@ async def test_a_readopted_job_whose_link_was_never_written_is_not_leased(
     status, _, _, _ = await d.call("POST", f"/jobs/{job['job_id']}/cancel")
     assert status in (200, 202)
     assert (await job_final(d, job["job_id"]))["state"] == "terminated"
+
+
+async def test_after_a_restart_a_leased_session_gets_a_fresh_lease(
+    daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path
+) -> None:
+    """Nobody could renew while no daemon ran: the next daemon gives every unwatchable session
+    a whole lease from its own start, not what was left of the old one (long lapsed here)."""
+    d1 = await started(daemon_factory, registry)
+    sid, _ = await d1.register_top("orchestrator")
+    old = d1.roost.referee.leases[sid]
+    await d1.roost.stop()
+    await d1.http.close()
+    later = FakeClock(start_ms=old + int(LEASE_SECS * 1000) * 10)
+    d2: RunningDaemon = await daemon_factory(
+        registry.root, spawn_allow=("orchestrator",), session_lease_secs=LEASE_SECS, clock=later
+    )
+    assert d2.roost.referee.leases.get(sid) == later() + int(LEASE_SECS * 1000)
+    assert await d2.roost.referee.lapse_leases(later()) == 0
+    assert await status_of(d2, sid) == "running"
+    later.advance(int(LEASE_SECS * 1000))
+    assert await d2.roost.referee.lapse_leases(later()) == 1  # a whole lease later, it lapses
