@@ -113,7 +113,8 @@ class FakeDir:
 
 
 class FakeBackend:
-    """Children and directories in memory; ``next_child`` shapes the next started child."""
+    """Children and directories in memory; ``next_child`` shapes the next started child, which
+    prints ``next_lines`` at once (and exits with ``next_exit`` after them, when set)."""
 
     def __init__(self) -> None:
         self.dirs: dict[str, FakeDir] = {}
@@ -122,6 +123,9 @@ class FakeBackend:
         self.finished_off: list[tuple[str, int | None]] = []
         self.workdir_checks: list[tuple[str, str, int | None]] = []
         self.next_child: dict[str, str] = {}
+        self.next_lines: list[bytes] = []
+        self.next_exit: str | None = None
+        self.started = asyncio.Event()
         self.gate = asyncio.Semaphore(4)
         self._pid = 1000
         self.opened = False
@@ -187,8 +191,13 @@ class FakeBackend:
         self._pid += 1
         child = FakeChild(spec.dir.job_id, self._pid, **self.next_child)
         child.stdin = spec.stdin
+        for line in self.next_lines:
+            child.say(line)
+        if self.next_exit is not None:
+            child.exit(self.next_exit)
         self.children[spec.dir.job_id] = child
         self.lifelines.add(spec.dir.job_id)
+        self.started.set()
         return child
 
     def lifeline_close(self, job_id: str) -> None:

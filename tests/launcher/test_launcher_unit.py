@@ -1,0 +1,234 @@
+"""The launcher, its starter and its completer over the fake process backend.
+
+The launcher is composed as the daemon composes it (real referee, session table, SQLite store,
+executor, events and metrics) but with :class:`tests.launcher.fake_backend.FakeBackend` behind
+the process-backend seam, so each test drives a child through its start, ready line, exit or
+stop by hand, and reads what the launcher did to the child, its directory and its job record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from a2a.client import A2AClient
+from roost.blocking import BlockingExecutor
+from roost.completionrecord import OPERATOR_CANCEL_DETAIL, CompletionRecord
+from roost.config import Config
+from roost.errors import BadGateway, Refused
+from roost.events import EventBus
+from roost.keys import KeyHolder, KeyRing
+from roost.launcher.context import LaunchServices
+from roost.launcher.jobs import Job
+from roost.launcher.request import LaunchRequest, parse_request
+from roost.launcher.service import Launcher
+from roost.metrics import Metrics
+from roost.referee import Referee
+from roost.refusals import DRAINING_LAUNCH, refusals
+from roost.repos.jobs import JobRepository
+from roost.sessions import SessionRecord, SessionTable
+from roost.settings import Settings
+from roost.store import Store
+from roost.traces import TraceFiles
+from tests.launcher.fake_backend import FakeBackend, FakeChild
+from tests.support.registry import RegistryBuilder
+
+CHILD_SESSION = "ses_" + "c" * 16
+ECHO = LaunchRequest(name="echo", version="0.1.0", task={"objective": "hi"})
+
+
+def ready(session_id: str = CHILD_SESSION) -> bytes:
+    return json.dumps({"session_id": session_id, "capsule_url": "http://127.0.0.1:9"}).encode() + b"\n"
+
+
+@dataclass
+class Harness:
+    launcher: Launcher
+    backend: FakeBackend
+    referee: Referee
+    store: Store
+    metrics: Metrics
+
+    async def launch(self, req: LaunchRequest = ECHO, credential: str | None = None) -> Job:
+        return await self.launcher.launch(req, credential, loopback=True, uid=os.geteuid(), operator=True)
+
+    def child(self, job: Job) -> FakeChild:
+        return self.backend.children[job.job_id]
+
+    async def finished(self, job: Job) -> Job:
+        await asyncio.wait_for(job.done.wait(), 30)
+        return job
+
+
+async def compose(registry: RegistryBuilder, tmp_path: Path, **config: object) -> AsyncIterator[Harness]:
+    values: dict[str, object] = {
+        "port": 0,
+        "registry_path": registry.root,
+        "state_dir": tmp_path / "state",
+        "ephemeral_keys": True,
+        "spawn_allow": ("echo", "boss"),
+        "uid_max_live_sessions": 10,
+        "uid_max_live_jobs": 10,
+        "log_format": "json",
+    }
+    values.update(config)
+    executor = BlockingExecutor()
+    settings = Settings(Config.model_validate(values), executor=executor)
+    table, metrics, events = SessionTable(), Metrics(), EventBus()
+    keys = KeyHolder(KeyRing.ephemeral(), state_dir=None, executor=executor)
+    store = Store(None, executor)
+    await store.open()
+    referee = Referee(settings=settings, table=table, store=store, keys=keys, executor=executor)
+    backend = FakeBackend()
+    traces = TraceFiles(executor, None)
+    a2a = A2AClient(connect_timeout=1.0, total_timeout=2.0)
+    launcher = Launcher(
+        LaunchServices(
+            config=lambda: settings.config,
+            clock=referee.clock,
+            referee=referee,
+            table=table,
+            store=store,
+            executor=executor,
+            metrics=metrics,
+            events=events,
+            backend=backend,
+            url=lambda: "http://127.0.0.1:1",
+        ),
+        trace=traces.write,
+        a2a=a2a,
+        door_key=keys.door_key_for,
+    )
+    launcher.delivery_window_secs = 0.5
+    await launcher.start()
+    try:
+        yield Harness(launcher, backend, referee, store, metrics)
+    finally:
+        await launcher.stop()
+        await a2a.close()
+        await traces.close_all()
+        await store.close()
+
+
+@pytest.fixture
+async def harness(registry: RegistryBuilder, tmp_path: Path) -> AsyncIterator[Harness]:
+    registry.add("echo")
+    registry.add("boss", capabilities={"spawn": {"allow": ["echo"]}})
+    async for h in compose(registry, tmp_path, max_live_capsules=2):
+        yield h
+
+
+async def test_a_top_level_launch_is_running_once_its_child_says_ready(harness: Harness) -> None:
+    harness.backend.next_lines = [ready()]
+    job = await harness.launch()
+    assert (job.state, job.session_id, job.capsule_url) == ("running", CHILD_SESSION, "http://127.0.0.1:9")
+    assert harness.backend.dirs[job.job_id].task == ECHO.task
+    child = harness.child(job)
+    assert child.stdin == b"" and job.pid == child.pid  # a top-level child on this host needs no approval
+    assert harness.launcher.jobs[job.job_id] is job and harness.launcher.counts_by_state() == {"running": 1}
+    assert job.job_id in harness.backend.lifelines
+
+
+async def test_the_childs_own_record_is_kept_and_the_job_completes(harness: Harness) -> None:
+    harness.backend.next_lines = [ready()]
+    job = await harness.launch()
+    own = CompletionRecord(job.delegation_id, "echo", "0.1.0", CHILD_SESSION, "ok", job.workdir, 5, "child")
+    harness.backend.dirs[job.job_id].completion = own
+    harness.child(job).exit("exit status 0")
+    await harness.finished(job)
+    assert job.state == "complete" and job.exit_status == "exit status 0"
+    kept = harness.backend.dirs[job.job_id].completion
+    assert kept is not None and (kept.reported_by, kept.status) == ("child", "ok")
+    assert (job.job_id, job.pid) in harness.backend.finished_off
+    assert job.job_id not in harness.backend.lifelines
+    await harness.store.commit([])  # after everything enqueued before it
+    stored = await JobRepository(harness.store).get(job.job_id)
+    assert stored is not None and stored.state == "complete"
+
+
+async def test_a_child_that_exits_without_a_record_is_recorded_crashed_by_the_launcher(harness: Harness) -> None:
+    harness.backend.next_lines = [ready()]
+    job = await harness.launch()
+    harness.backend.dirs[job.job_id].stderr = ["Traceback (most recent call last):", "ZeroDivisionError"]
+    harness.child(job).exit("exit status 3")
+    await harness.finished(job)
+    rec = harness.backend.dirs[job.job_id].completion
+    assert job.state == "crashed" and rec is not None
+    assert (rec.reported_by, rec.status, rec.session_id) == ("launcher", "crashed", CHILD_SESSION)
+    assert rec.detail is not None and "exit status 3" in rec.detail and rec.detail.endswith("ZeroDivisionError")
+
+
+async def test_an_operator_cancel_terminates_the_child_with_the_operators_detail(harness: Harness) -> None:
+    harness.backend.next_lines = [ready()]
+    job = await harness.launch()
+    await harness.launcher.cancel_as_operator(job.job_id)
+    await harness.finished(job)
+    assert harness.child(job).signals == ["SIGTERM"]
+    rec = harness.backend.dirs[job.job_id].completion
+    assert job.state == "terminated" and job.stop_reason == "operator_cancel"
+    assert rec is not None and (rec.status, rec.detail, rec.reported_by) == (
+        "terminated",
+        OPERATOR_CANCEL_DETAIL,
+        "launcher",
+    )
+
+
+async def test_a_child_that_exits_before_its_ready_line_fails_the_launch(harness: Harness) -> None:
+    harness.backend.next_exit = "exit status 2"
+    harness.backend.dirs.clear()
+    with pytest.raises(BadGateway) as info:
+        await harness.launch()
+    (job_id,) = harness.backend.children
+    job = harness.launcher.jobs[job_id]
+    assert job.state == "failed" and "exit status 2" in info.value.message
+    assert (job_id, None) in harness.backend.finished_off and job_id not in harness.backend.lifelines
+    assert harness.launcher.index.starting_top == 0  # the ceiling's hold was given back
+
+
+async def test_a_draining_daemon_refuses_before_anything_is_prepared(harness: Harness) -> None:
+    harness.referee.start_draining()
+    with pytest.raises(Refused) as info:
+        await harness.launch()
+    assert info.value.message == DRAINING_LAUNCH
+    assert harness.backend.dirs == {} and harness.backend.children == {} and harness.launcher.jobs == {}
+
+
+async def test_a_start_in_flight_counts_against_the_ceiling(harness: Harness) -> None:
+    """max_live_capsules is 2: one registered session and one top-level child still starting
+    fill it, so another launch is refused with the ceiling's sentence before its directory is made."""
+    await harness.referee.register(None, session_id="ses_" + "d" * 16, name="echo", version="0.1.0")
+    first = asyncio.ensure_future(harness.launch())
+    await asyncio.wait_for(harness.backend.started.wait(), 30)
+    with pytest.raises(Refused) as info:
+        await harness.launch()
+    assert info.value.message == refusals.ceiling(2, 2)
+    assert len(harness.backend.dirs) == 1
+    (child,) = harness.backend.children.values()
+    child.say(ready())
+    job = await first
+    assert job.state == "running" and harness.launcher.index.starting_top == 0
+
+
+async def test_a_delegated_launch_hands_the_approval_to_the_child_on_stdin(harness: Harness, tmp_path: Path) -> None:
+    workdir = tmp_path / "boss"
+    workdir.mkdir(mode=0o700)
+    credential, parent = await harness.referee.register(
+        None, session_id="ses_" + "b" * 16, name="boss", version="0.1.0", workdir=str(workdir), uid=os.geteuid()
+    )
+    assert isinstance(parent, SessionRecord)
+    harness.backend.next_lines = [ready()]
+    job = await harness.launch(parse_request({"name": "echo", "version": "0.1.0", "task": "x"}), credential)
+    assert job.parent_id == parent.session_id and job.delegated and job.state == "running"
+    assert Path(job.workdir).parent == workdir / ".murmur" / "children"
+    stdin = harness.child(job).stdin
+    assert stdin.startswith(b"msa1.") and stdin.endswith(b"\n")
+    # The parent's trace (a real file in its workdir) has the start line, naming the child.
+    lines = (workdir / ".murmur" / parent.session_id / "trace.jsonl").read_text().splitlines()
+    starts = [json.loads(line) for line in lines if json.loads(line)["event_type"] == "delegation_start"]
+    assert [(s["delegation_id"], s["child_session_id"]) for s in starts] == [(job.delegation_id, CHILD_SESSION)]
