@@ -16,7 +16,7 @@ nothing. A grant lost in a crash under-counts for at most the approval's 60 s, a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, cast, get_args
+from typing import cast, get_args
 
 import orjson
 import structlog
@@ -33,12 +33,12 @@ COMPACT_EVERY_MS = 1_000
 _TRUST = frozenset(get_args(Trust))
 
 
-def encode_slot(res: Slot) -> list[Any]:
+def encode_slot(res: Slot) -> list[str | int | None]:
     """The slot's fields in declaration order (jti, parent_id, … job_id), as :func:`decode_slot` reads them."""
     return list(res)
 
 
-def decode_slot(item: Any) -> Reservation:
+def decode_slot(item: object) -> Reservation:
     """One journalled slot; ValueError when it is not the shape :func:`encode_slot` writes."""
     if not isinstance(item, list) or len(item) != 9:
         raise ValueError("a journalled slot is a list of 9 fields")
@@ -62,7 +62,7 @@ def decode_slot(item: Any) -> Reservation:
     )
 
 
-def replay(rows: Iterable[tuple[Any, Any]], now_ms: int) -> list[Reservation]:
+def replay(rows: Iterable[tuple[bytes | str, bytes | str]], now_ms: int) -> list[Reservation]:
     """The slots still held after applying ``(granted, released)`` rows in journal order.
 
     An unreadable row is skipped with a warning: losing its slots is the same under-count a

@@ -11,11 +11,12 @@ from __future__ import annotations
 import heapq
 import json
 import math
+import sqlite3
 import sys
 from collections import deque
 from collections.abc import Container, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, NamedTuple, cast
+from typing import Final, Literal, NamedTuple, cast
 
 from roost.envelope import Envelope
 from roost.manifest import Manifest
@@ -74,7 +75,7 @@ class SessionRecord:
         return f"{self.name}@{self.version}"
 
     @classmethod
-    def from_row(cls, row: Any) -> SessionRecord:
+    def from_row(cls, row: sqlite3.Row) -> SessionRecord:
         return cls(
             session_id=row["session_id"],
             name=row["name"],
@@ -126,7 +127,6 @@ SLOT_EXP: Final = 7
 SLOT_JOB: Final = 8
 assert Reservation._fields[SLOT_JTI] == "jti" and Reservation._fields[SLOT_PARENT] == "parent_id"
 assert Reservation._fields[SLOT_EXP] == "exp_ms" and Reservation._fields[SLOT_JOB] == "job_id"
-_EXP = SLOT_EXP
 
 
 @dataclass
@@ -138,7 +138,7 @@ class SessionTable:
     # Slots are kept as plain tuples: the collector untracks an exact tuple of strings and
     # ints, but never a NamedTuple, and a busy host's table would otherwise be walked whole by
     # every full collection. ``Reservation`` is rebuilt for the (rare) callers that read one.
-    reservations: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    reservations: dict[str, Slot] = field(default_factory=dict)
     reservations_of: dict[str, set[str]] = field(default_factory=dict)
     spent: dict[str, int] = field(default_factory=dict)
     running: int = 0
@@ -250,7 +250,7 @@ class SessionTable:
 
     def _expire(self, jti: str, now_ms: int) -> int:
         slot = self.reservations.get(jti)
-        if slot is None or slot[_EXP] > now_ms:
+        if slot is None or slot[SLOT_EXP] > now_ms:
             return 0  # released already, or held again under a later expiry
         del self.reservations[jti]
         self._unlink(slot[SLOT_PARENT], jti)
@@ -276,7 +276,7 @@ class SessionTable:
             heapq.heappush(self._late, (exp, jti))
         if len(queue) + len(self._late) > 2 * len(self.reservations) + 1024:
             # Released slots linger in the queues until their expiry; drop them now and then.
-            self._expiry = deque(sorted((held[_EXP], held_jti) for held_jti, held in self.reservations.items()))
+            self._expiry = deque(sorted((held[SLOT_EXP], held_jti) for held_jti, held in self.reservations.items()))
             self._late = []
         self.reservations_of.setdefault(slot[SLOT_PARENT], set()).add(jti)
 

@@ -23,7 +23,7 @@ import structlog
 
 from a2a.client import A2AClient
 from roost.completion import deliver
-from roost.completionrecord import CompletionRecord, SpawnerHandle, crash_detail, cut_detail
+from roost.completionrecord import CompletionRecord, SpawnerHandle, Status, crash_detail, cut_detail
 from roost.events import EventBus, ObservedError
 from roost.launcher.backend import ChildDir, ProcessBackend
 from roost.launcher.delegation import DelegationTrace
@@ -176,7 +176,7 @@ class Completer:
         return await self._deliver(job, handle, rec, attempts=decision.attempts)
 
     @staticmethod
-    def _launcher_record(job: Job, status: Any, duration: int, detail: str | None) -> CompletionRecord:
+    def _launcher_record(job: Job, status: Status, duration: int, detail: str | None) -> CompletionRecord:
         return CompletionRecord(
             delegation_id=job.delegation_id,
             capsule_name=job.name,

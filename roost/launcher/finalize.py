@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from roost.completionrecord import OPERATOR_CANCEL_DETAIL, TERMINATED_DETAIL, deadline_detail
+from roost.completionrecord import OPERATOR_CANCEL_DETAIL, TERMINATED_DETAIL, Status, deadline_detail
 from roost.launcher.jobs import Delivery, JobState, StopReason, state_for_status
 
 __all__ = [
@@ -111,7 +111,7 @@ class Decision:
     reason: str | None
     state: JobState
     trace_line: bool
-    status: str | None = None
+    status: Status | None = None
     detail: str | None = None
     detail_from_stderr: bool = False
 
@@ -180,7 +180,7 @@ def decide(facts: Facts) -> Decision:
         # Nobody to report to, so the child wrote no completion; it ended its own session,
         # so it did not crash: record how it ended.
         exited_ok = facts.exit_status == "exit status 0" or (unknown and facts.told in ("ok", None))
-        status = "ok" if own_end == "complete" and exited_ok else "error"
+        status: Status = "ok" if own_end == "complete" and exited_ok else "error"
         return Decision(
             write="launcher",
             send=True,

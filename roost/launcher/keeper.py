@@ -42,6 +42,7 @@ import selectors
 import signal
 import socket
 import struct
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -242,7 +243,8 @@ class KeeperClient:
         self._sock: socket.socket | None = None
         self._next_id = 0
         self._replies: dict[int, asyncio.Future[dict[str, Any]]] = {}
-        self.process: Any = None
+        self.process: subprocess.Popen[bytes] | None = None
+        """The keeper process, when this daemon started it (None: it reconnected to one)."""
 
     @property
     def connected(self) -> bool:

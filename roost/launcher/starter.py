@@ -25,7 +25,7 @@ from roost import ids
 from roost.admission import Draining, admit_top_level
 from roost.config import Config
 from roost.errors import BadGateway, Conflict, IdentityRefused, NotFound, Refused, RoostError
-from roost.events import ObservedError
+from roost.events import ObservedError, Span
 from roost.launcher.backend import (
     CannotRunAs,
     ChildDirError,
@@ -275,7 +275,7 @@ class Starter:
         )
         return job
 
-    async def _prepare_dir(self, launch: Admitted, span: Any) -> None:
+    async def _prepare_dir(self, launch: Admitted, span: Span) -> None:
         """The child's directory, with its task; a directory that cannot be made ends the launch."""
         job = launch.job
         try:
@@ -289,7 +289,7 @@ class Starter:
                 await self.trace.not_started(launch.parent, job.name, job.version, launch.t0, "failed", reason)
             raise Conflict(f"the job directory {job.workdir} could not be created: {exc.detail}") from None
 
-    async def _spawn(self, launch: Admitted, span: Any) -> JobRunner:
+    async def _spawn(self, launch: Admitted, span: Span) -> JobRunner:
         """Start the child process; the runner that now owns it."""
         job = launch.job
         runner = JobRunner(self.backend, child_dir(job), self._spawn_task)
@@ -347,7 +347,7 @@ class Starter:
     async def _fail_start(
         self,
         launch: Admitted,
-        span: Any,
+        span: Span,
         reason: str,
         *,
         exit_status: str | None,

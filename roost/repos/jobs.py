@@ -67,7 +67,7 @@ def prune_sql(batch: int) -> str:
     )
 
 
-def job_from_row(row: Any) -> Job:
+def job_from_row(row: sqlite3.Row) -> Job:
     """A :class:`Job` from its row (a finished one has its ``done`` event set)."""
     values = {c: row[c] for c in COLUMNS}
     values["start_written"] = bool(values["start_written"])

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from roost.store import Op, Store
 
 __all__ = ["APPEND", "COMPACT", "JournalRepository"]
@@ -26,6 +24,6 @@ class JournalRepository:
         """Drop rows every slot of which expired by ``now_ms``."""
         return (COMPACT, (now_ms,))
 
-    def unexpired_sync(self, now_ms: int) -> list[tuple[Any, Any]]:
+    def unexpired_sync(self, now_ms: int) -> list[tuple[bytes, bytes]]:
         """``(granted, released)`` of each row still holding a live slot, in journal order (blocking)."""
         return [(row["granted"], row["released"]) for row in self.store.rows(UNEXPIRED, (now_ms,))]
