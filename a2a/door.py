@@ -25,10 +25,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
 from aiohttp import web
+from multidict import CIMultiDictProxy
 
 from a2a import errors, inbound, jsonrpc, listing, seal, traceparent
 from a2a.card import CARD_PATH, LEGACY_CARD_PATH, build_card
-from a2a.models import Dialect, Task, dump_task
+from a2a.models import Dialect, Message, Task, dump_task
 from a2a.origin import ORIGIN_HEADER, TRUST_HEADER, Origin, Provenance
 from a2a.rpcmethods import (
     OPS,
@@ -83,6 +84,11 @@ Identify = Callable[[web.Request], Awaitable[str | None]]
 """Who a direct (unsealed) caller is, as an owner key such as ``uid:1000``; None if unknown."""
 
 TAKES_NO_TASKS = "this capsule takes no tasks from callers (task_acceptance: none); its card lists no send method"
+UNSEALED = Provenance.from_wire(None, None)
+"""What an unsealed (or wrongly sealed) caller is, whatever origin it claims: ``event``, untrusted.
+
+So a local process that skips the relay cannot take the peer lane's priority, nor pose as a
+delegation's completion (no delegation id is recorded from it)."""
 _MISSING = object()
 JSON_TYPE = "application/json"
 
@@ -311,7 +317,7 @@ class Door(TaskQueue):
 
     async def _looked_up_caller(self, request: web.Request) -> Caller:
         """An unsealed caller whose owner ``identify`` finds."""
-        return Caller(Provenance.from_wire(request.headers.get(ORIGIN_HEADER), None), await self._identity(request))
+        return Caller(UNSEALED, await self._identity(request))
 
     def _known_caller(self, request: web.Request, subject: str) -> Caller | None:
         """The caller when no lookup is needed (a valid seal, or no ``identify``); None → :meth:`_caller`.
@@ -319,9 +325,9 @@ class Door(TaskQueue):
         A send asks this first, so the usual request does not pay for a coroutine it never suspends in.
         """
         headers = request.headers
-        origin = headers.get(ORIGIN_HEADER)
         sealed = headers.get(seal.SEAL_HEADER)
         if sealed is not None:
+            origin = headers.get(ORIGIN_HEADER)
             trust = headers.get(TRUST_HEADER)
             sender = seal.verify(
                 self.seal_key,
@@ -336,7 +342,7 @@ class Door(TaskQueue):
                 return Caller(Provenance.from_wire(origin, trust), f"session:{sender}")
         if self._identify is not None:
             return None
-        return Caller(Provenance.from_wire(origin, None), None)
+        return Caller(UNSEALED, None)
 
     async def _identity(self, request: web.Request) -> str | None:
         """The direct caller's owner key, looked up once per connection."""
@@ -391,6 +397,17 @@ class Door(TaskQueue):
         sealed = seal.SEAL_HEADER in headers  # the subject costs a digest: only a seal needs it
         subject = seal.send_subject(message, headers.get(DELEGATION_HEADER)) if sealed else message.message_id
         caller = self._known_caller(request, subject) or await self._looked_up_caller(request)
+        replayed = self.replayed(caller.owner, message.message_id)
+        rec = replayed if replayed is not None else self._accept(message, caller, headers, dialect)
+        if block and not notification and not rec.settled:  # nobody waits for a notification's answer
+            with contextlib.suppress(TimeoutError):  # at the cap the task is answered as it stands
+                async with asyncio.timeout(self.blocking_cap_secs):
+                    await rec.wait_settled()
+        task = rec.wire(dialect, history or 0)
+        return {"task": task} if dialect == "1.0" else task  # as dump_send_result has it
+
+    def _accept(self, message: Message, caller: Caller, headers: CIMultiDictProxy[str], dialect: Dialect) -> TaskRecord:
+        """Admit a new message, or continue the task it names (no await: nothing changes meanwhile)."""
         provenance = caller.provenance
         delegation_id: str | None = None
         if provenance.origin is Origin.COMPLETION:
@@ -422,12 +439,5 @@ class Door(TaskQueue):
                 raise errors.invalid_params(
                     f"message.contextId {message.context_id!r} is not the context of task {message.task_id}"
                 )
-            rec = self.continue_task(rec, incoming)
-        else:
-            rec = self.admit(incoming)
-        if block and not notification and not rec.settled:  # nobody waits for a notification's answer
-            with contextlib.suppress(TimeoutError):  # at the cap the task is answered as it stands
-                async with asyncio.timeout(self.blocking_cap_secs):
-                    await rec.wait_settled()
-        task = rec.wire(dialect, history or 0)
-        return {"task": task} if dialect == "1.0" else task  # as dump_send_result has it
+            return self.continue_task(rec, incoming)
+        return self.admit(incoming)

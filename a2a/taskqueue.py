@@ -95,6 +95,7 @@ class TaskQueue:
         self._waiting = Shelf(max_waiting)  # input-required / auth-required, per owner
         self._finished = Shelf(max_finished)  # terminal, per owner
         self._hook_calls: set[asyncio.Task[None]] = set()
+        self._by_message: dict[tuple[str | None, str], TaskRecord] = {}  # (owner, message id) → its task
         self._wake = asyncio.Event()
         self._worker: asyncio.Task[None] | None = None
         self._invoking: TaskRecord | None = None  # the record whose runner the worker is awaiting
@@ -215,8 +216,28 @@ class TaskQueue:
             return rec
         self._ever_held = True
         self._live[task.id] = rec
+        self._index(rec, message.message_id)
         self._enqueue(rec)
         return rec
+
+    def replayed(self, owner: str | None, message_id: str) -> TaskRecord | None:
+        """The kept task that ``owner``'s message ``message_id`` already opened or continued, if any.
+
+        A message id is its sender's (A2A: unique per message), so the same one again is a retry
+        or a replay: the door answers that task instead of opening a second one. ``rejected``
+        sends are not remembered (a retry after "busy" is a new attempt).
+        """
+        return self._by_message.get((owner, message_id))
+
+    def _index(self, rec: TaskRecord, message_id: str) -> None:
+        rec.message_ids.append(message_id)
+        self._by_message[rec.task.owner, message_id] = rec
+
+    def _forget(self, rec: TaskRecord) -> None:
+        owner = rec.task.owner
+        for message_id in rec.message_ids:
+            if self._by_message.get((owner, message_id)) is rec:
+                del self._by_message[owner, message_id]
 
     def continue_task(self, rec: TaskRecord, incoming: Incoming) -> TaskRecord:
         """Queue the next run of an interrupted task; -32004 unless it is input-/auth-required.
@@ -240,6 +261,7 @@ class TaskQueue:
         self._waiting.pop(prev.id)  # before it changes: a shelf keeps records in update order
         self._live[prev.id] = rec
         rec.task = prev._replace(turn=prev.turn + 1, **_from_message(incoming))
+        self._index(rec, message.message_id)
         rec.add_history(message)
         rec.set(TaskState.SUBMITTED)
         self._enqueue(rec)
@@ -332,7 +354,9 @@ class TaskQueue:
     # -- store -------------------------------------------------------------------------------------
 
     def _remember(self, rec: TaskRecord) -> None:
-        self._finished.put(rec)  # past its owner's count, that owner's oldest finished task is dropped
+        dropped = self._finished.put(rec)  # past its owner's count, that owner's oldest finished task
+        if dropped is not None:
+            self._forget(dropped)
 
     def _retire(self, rec: TaskRecord) -> None:
         task_id = rec.task.id
@@ -346,8 +370,8 @@ class TaskQueue:
         if not self._finished and not self._waiting:
             return
         horizon = time.time() - self.retention_secs
-        for _ in self._finished.older_than(horizon):
-            pass
+        for rec in self._finished.older_than(horizon):
+            self._forget(rec)
         for rec in self._waiting.older_than(horizon):
             self._end_waiting(rec, f"task canceled: it waited for input longer than {self.retention_secs:g} s")
 

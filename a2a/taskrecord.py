@@ -68,7 +68,18 @@ _iso_prefix = ""
 class TaskRecord:
     """A task as the door keeps it. ``task`` is the current run; ``history`` its messages, oldest first."""
 
-    __slots__ = ("artifacts", "history", "output", "state", "status_id", "status_text", "task", "updated", "waiters")
+    __slots__ = (
+        "artifacts",
+        "history",
+        "message_ids",
+        "output",
+        "state",
+        "status_id",
+        "status_text",
+        "task",
+        "updated",
+        "waiters",
+    )
 
     def __init__(self, task: DoorTask, state: TaskState, max_history: int) -> None:
         self.task = task
@@ -82,6 +93,7 @@ class TaskRecord:
         # Messages only when a caller asks for the history (most never do).
         self.history: deque[Message | tuple[str, str]] = deque(maxlen=max_history)
         self.waiters: list[asyncio.Future[None]] | None = None
+        self.message_ids: list[str] = []  # every message that opened or continued it (the door's replay index)
 
     @property
     def list_key(self) -> tuple[str, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -115,10 +116,11 @@ async def rpc(
 
 
 def msg03(text: str, **extra: Any) -> dict[str, Any]:
+    """A 0.3 send of ``text``; a fresh message id each time (a repeated one is answered as a retry)."""
     return {
         "message": {
             "kind": "message",
-            "messageId": "m1",
+            "messageId": f"msg-{uuid.uuid4()}",
             "role": "user",
             "parts": [{"kind": "text", "text": text}],
             **extra,
@@ -128,7 +130,7 @@ def msg03(text: str, **extra: Any) -> dict[str, Any]:
 
 def msg10(text: str) -> dict[str, Any]:
     return {
-        "message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": text}]},
+        "message": {"messageId": f"msg-{uuid.uuid4()}", "role": "ROLE_USER", "parts": [{"text": text}]},
         "configuration": {"returnImmediately": True},
     }
 
@@ -365,23 +367,30 @@ async def test_acceptance_none_is_unsupported(http: aiohttp.ClientSession) -> No
 
 async def test_lane_order_user_peer_bg(http: aiohttp.ClientSession) -> None:
     gate = Gate()
-    door = make_door(gate)
+    door = make_door(gate, seal_key=SEAL_KEY)
     peer = {"x-murmur-task-origin": "peer", "x-murmur-task-trust": "trusted"}
+
+    async def relayed(text: str) -> None:  # a peer's send, sealed as the daemon's relay seals it
+        params = msg03(text)
+        await rpc(http, url, "message/send", params, headers=sealed(peer, subject_of(params)))
+
     async with serve(door) as url:
         await rpc(http, url, "message/send", msg03("blocker"))
         await asyncio.wait_for(gate.started.get(), 5)
         await rpc(http, url, "message/send", msg03("bg-1"))  # no origin → event → bg
-        await rpc(http, url, "message/send", msg03("peer-1"), headers=peer)
+        await relayed("peer-1")
         await rpc(http, url, "message/send", msg03("bg-2"), headers={"x-murmur-task-origin": "user"})
+        await rpc(http, url, "message/send", msg03("bg-3"), headers=peer)  # claimed, unsealed: event → bg
         door.submit("user-1")
-        await rpc(http, url, "message/send", msg03("peer-2"), headers=peer)
+        await relayed("peer-2")
         door.submit("user-2")
-        assert door.pending == 6
+        assert door.pending == 7
         gate.release.set()
         await asyncio.wait_for(door.wait_idle(), 5)
-    assert [t.text for t in gate.seen] == ["blocker", "user-1", "user-2", "peer-1", "peer-2", "bg-1", "bg-2"]
+    assert [t.text for t in gate.seen] == ["blocker", "user-1", "user-2", "peer-1", "peer-2", "bg-1", "bg-2", "bg-3"]
     lanes = {t.text: t.lane for t in gate.seen}
     assert lanes["user-1"] is Lane.USER and lanes["peer-1"] is Lane.PEER and lanes["bg-2"] is Lane.BG
+    assert lanes["bg-3"] is Lane.BG
 
 
 # --- classification -----------------------------------------------------------------------------
@@ -390,7 +399,7 @@ HEADER_CASES = [
     ({}, Origin.EVENT, Trust.UNTRUSTED),
     ({"x-murmur-task-origin": "peer", "x-murmur-task-trust": "trusted"}, Origin.PEER, Trust.TRUSTED),
     ({"x-murmur-task-origin": "PEER", "x-murmur-task-trust": "Trusted"}, Origin.PEER, Trust.TRUSTED),
-    ({"x-murmur-task-origin": "peer"}, Origin.PEER, Trust.UNTRUSTED),
+    ({"x-murmur-task-origin": "peer"}, Origin.EVENT, Trust.UNTRUSTED),  # a seal needs both headers
     ({"x-murmur-task-origin": "peer", "x-murmur-task-trust": "yes"}, Origin.PEER, Trust.UNTRUSTED),
     ({"x-murmur-task-origin": "user", "x-murmur-task-trust": "trusted"}, Origin.EVENT, Trust.UNTRUSTED),
     ({"x-murmur-task-origin": "system", "x-murmur-task-trust": "trusted"}, Origin.EVENT, Trust.UNTRUSTED),
@@ -424,19 +433,19 @@ async def test_classification_at_the_door(http: aiohttp.ClientSession) -> None:
     door = make_door(gate, seal_key=SEAL_KEY)
     async with serve(door) as url:
         for headers, _, _ in HEADER_CASES:
-            await rpc(http, url, "message/send", msg03("x"), headers=sealed(headers, subject_of(msg03("x"))))
-        for headers, _, _ in HEADER_CASES:  # unsealed, or sealed with another key: never trusted
+            params = msg03("x")
+            await rpc(http, url, "message/send", params, headers=sealed(headers, subject_of(params)))
+        for headers, _, _ in HEADER_CASES:  # unsealed, sealed with another key, or over another message
             await rpc(http, url, "message/send", msg03("x"), headers=headers)
-            await rpc(
-                http, url, "message/send", msg03("x"), headers=sealed(headers, subject_of(msg03("x")), key=b"k" * 32)
-            )
+            params = msg03("x")
+            await rpc(http, url, "message/send", params, headers=sealed(headers, subject_of(params), key=b"k" * 32))
             await rpc(http, url, "message/send", msg03("x"), headers=sealed(headers, "another-message"))
         await asyncio.wait_for(door.wait_idle(), 5)
     got = [(t.origin, t.trust) for t in gate.seen]
     # HTTP strips surrounding whitespace from header values, so " peer" reads as peer.
     n = len(HEADER_CASES)
     assert got[:n] == [(o, t) for _, o, t in HEADER_CASES]
-    assert got[n:] == [(o, Trust.UNTRUSTED) for _, o, _ in HEADER_CASES for _ in range(3)]
+    assert got[n:] == [(Origin.EVENT, Trust.UNTRUSTED)] * (3 * n)  # whatever origin they claim
     assert all(t.origin not in (Origin.USER, Origin.SCHEDULE, Origin.SYSTEM) for t in gate.seen)
 
 
@@ -445,38 +454,29 @@ async def test_completion_addressing(http: aiohttp.ClientSession) -> None:
     door = make_door(gate, seal_key=SEAL_KEY)
     base = {"x-murmur-task-origin": "completion", "x-murmur-task-trust": "trusted", "x-murmur-delegation-id": "dlg_1"}
     async with serve(door) as url:
-        r = await rpc(http, url, "message/send", msg03("done"), headers=base)
-        assert r["error"] == {
-            "code": -32004,
-            "message": "completion is addressed to session <unaddressed>, which is not the session running here",
-        }
-        r = await rpc(
-            http, url, "message/send", msg03("done"), headers={**base, "x-murmur-completion-session": "ses_other"}
-        )
-        assert r["error"] == {
-            "code": -32004,
-            "message": "completion is addressed to session ses_other, which is not the session running here",
-        }
-        r = await rpc(
-            http,
-            url,
-            "message/send",
-            msg03("done"),
-            headers=sealed({**base, "x-murmur-completion-session": SESSION}, subject_of(msg03("done"), "dlg_1")),
-        )
+        for addressed in ({}, {"x-murmur-completion-session": "ses_other"}):
+            params = msg03("done")
+            r = await rpc(
+                http, url, "message/send", params, headers=sealed({**base, **addressed}, subject_of(params, "dlg_1"))
+            )
+            shown = addressed.get("x-murmur-completion-session", "<unaddressed>")
+            assert r["error"] == {
+                "code": -32004,
+                "message": f"completion is addressed to session {shown}, which is not the session running here",
+            }
+        params = msg03("done")
+        headers = sealed({**base, "x-murmur-completion-session": SESSION}, subject_of(params, "dlg_1"))
+        r = await rpc(http, url, "message/send", params, headers=headers)
         assert r["result"]["status"]["state"] == "submitted"
-        await rpc(
-            http,
-            url,
-            "message/send",
-            msg03("p"),
-            headers={"x-murmur-task-origin": "peer", "x-murmur-delegation-id": "dlg_2"},
-        )
+        # unsealed, the same claim is an event: no delegation id, and no addressing to check
+        forged = {**base, "x-murmur-completion-session": SESSION}
+        r = await rpc(http, url, "message/send", msg03("forged"), headers=forged)
+        assert r["result"]["status"]["state"] == "submitted"
         await asyncio.wait_for(door.wait_idle(), 5)
-    completion, peer = gate.seen
+    completion, forged_task = gate.seen
     assert (completion.origin, completion.trust, completion.lane) == (Origin.COMPLETION, Trust.TRUSTED, Lane.BG)
     assert completion.delegation_id == "dlg_1"
-    assert peer.delegation_id is None
+    assert (forged_task.origin, forged_task.trust, forged_task.delegation_id) == (Origin.EVENT, Trust.UNTRUSTED, None)
 
 
 async def test_peer_consent(http: aiohttp.ClientSession) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from a2a import seal
 from a2a.client import A2AClient
 from a2a.models import Message, Part, TaskState
 from tests.support.capsules import Capsules, add_examples, base_env
@@ -247,20 +248,37 @@ async def test_completion_task_is_recorded_not_run(
         "x-murmur-delegation-id": "dlg_0123",
         "x-murmur-completion-session": cp.session_id,
     }
+    msg = Message(message_id="m-c", role="user", parts=[Part(kind="text", text="Delegated capsule finished.")])
+    key, sender = d.roost.key_holder.door_key_for(cp.session_id), "ses_" + "c" * 32
+
+    def sealed(subject: str) -> dict[str, str]:  # as the daemon's launcher seals a completion it delivers
+        stamp = seal.seal(
+            key,
+            sender=sender,
+            receiver=cp.session_id,
+            origin="completion",
+            trust="trusted",
+            traceparent="",
+            subject=subject,
+        )
+        return {**headers, seal.SEAL_HEADER: stamp}
+
     async with A2AClient() as client:
-        msg = Message(message_id="m-c", role="user", parts=[Part(kind="text", text="Delegated capsule finished.")])
-        sent = await client.send_message(cp.url, msg, dialect="0.3", headers=headers)
-        done = await _poll(client, cp.url, sent.id, "0.3")
+        sent = await client.send_message(cp.url, msg, dialect="0.3", headers=sealed(seal.send_subject(msg, "dlg_0123")))
+        for _ in range(200):  # the sender's own task: read under a seal over its id
+            done = await client.get_task(cp.url, sent.id, dialect="0.3", headers=sealed(sent.id))
+            if done.status.state.terminal:
+                break
+            await asyncio.sleep(0.05)
     assert done.status.state == TaskState.COMPLETED
     assert await cp.terminate() == 143
     assert not (work / "out" / "result.txt").exists()  # the entrypoint never ran
     recs = assert_trace_guarantees(cp.trace)
     (start,) = [r for r in recs if r["event_type"] == "task_start"]
-    # A direct caller's stamp is not sealed by the daemon's relay, so the door does not believe
-    # its trust (docs/security.md); the origin still routes it as a completion.
+    # Sealed, the door believes the stamp (unsealed it would be an event: tests/trust).
     assert (start["origin"], start["trust"], start["lane"], start["delegation_id"]) == (
         "completion",
-        "untrusted",
+        "trusted",
         "bg",
         "dlg_0123",
     )

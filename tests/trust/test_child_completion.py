@@ -8,8 +8,10 @@ Then, as attackers at the parent's live door: another uid (``nobody``) and the s
 without the key post completions with forged headers in both A2A dialects, and a genuinely
 sealed completion (built with the daemon's own key, as its launcher builds one) is replayed with
 another body, another delegation id, or to another session's door. Every one of those is
-recorded ``untrusted``; the unmodified sealed one is recorded ``trusted``, so the check is one
-that can pass. No seal, MAC or door key reaches a log event, a trace, a log file or an answer.
+recorded as an ``event``, ``untrusted``, with no delegation id; the unmodified sealed one is
+recorded ``completion``/``trusted``, so the check is one that can pass, and replayed as it is it
+opens no second task. No seal, MAC or door key reaches a log event, a trace, a log file or an
+answer.
 """
 
 from __future__ import annotations
@@ -191,6 +193,9 @@ async def test_forged_and_replayed_completions_are_untrusted(
         # The control: the genuine sealed completion, unmodified, is believed.
         message, headers = sealed()
         await post_as(NOBODY, "sealed, as the daemon made it", door, message, headers)
+        # ... and replayed as it is, it opens no second task: the door answers the first one.
+        await post_as(NOBODY, "sealed, replayed", door, message, headers)
+        assert posted["sealed, replayed"] == posted["sealed, as the daemon made it"]
 
         def trust_of() -> dict[str, str] | None:
             lines = read_trace(trace_path(workdir, lead_sid)) + read_trace(
@@ -199,12 +204,20 @@ async def test_forged_and_replayed_completions_are_untrusted(
             starts = {ln["task_id"]: ln for ln in lines if ln["event_type"] == "task_start"}
             if not all(t in starts for t in posted.values()):
                 return None
-            return {name: f"{starts[t]['origin']}/{starts[t]['trust']}" for name, t in posted.items()}
+            return {
+                name: f"{starts[t]['origin']}/{starts[t]['trust']}/{starts[t].get('delegation_id')}"
+                for name, t in posted.items()
+            }
 
         got = await wait_for(trust_of, timeout=30)
-        expected = {name: "completion/untrusted" for name in posted}
-        expected["sealed, as the daemon made it"] = "completion/trusted"
+        # Whatever it claims, an unsealed or wrongly sealed caller is an event: no completion, no
+        # delegation id in the trace, never trusted.
+        expected = {name: "event/untrusted/None" for name in posted}
+        expected["sealed, as the daemon made it"] = expected["sealed, replayed"] = f"completion/trusted/{dlg}"
         assert got == expected
+        lines = read_trace(trace_path(workdir, lead_sid))
+        replayed_id = posted["sealed, replayed"]
+        assert [ln["event_type"] for ln in lines if ln.get("task_id") == replayed_id].count("task_start") == 1
         # Nothing secret anywhere: not the door keys, not a seal or its MAC.
         secrets = [key.hex(), d.roost.key_holder.door_key_for(other["session_id"]).hex()]
         secrets += [s for v in seals for s in (v, v.rsplit(".", 1)[1])]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -91,9 +92,11 @@ class Dialect:
     def part(self, text: str) -> dict[str, Any]:
         return {"text": text} if self.v1 else {"kind": "text", "text": text}
 
-    def message(self, text: str, *, message_id: str = "m1", **extra: Any) -> dict[str, Any]:
+    def message(self, text: str, *, message_id: str | None = None, **extra: Any) -> dict[str, Any]:
+        """A fresh message id unless one is given: the door answers a message id it has seen
+        with that message's task (a retry), as a real client's unique ids never do by accident."""
         msg: dict[str, Any] = {
-            "messageId": message_id,
+            "messageId": f"msg-{uuid.uuid4()}" if message_id is None else message_id,
             "role": "ROLE_USER" if self.v1 else "user",
             "parts": [self.part(text)],
             **extra,

@@ -9,7 +9,7 @@ from tests.a2a.conformance.harness import DIALECTS, SESSION, Caller, Script, ser
 
 
 async def test_get_task_history_length(caller: Caller) -> None:
-    first = await caller.send("ask:a?", immediate=False)
+    first = await caller.send("ask:a?", immediate=False, message_id="m1")
     tid = first["id"]
     await caller.send("b", immediate=False, taskId=tid, message_id="m2")
     full = await caller.get(tid)

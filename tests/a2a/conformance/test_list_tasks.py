@@ -16,7 +16,7 @@ async def _fill(c: Caller, n: int, *, context: str | None = None, text: str = "x
     extra = {"contextId": context} if context else {}
     ids = []
     for i in range(n):
-        task = await c.send(f"{text}{i}", immediate=False, message_id=f"m{i}", **extra)
+        task = await c.send(f"{text}{i}", immediate=False, **extra)
         ids.append(task["id"])
     return ids
 
