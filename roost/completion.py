@@ -22,9 +22,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from a2a import seal
 from a2a.client import A2AClient
@@ -75,7 +75,7 @@ __all__ = [
 ]
 
 
-def write_json_atomic(path: Path, obj: Any, *, mode: int = 0o600) -> None:
+def write_json_atomic(path: Path, obj: object, *, mode: int = 0o600) -> None:
     """Pretty JSON + newline, written atomically and durably (blocking)."""
     write_atomic(path, (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8"), mode=mode)
 
@@ -184,7 +184,7 @@ async def report(
     workdir: Path | Place,
     rec: CompletionRecord,
     *,
-    run_blocking: Any = None,
+    run_blocking: Callable[..., Awaitable[object]] | None = None,
     window_secs: float = 30.0,
     seal_key: bytes | None = None,
 ) -> CompletionRecord:
@@ -195,7 +195,7 @@ async def report(
     ``seal_key`` seals the delivery (see :func:`deliver`); only the daemon has one to give.
     """
 
-    async def blocking(fn: Any, *args: Any) -> Any:
+    async def blocking(fn: Callable[..., object], *args: object) -> object:
         if run_blocking is None:
             return fn(*args)
         return await run_blocking(fn, *args)

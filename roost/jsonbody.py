@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 import orjson
 
@@ -28,7 +27,7 @@ class BodyError(ValueError):
     """The body is not JSON; ``str()`` is the stdlib's description of why."""
 
 
-def decode_body(raw: bytes) -> Any:
+def decode_body(raw: bytes) -> object:
     """The JSON value of ``raw``, as ``json.loads(raw)`` would return it, or :class:`BodyError`."""
     if _LONG_DIGITS.search(raw) is None:
         try:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import psutil
@@ -77,7 +77,7 @@ class SessionEnds(Protocol):
     async def end_session(self, rec: SessionRecord, status: str, reason: str | None = None) -> bool: ...
 
 
-def observe_session_end(events: EventBus) -> Callable[[SessionRecord], Any]:
+def observe_session_end(events: EventBus) -> Callable[[SessionRecord], Awaitable[None]]:
     """The referee's session-end hook for ``roost.session.end``: every session end, with why (its
     own deregistration, a lapsed lease, the operator, its process gone)."""
 

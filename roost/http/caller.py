@@ -10,11 +10,12 @@ nothing. docs/security.md says what each endpoint does with it.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import weakref
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from aiohttp import web
 
@@ -72,7 +73,7 @@ def caller_of(request: web.Request) -> Caller:
     return remember(transport)
 
 
-def _identify_transport(transport: Any) -> Caller:
+def _identify_transport(transport: asyncio.BaseTransport) -> Caller:
     """Like :func:`identify`, but with the addresses asyncio already read for the transport
     (no getsockname/getpeername system calls: only the netlink round trip remains)."""
     sock = transport.get_extra_info("socket")
@@ -90,7 +91,7 @@ def _identify_transport(transport: Any) -> Caller:
     return Caller(uid=uid, via="tcp", loopback=loopback)
 
 
-def remember(transport: Any) -> Caller:
+def remember(transport: asyncio.BaseTransport) -> Caller:
     """Identify the connection behind ``transport`` now (on accept) and cache the answer."""
     found = _CACHE.get(transport)
     if found is None:

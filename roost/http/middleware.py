@@ -27,11 +27,11 @@ MAX_BODY_BYTES = 64 * 1024
 INTERNAL_ERROR = "internal error: the daemon could not complete this request; its log has the details"
 
 
-def _dumps(obj: Any) -> str:
+def _dumps(obj: object) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
-def json_ok(body: Any, status: int = 200) -> web.Response:
+def json_ok(body: object, status: int = 200) -> web.Response:
     """A compact JSON answer (as upstream's serde writes it), encoded by orjson."""
     return web.Response(body=orjson.dumps(body), status=status, content_type="application/json")
 
