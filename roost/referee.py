@@ -18,7 +18,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import structlog
 
@@ -71,7 +71,7 @@ class Grant(NamedTuple):
     artifact: Artifact
     parent: SessionRecord
 
-    def answer(self) -> dict[str, Any]:
+    def answer(self) -> dict[str, object]:
         return {
             "approval": self.approval,
             "name": self.artifact.name,
@@ -577,7 +577,7 @@ class Referee:
         stored = await self.sessions.get(session_id)
         return stored if stored is not None else self.table.get(session_id)
 
-    async def status_of(self, session_id: str) -> dict[str, Any] | None:
+    async def status_of(self, session_id: str) -> dict[str, object] | None:
         """``GET /status``: as :meth:`status`, and for a session only the database still holds."""
         answer = self.status(session_id)
         if answer is not None:
@@ -585,13 +585,13 @@ class Referee:
         rec = await self.lookup(session_id)
         return None if rec is None else self._status(rec)
 
-    def status(self, session_id: str) -> dict[str, Any] | None:
+    def status(self, session_id: str) -> dict[str, object] | None:
         rec = self.table.get(session_id)
         if rec is None:
             return None
         return self._status(rec)
 
-    def _status(self, rec: SessionRecord) -> dict[str, Any]:
+    def _status(self, rec: SessionRecord) -> dict[str, object]:
         session_id = rec.session_id
         self.table.prune(self.clock())
         return {

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from typing import Any
 
 import structlog
 
@@ -86,12 +85,12 @@ class Settings:
             hook()
         await self._executor.run(self._registry.clear_cache)
 
-    async def reload(self) -> dict[str, Any]:
+    async def reload(self) -> dict[str, object]:
         """Re-read the config file and forget registry caches; running sessions and jobs are untouched."""
         async with self._reloading:
             return await self._reload()
 
-    async def _reload(self) -> dict[str, Any]:
+    async def _reload(self) -> dict[str, object]:
         changed: list[str] = []
         needs_restart: list[str] = []
         error: str | None = None
@@ -112,7 +111,7 @@ class Settings:
         with contextlib.suppress(Exception):
             await self.forget_registry_caches()
         log.info("reloaded", changed=",".join(changed), needs_restart=",".join(needs_restart), failed=error is not None)
-        out: dict[str, Any] = {"reloaded": error is None, "changed": changed, "needs_restart": needs_restart}
+        out: dict[str, object] = {"reloaded": error is None, "changed": changed, "needs_restart": needs_restart}
         if error is not None:
             out["error"] = error
         return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from roost.errors import NotFound, Unavailable
 from roost.launcher.backend import ChildDir
@@ -55,7 +55,7 @@ class JobSources:
     table: SessionTable
 
 
-async def list_jobs(jobs: JobSources, state: str | None = None) -> list[dict[str, Any]]:
+async def list_jobs(jobs: JobSources, state: str | None = None) -> list[dict[str, object]]:
     """Every job (memory over the store: memory is ahead of write-behind), oldest first."""
     return [j.view() for j in await jobs.launcher.list_jobs(state)]
 
@@ -72,7 +72,7 @@ async def _job(jobs: JobSources, job_id: str) -> Job:
     return job
 
 
-async def get_job(jobs: JobSources, job_id: str) -> dict[str, Any]:
+async def get_job(jobs: JobSources, job_id: str) -> dict[str, object]:
     """The job; for a child on another node also its ``out_files`` (names below its directory
     there), since ``roostctl job`` cannot list that directory itself."""
     job = await _job(jobs, job_id)
@@ -83,21 +83,21 @@ async def get_job(jobs: JobSources, job_id: str) -> dict[str, Any]:
     return view
 
 
-async def launch(jobs: JobSources, req: LaunchRequest) -> dict[str, Any]:
+async def launch(jobs: JobSources, req: LaunchRequest) -> dict[str, object]:
     """A top-level launch on the operator's behalf: admitted like a loopback ``POST /jobs`` (the
     launcher's one admission decision refuses a draining daemon, with its own sentence)."""
     job = await jobs.launcher.launch(req, None, loopback=True, uid=os.geteuid(), operator=True)
     return job.view()
 
 
-async def cancel(jobs: JobSources, job_id: str) -> dict[str, Any]:
+async def cancel(jobs: JobSources, job_id: str) -> dict[str, object]:
     job = await _job(jobs, job_id)
     if job.final:
         return job.view()
     return (await jobs.launcher.cancel_as_operator(job_id)).view()
 
 
-def reconcile_report(jobs: JobSources) -> dict[str, Any]:
+def reconcile_report(jobs: JobSources) -> dict[str, object]:
     report = jobs.launcher.last_reconcile
     if report is None:
         raise Unavailable("the launcher has not reconciled yet")

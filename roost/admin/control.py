@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
 
@@ -93,7 +93,7 @@ class Control:
         counts = counts_by_state(self._jobs.jobs.values())
         return self._table.running, sum(counts.get(s, 0) for s in ACTIVE_JOB_STATES)
 
-    def active_jobs(self) -> list[dict[str, Any]]:
+    def active_jobs(self) -> list[dict[str, object]]:
         """The jobs a drain is waiting for, oldest first (what ``roostctl drain --wait`` lists)."""
         jobs = [j for j in self._jobs.jobs.values() if j.state in ACTIVE_JOB_STATES]
         jobs.sort(key=lambda j: (j.created_ms, j.job_id))
@@ -109,7 +109,7 @@ class Control:
             for j in jobs
         ]
 
-    def drain(self, *, timeout_secs: float | None = None) -> dict[str, Any]:
+    def drain(self, *, timeout_secs: float | None = None) -> dict[str, object]:
         """Refuse new spawns and launches, wait for running work to end, then ask the daemon to stop.
 
         Idempotent: a second drain does not start a second waiter, but its deadline applies (the
@@ -129,7 +129,7 @@ class Control:
             log.info("drain_deadline_set", timeout_secs=timeout_secs)
         return {"already_draining": already, **self.drain_status()}
 
-    def drain_status(self) -> dict[str, Any]:
+    def drain_status(self) -> dict[str, object]:
         """Whether the daemon drains, what it still waits for, and how long until it stops anyway."""
         sessions, jobs = self.active_work()
         deadline = self.drain_deadline
@@ -156,7 +156,7 @@ class Control:
 
     # -- keys ------------------------------------------------------------------------------------
 
-    async def rotate_keys(self) -> dict[str, Any]:
+    async def rotate_keys(self) -> dict[str, object]:
         """Replace the master key; every credential, approval and handle dies (all derive from it).
 
         With ``--ephemeral-keys`` the new key lives in memory only, like the old one. Pending
@@ -187,7 +187,7 @@ class Control:
 
     # -- reload ----------------------------------------------------------------------------------
 
-    async def reload(self) -> dict[str, Any]:
+    async def reload(self) -> dict[str, object]:
         """SIGHUP / ``POST /reload``: RELOADING=1, re-read config and registry, READY=1 again."""
         sdnotify.notify("RELOADING=1", f"MONOTONIC_USEC={time.monotonic_ns() // 1000}")
         try:

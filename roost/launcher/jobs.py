@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from roost.launcher.backend import NodeRef
 from roost.wire import FINAL_JOB_STATES, JobState
@@ -63,7 +63,7 @@ class Job:
     """The machine its child runs on (None: this host)."""
     # In-memory only: set once the exit has been handled (completion, trace, record).
     done: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
-    completion: dict[str, Any] | None = field(default=None, repr=False)
+    completion: dict[str, object] | None = field(default=None, repr=False)
     readopted: bool = field(default=False, repr=False)
     """In memory: found running or lost by reconcile (a previous daemon may have written its lines)."""
     finalizing: bool = field(default=False, repr=False)
@@ -77,7 +77,7 @@ class Job:
     def delegated(self) -> bool:
         return self.parent_id is not None
 
-    def view(self) -> dict[str, Any]:
+    def view(self) -> dict[str, object]:
         """The JSON answer of ``POST /jobs`` and ``GET /jobs/{job_id}``."""
         return {
             "job_id": self.job_id,
