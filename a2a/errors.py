@@ -8,8 +8,6 @@ hold tokens.
 
 from __future__ import annotations
 
-from typing import Any
-
 # JSON-RPC 2.0 standard codes.
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -35,7 +33,7 @@ class JsonRpcError(A2AError):
     ``A2A error from <url>: <code> <message>``.
     """
 
-    def __init__(self, code: int, message: str, data: Any = None, *, url: str | None = None) -> None:
+    def __init__(self, code: int, message: str, data: object = None, *, url: str | None = None) -> None:
         self.code = code
         self.message = message
         self.data = data
@@ -47,9 +45,9 @@ class JsonRpcError(A2AError):
             return f"{self.code} {self.message}"
         return f"A2A error from {self.url}: {self.code} {self.message}"
 
-    def to_object(self) -> dict[str, Any]:
+    def to_object(self) -> dict[str, object]:
         """The wire error object: exactly ``{code, message[, data]}``."""
-        obj: dict[str, Any] = {"code": self.code, "message": self.message}
+        obj: dict[str, object] = {"code": self.code, "message": self.message}
         if self.data is not None:
             obj["data"] = self.data
         return obj

@@ -125,7 +125,7 @@ def parse_envelope(obj: object) -> Request:
     return Request(request_id, method, params, notification)
 
 
-def dumps(obj: Any) -> bytes:
+def dumps(obj: object) -> bytes:
     """Compact UTF-8 JSON, the form every answer and request is sent in."""
     try:
         return orjson.dumps(obj)
@@ -133,7 +133,7 @@ def dumps(obj: Any) -> bytes:
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def result_body(request_id: JsonId, result: Any) -> bytes:
+def result_body(request_id: JsonId, result: object) -> bytes:
     return dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
 
 
@@ -141,7 +141,7 @@ def error_body(request_id: JsonId, error: errors.JsonRpcError) -> bytes:
     return dumps({"jsonrpc": "2.0", "id": request_id, "error": error.to_object()})
 
 
-def build_request(method: str, params: dict[str, Any], request_id: str | None = None) -> dict[str, Any]:
+def build_request(method: str, params: dict[str, Any], request_id: str | None = None) -> dict[str, object]:
     """A client request envelope; ids are ``req_<uuid7>`` as murmur mints them."""
     return {"jsonrpc": "2.0", "id": request_id or prefixed("req"), "method": method, "params": params}
 

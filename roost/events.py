@@ -21,7 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from a2a.ids import uuid7_hex
 
@@ -81,18 +81,18 @@ class Subscription:
 
     def __init__(self, bus: EventBus, maxsize: int) -> None:
         self._bus = bus
-        self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize)
-        self._held: dict[str, Any] | None = None
+        self._queue: asyncio.Queue[dict[str, object]] = asyncio.Queue(maxsize)
+        self._held: dict[str, object] | None = None
         self.dropped = 0
 
-    def _offer(self, event: dict[str, Any]) -> None:
+    def _offer(self, event: dict[str, object]) -> None:
         if self._queue.full():
             with contextlib.suppress(asyncio.QueueEmpty):
                 self._queue.get_nowait()
             self.dropped += 1
         self._queue.put_nowait(event)
 
-    async def get(self) -> dict[str, Any]:
+    async def get(self) -> dict[str, object]:
         """The next event; a lag marker first when events were dropped since the last read."""
         if self._held is not None:
             event, self._held = self._held, None
@@ -156,7 +156,7 @@ class EventBus:
         self.execution_id = uuid7_hex()
         self.root_span = secrets.token_hex(8)
         self._sequence = 0
-        self._recent: deque[dict[str, Any]] = deque(maxlen=keep)
+        self._recent: deque[dict[str, object]] = deque(maxlen=keep)
         self._subscribers: set[Subscription] = set()
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
 
@@ -189,7 +189,7 @@ class EventBus:
     def _emit(self, kind: str, span: Span, attributes: dict[str, Scalar], extra: dict[str, object]) -> None:
         seq = self._sequence
         self._sequence += 1
-        event: dict[str, Any] = {
+        event: dict[str, object] = {
             "schemaVersion": 1,
             "type": kind,
             "eventId": f"{self.execution_id}:{seq}",
@@ -208,7 +208,7 @@ class EventBus:
         for sub in list(self._subscribers):
             sub._offer(event)
 
-    def recent(self, limit: int | None = None) -> list[dict[str, Any]]:
+    def recent(self, limit: int | None = None) -> list[dict[str, object]]:
         items = list(self._recent)
         return items if limit is None else items[-limit:]
 

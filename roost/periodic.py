@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import structlog
 
@@ -20,7 +19,7 @@ __all__ = ["every"]
 
 
 async def every(
-    interval_secs: Callable[[], float], step: Callable[[], Awaitable[Any]], *, failed: str, logger: str
+    interval_secs: Callable[[], float], step: Callable[[], Awaitable[object]], *, failed: str, logger: str
 ) -> None:
     """Forever: sleep ``interval_secs()`` (read anew each time, so a reload applies), run
     ``step``; a step that raises is logged as event ``failed`` on ``logger`` and the loop goes on.

@@ -23,7 +23,6 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -153,9 +152,9 @@ def _session_node(fd: int) -> tuple[str | None, bool]:
     return None, True
 
 
-def read_trace(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def read_trace(path: str | os.PathLike[str]) -> list[dict[str, object]]:
     """Every parseable line of a trace file, in order (for tests and ``roostctl``)."""
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     try:
         with open(path, encoding="utf-8") as fh:
             for raw in fh:

@@ -23,7 +23,6 @@ import json
 import os
 from collections import deque
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 
@@ -63,7 +62,7 @@ def _follow(request: web.Request) -> bool:
     return request.query.get("follow", "0") not in ("0", "false", "")
 
 
-def _line(obj: dict[str, Any]) -> bytes:
+def _line(obj: dict[str, object]) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 
@@ -109,7 +108,7 @@ async def events(request: web.Request) -> web.StreamResponse:
 _LAUNCHER_LOG = Path(LOG_FILE).name
 
 
-def _item(path: Path, raw: bytes) -> dict[str, Any]:
+def _item(path: Path, raw: bytes) -> dict[str, object]:
     """One log line with the stream it came from: ``stderr`` or ``stdout`` (the launcher log marks
     stdout lines), ``result`` (the task's ``out/result.txt``), else the file's name."""
     text = raw[:_MAX_LINE].decode("utf-8", "replace").rstrip("\n")
@@ -122,9 +121,9 @@ def _item(path: Path, raw: bytes) -> dict[str, Any]:
     return {"file": path.name, "stream": path.stem, "line": text}
 
 
-def _tail(paths: list[Path], n: int) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def _tail(paths: list[Path], n: int) -> tuple[list[dict[str, object]], dict[str, int]]:
     """Last ``n`` lines over all files (each file's last n, in file order) and each file's end offset."""
-    lines: list[dict[str, Any]] = []
+    lines: list[dict[str, object]] = []
     ends: dict[str, int] = {}
     for path in paths:
         try:
@@ -137,8 +136,8 @@ def _tail(paths: list[Path], n: int) -> tuple[list[dict[str, Any]], dict[str, in
     return lines[-n:] if n else [], ends
 
 
-def _read_new(paths: list[Path], ends: dict[str, int]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+def _read_new(paths: list[Path], ends: dict[str, int]) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
     for path in paths:
         key = str(path)
         try:
@@ -169,12 +168,12 @@ class _LocalLogs:
         self._jobs, self._executor, self._ident = jobs, executor, ident
         self._ends: dict[str, int] = {}
 
-    async def tail(self, n: int) -> tuple[list[str], list[dict[str, Any]]]:
+    async def tail(self, n: int) -> tuple[list[str], list[dict[str, object]]]:
         paths = await self._executor.run(bridge.log_paths, self._jobs, self._ident)
         lines, self._ends = await self._executor.run(_tail, paths, n)
         return [str(p) for p in paths], lines
 
-    async def new(self) -> list[dict[str, Any]]:
+    async def new(self) -> list[dict[str, object]]:
         # New log files may appear (a session registers after its job starts).
         paths = await self._executor.run(bridge.log_paths, self._jobs, self._ident)
         return await self._executor.run(_read_new, paths, self._ends)
@@ -192,7 +191,7 @@ class _RemoteLogs:
         _, rec = await self._executor.run(bridge.log_target, self._jobs, self._ident)
         return await bridge.remote_log_names(self._jobs, self._dir, rec)
 
-    def _items(self, name: str, start: int, data: bytes, *, skip_first: bool) -> list[dict[str, Any]]:
+    def _items(self, name: str, start: int, data: bytes, *, skip_first: bool) -> list[dict[str, object]]:
         cut = data.rfind(b"\n")
         if cut < 0:
             self._ends[name] = start  # no whole line yet
@@ -204,10 +203,10 @@ class _RemoteLogs:
         path = Path(self._dir.workdir) / name
         return [_item(path, raw) for raw in raws]
 
-    async def tail(self, n: int) -> tuple[list[str], list[dict[str, Any]]]:
+    async def tail(self, n: int) -> tuple[list[str], list[dict[str, object]]]:
         backend = self._jobs.launcher.backend
         files: list[str] = []
-        lines: list[dict[str, Any]] = []
+        lines: list[dict[str, object]] = []
         for name in await self._names():
             start, data = await backend.read_file(self._dir, name, -_TAIL_BYTES, _TAIL_BYTES)
             if not data:
@@ -217,9 +216,9 @@ class _RemoteLogs:
             lines.extend(items[-n:] if n else [])
         return files, lines[-n:] if n else []
 
-    async def new(self) -> list[dict[str, Any]]:
+    async def new(self) -> list[dict[str, object]]:
         backend = self._jobs.launcher.backend
-        out: list[dict[str, Any]] = []
+        out: list[dict[str, object]] = []
         for name in await self._names():
             pos = self._ends.get(name, 0)
             start, data = await backend.read_file(self._dir, name, pos, _TAIL_BYTES)

@@ -14,7 +14,6 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from roost.blocking import BlockingExecutor
 from roost.launcher.backend import ChildDir, ProcessBackend
@@ -66,7 +65,7 @@ class DelegationTrace:
             return None
         return ChildDir(job.job_id, job.workdir, job.parent_workdir, job.uid, job.node)
 
-    async def _remote_lines(self, dir: ChildDir, session_id: str) -> list[dict[str, Any]]:
+    async def _remote_lines(self, dir: ChildDir, session_id: str) -> list[dict[str, object]]:
         """The parent's trace read on its node, from the start, in chunks."""
         assert self._backend is not None
         name = f".murmur/{session_id}/{TRACE_FILE}"
@@ -77,7 +76,7 @@ class DelegationTrace:
                 break
             data += chunk
             pos += len(chunk)
-        out: list[dict[str, Any]] = []
+        out: list[dict[str, object]] = []
         for raw in bytes(data).splitlines():
             try:
                 line = json.loads(raw)

@@ -16,7 +16,6 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
 
 from roost.completionrecord import STDERR_LINES
 from roost.errors import BadRequest
@@ -67,7 +66,7 @@ def parse_task(task: object) -> dict[str, str | None] | None:
     return payload
 
 
-def input_envelope(job_id: str, payload: dict[str, str | None]) -> dict[str, Any]:
+def input_envelope(job_id: str, payload: dict[str, str | None]) -> dict[str, object]:
     """The ``murmur.message.v1`` envelope of type ``murmur.code_task.request.v1``."""
     return {
         "schema": "murmur.message.v1",
