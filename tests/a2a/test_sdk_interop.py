@@ -66,7 +66,9 @@ CLIENT_SCRIPT = textwrap.dedent(
                 del card.supported_interfaces[:]
                 card.supported_interfaces.extend(keep)
             client = ClientFactory(ClientConfig(streaming=False, httpx_client=http)).create(card)
-            sent = await send(client, "sdk-msg-1", "hello from sdk")  # the SDK does not ask to return at once
+            # message ids are unique per message (the door answers a seen one with its task); the SDK
+            # does not ask to return at once
+            sent = await send(client, f"sdk-{dialect}-msg-1", "hello from sdk")
             task = sent
             for _ in range(200):
                 task = await client.get_task(GetTaskRequest(id=sent.id))
@@ -84,9 +86,9 @@ CLIENT_SCRIPT = textwrap.dedent(
             if not full:  # the basic run, also used against a real capsule (tests/capsule/test_sdk.py)
                 print(json.dumps(out))
                 return
-            quick = await send(client, "sdk-msg-2", "quick", immediate=True)
-            asked = await send(client, "sdk-msg-3", "ask:your name?")
-            answered = await send(client, "sdk-msg-4", "Ada", task_id=asked.id, context_id=asked.context_id)
+            quick = await send(client, f"sdk-{dialect}-msg-2", "quick", immediate=True)
+            asked = await send(client, f"sdk-{dialect}-msg-3", "ask:your name?")
+            answered = await send(client, f"sdk-{dialect}-msg-4", "Ada", task_id=asked.id, context_id=asked.context_id)
             history = await client.get_task(GetTaskRequest(id=asked.id, history_length=10))
             out |= {
                 "quick_state": TaskState.Name(quick.status.state),
@@ -275,7 +277,7 @@ async def test_official_sdk_client(sdk_python: Path, tmp_path: Path, dialect: st
     if dialect == "1.0":
         assert result["list"] == [2, 3, True, 1]
     assert {t.dialect for t in script.seen} == {dialect}
-    assert script.seen[0].message_id == "sdk-msg-1"
+    assert script.seen[0].message_id == f"sdk-{dialect}-msg-1"
 
 
 @contextlib.asynccontextmanager

@@ -45,4 +45,7 @@ async def test_sdk_client_against_capsule_door(
         assert result["artifact_text"] == "echo: hello from sdk\n"
     assert await cp.terminate() == 143
     recs = assert_trace_guarantees(cp.trace)
-    assert [r["message_id"] for r in recs if r["event_type"] == "a2a_task_received"] == ["sdk-msg-1", "sdk-msg-1"]
+    assert [r["message_id"] for r in recs if r["event_type"] == "a2a_task_received"] == [
+        "sdk-1.0-msg-1",
+        "sdk-0.3-msg-1",
+    ]
