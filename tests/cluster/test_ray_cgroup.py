@@ -29,8 +29,16 @@ from tests.support.registry import RegistryBuilder
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
 LEAVER = r"""
-import os, signal, sys
+import os, signal, sys, time
 workdir = sys.argv[sys.argv.index("--workdir") + 1]
+# A runtime forks nothing before its start is complete (the keeper moves it into the job's
+# cgroup just after exec; roost-capsule forks only once registered): wait to be moved.
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline:
+    with open("/proc/self/cgroup") as fh:
+        if any(line.startswith("0::/") and os.environ["MURMUR_JOB_ID"] in line for line in fh):
+            break
+    time.sleep(0.01)
 first = os.fork()
 if first == 0:
     os.setsid()
