@@ -5,10 +5,11 @@ runtime can use this daemon unchanged. Every decision is made on the in-memory
 :class:`~roost.sessions.SessionTable` without awaiting between the check and the reservation it
 grants; the change is then made durable before the answer leaves.
 
-This module sequences; the pieces it sequences live beside it: whether a start is admitted
-(:mod:`roost.admission`, pure) and how each refusal reads (:mod:`roost.refusals`), the registry
-answers it reuses (:mod:`roost.artifactcache`), lease expiries (:mod:`roost.leases`), the per-user
-registration rate (:mod:`roost.quotas`), and the rows it writes (:mod:`roost.repos`).
+This module sequences; the pieces it sequences live beside it: registering a session
+(:mod:`roost.registration`, composed here), whether a start is admitted (:mod:`roost.admission`,
+pure) and how each refusal reads (:mod:`roost.refusals`), the registry answers it reuses
+(:mod:`roost.artifactcache`), lease expiries (:mod:`roost.leases`), the per-user registration
+rate (:mod:`roost.quotas`), and the rows it writes (:mod:`roost.repos`).
 """
 
 from __future__ import annotations
@@ -23,26 +24,26 @@ from typing import NamedTuple
 import structlog
 
 from roost import logs, tokens
-from roost.admission import SpawnLimits, admit_spawn, admit_top_level
+from roost.admission import SpawnLimits, admit_spawn
 from roost.artifactcache import ArtifactCache
 from roost.blocking import BlockingExecutor
 from roost.config import Config
-from roost.envelope import Envelope, violation
+from roost.envelope import violation
 from roost.errors import IdentityRefused, Refused
 from roost.identifiers import require_id
 from roost.ids import token_id
 from roost.keys import KeyHolder, KeyRing
 from roost.leases import Leases
 from roost.periodic import every
-from roost.quotas import RegistrationRate
-from roost.refusals import for_register, for_spawn, refusals
+from roost.refusals import for_spawn, refusals
+from roost.registration import Registrar, WorkdirCheck
 from roost.registry import Artifact, Registry
 from roost.repos.sessions import SessionRepository
 from roost.repos.spent import SpentRepository
 from roost.reservelog import ReservationJournal, replay
-from roost.sessions import SLOT_JOB, Reservation, SessionRecord, SessionTable, Slot, Trust
+from roost.sessions import Reservation, SessionRecord, SessionTable, Slot
 from roost.settings import Settings
-from roost.store import Op, Store, StoreConflict
+from roost.store import Store
 from roost.workdirs import registered_workdir
 
 __all__ = ["APPROVAL_TTL_MS", "Grant", "Referee", "refusals"]
@@ -54,9 +55,6 @@ EXPIRY_SWEEP_SECS = 1.0
 LEASE_CHECK_TICKS = 5  # leases are checked every fifth expiry sweep
 Clock = Callable[[], int]
 SessionEndHook = Callable[[SessionRecord], Awaitable[None]]
-WorkdirCheck = Callable[[str, int | None, str | None], Awaitable[str]]
-"""``(workdir, uid, job_id)`` → the normalised workdir if ``uid`` may use it where the session
-runs (the job's node, else this host), or the refusal (roost/launcher/workdirplace.py)."""
 
 
 def wall_ms() -> int:
@@ -99,18 +97,29 @@ class Referee:
         self._keys = keys
         self.executor = executor
         self.clock = clock
-        self._workdirs = workdirs or self._local_workdir
         self.sessions = SessionRepository(store)
         self.spent = SpentRepository(store)
         self.journal = ReservationJournal(store, clock)
         self.on_session_end: list[SessionEndHook] = []
-        self.on_session_registered: list[Callable[[SessionRecord], None]] = []
         self.artifacts = ArtifactCache(lambda: self.registry, executor, lambda: self.config.registry_recheck_secs)
         self._verified: dict[str, tuple[KeyRing, tokens.CredentialClaims]] = {}
         self._violations: dict[tuple[str, str], str | None] = {}
         self.draining = False
         self._leases = Leases()
-        self._registrations = RegistrationRate()
+        self.registrar = Registrar(
+            settings=settings,
+            table=table,
+            store=store,
+            keys=keys,
+            clock=clock,
+            artifacts=self.artifacts,
+            workdirs=workdirs or self._local_workdir,
+            sessions=self.sessions,
+            spent=self.spent,
+            draining=lambda: self.draining,
+            release_slot=self.release_slot,
+            check_uid_sessions=self.check_uid_sessions,
+        )
 
     @property
     def config(self) -> Config:
@@ -283,12 +292,6 @@ class Referee:
         if live >= limit:
             raise Refused(refusals.uid_sessions(uid, limit, live), "quota_sessions")
 
-    def _check_uid_rate(self, uid: int | None, now_ms: int) -> None:
-        """The per-uid registrations-per-minute quota; records this registration if allowed."""
-        limit = self.config.uid_registrations_per_minute
-        if not self._registrations.admit(uid, now_ms, limit):
-            raise Refused(refusals.uid_rate(uid, limit), "quota_rate")
-
     def _check_bounds(self, parent: SessionRecord, now_ms: int) -> None:
         """Depth, machine ceiling, concurrency, the user's sessions — in upstream order
         (expired slots pruned first; roost/admission.py decides)."""
@@ -323,29 +326,7 @@ class Referee:
     async def _local_workdir(self, workdir: str, uid: int | None, job_id: str | None) -> str:
         return await self.executor.run(registered_workdir, workdir, uid)
 
-    def _approver(self, approval: str) -> tuple[int | None, str | None]:
-        """The uid of the running session an approval was granted to (verified, not spent), and
-        the job its slot was reserved for (None: a ``/spawn`` of the session's own)."""
-        try:
-            claims = tokens.verify_approval(self.keys.approval_key, approval, now_ms=self.clock())
-        except tokens.ApprovalExpired:
-            raise Refused(refusals.EXPIRED, "approval_expired") from None
-        except tokens.TokenError:
-            raise IdentityRefused() from None
-        parent = self.table.running_session(claims.sid)
-        if parent is None:
-            raise IdentityRefused()
-        slot = self.table.reservations.get(claims.jti)
-        job_id = slot[SLOT_JOB] if slot is not None else None
-        return parent.uid, job_id if isinstance(job_id, str) else None
-
-    # -- POST /register --------------------------------------------------------------------
-    def _admit_top_level(self, name: str) -> None:
-        """A top-level registration's admission (no ceiling: upstream bounds spawns, not these)."""
-        refusal = admit_top_level(name, draining=self.draining, spawn_allow=self.config.spawn_allow)
-        if refusal is not None:
-            raise for_register(refusal)
-
+    # -- POST /register (roost/registration.py) ---------------------------------------------
     async def register(
         self,
         approval: str | None,
@@ -362,97 +343,11 @@ class Referee:
         containment: str | None = None,
     ) -> tuple[str, SessionRecord]:
         """Register a session; ``uid`` is the caller's (a child takes its parent's instead)."""
-        require_id("session_id", session_id)
-        require_id("name", name)
-        require_id("version", version)
-        if self.table.get(session_id) is not None:
-            raise IdentityRefused()
-        if workdir is not None:
-            # The workdir must belong to the session's uid (a child's: its parent's), on the disk
-            # of the host the session runs on. Checked first, so everything below still runs
-            # with no await before the table insert.
-            owner, job = (uid, job_id) if approval is None else self._approver(approval)
-            workdir = await self._workdirs(workdir, owner, job or job_id)
-        ops: list[Op] = []
-        spent_op: Op | None
-        parent_id: str | None
-        trust: Trust
-        rate_stamp: int | None = None  # when this registration was counted against the minute
-        if approval is None:
-            self._admit_top_level(name)
-            artifact = await self.resolve(name, version)
-            # The registry was read in the executor: the same id may have registered meanwhile,
-            # or a drain begun. Checked again with no await between here and the table insert.
-            if self.table.get(session_id) is not None:
-                raise IdentityRefused()
-            self._admit_top_level(name)
-            # Per-uid quotas: children are bounded where they are granted (POST /spawn); a
-            # top-level registration is where one user's flood would start.
-            self.check_uid_sessions(uid)
-            rate_stamp = self.clock()
-            self._check_uid_rate(uid, rate_stamp)
-            depth = self.config.max_depth
-            parent_id = None
-            trust = "trusted"
-            spent_op = None
-        else:
-            artifact = await self.resolve(name, version)
-            # As before the await: a duplicate id is refused before the approval is looked at,
-            # so it stays unspent, however the requests interleave.
-            if self.table.get(session_id) is not None:
-                raise IdentityRefused()
-            now = self.clock()
-            try:
-                claims = tokens.verify_approval(self.keys.approval_key, approval, now_ms=now)
-            except tokens.ApprovalExpired:
-                raise Refused(refusals.EXPIRED, "approval_expired") from None
-            except tokens.TokenError:
-                raise IdentityRefused() from None
-            if not self.table.spend(claims.jti, claims.exp, now):
-                raise Refused(refusals.REPLAYED, "approval_replayed")
-            spent_op = self.spent.spend_op(claims.jti, claims.exp)
-            try:
-                parent = self.table.running_session(claims.sid)
-                if parent is None:
-                    raise IdentityRefused()
-                granted = f"{claims.name}@{claims.version}"
-                asked = f"{name}@{version}"
-                if granted != asked:
-                    raise Refused(refusals.coordinates(granted, asked), "approval_coordinates")
-                if claims.digest != artifact.sha256:
-                    raise Refused(refusals.digest(asked, claims.digest, artifact.sha256), "approval_digest")
-            except Refused:
-                # The approval is spent the moment it verified, whatever follows.
-                await self.store.commit([spent_op])
-                raise
-            ops.append(spent_op)
-            res = self.release_slot(claims.jti)
-            if res is not None:
-                trust = res.trust
-                job_id = job_id or res.job_id
-            else:
-                # No reservation behind a valid approval (lost in a crash): never assume
-                # more trust than the least the request could have asked for.
-                trust = "untrusted"
-            depth = claims.depth
-            parent_id = parent.session_id
-            uid = parent.uid
-        credential = tokens.mint_credential(self.keys.credential_key, session_id)
-        cred_claims = tokens.verify_credential(self.keys.credential_key, credential)
-        rec = SessionRecord(
+        return await self.registrar.register(
+            approval,
             session_id=session_id,
-            name=artifact.name,
-            version=artifact.version,
-            sha256=artifact.sha256,
-            status="running",
-            parent_id=parent_id,
-            depth_remaining=depth,
-            envelope=Envelope.from_manifest(artifact.manifest),
-            manifest=artifact.manifest,
-            trust=trust,
-            cred_nonce=cred_claims.n,
-            handle_salt=secrets.token_hex(16),
-            created_ms=self.clock(),
+            name=name,
+            version=version,
             workdir=workdir,
             pid=pid,
             pid_start=pid_start,
@@ -461,42 +356,12 @@ class Referee:
             uid=uid,
             containment=containment,
         )
-        # Held in the table from here on, so a concurrent register of the same id is refused
-        # by the checks above while this one's commit is in flight.
-        self.table.add(rec)
-        ops.append(self.sessions.insert_op(rec))
-        try:
-            await self.store.commit(ops)
-        except StoreConflict:
-            # The id is in the database but not in memory: a session ended and retired from
-            # the working set. The same refusal as for a live duplicate, which uses up no quota.
-            self.table.discard(rec)
-            if rate_stamp is not None:
-                self._registrations.give_back(uid, rate_stamp)
-            if spent_op is not None:
-                await self.store.commit([spent_op])
-            raise IdentityRefused() from None
-        except BaseException:
-            self.table.discard(rec)
-            if rate_stamp is not None:
-                self._registrations.give_back(uid, rate_stamp)
-            raise
-        for hook in list(self.on_session_registered):
-            try:
-                hook(rec)
-            except Exception:
-                log.exception("session_registered_hook_failed", session_id=session_id)
-        log.info(
-            "session_registered",
-            session_id=session_id,
-            capsule=rec.coordinates,
-            parent=parent_id,
-            depth_remaining=depth,
-            trust=trust,
-            uid=uid,
-            credential_id=token_id(credential),
-        )
-        return credential, rec
+
+    @property
+    def on_session_registered(self) -> list[Callable[[SessionRecord], None]]:
+        """Hooks run after each registration (the relay forgets a door's key, the session watch
+        starts watching)."""
+        return self.registrar.on_registered
 
     # -- POST /deregister ------------------------------------------------------------------
     async def deregister(self, credential: str | None, outcome: str) -> SessionRecord:
