@@ -175,7 +175,7 @@ class Roost:
         )
         self.launcher = Launcher(
             LaunchServices(
-                config=lambda: self.config,
+                config=lambda: self.settings.config,
                 clock=clock,
                 referee=self.referee,
                 table=self.table,
@@ -184,9 +184,9 @@ class Roost:
                 metrics=self.metrics,
                 events=self.events,
                 backend=backend,
-                url=lambda: self.url,
+                url=lambda: self.lifecycle.url,
             ),
-            trace=self.write_trace,
+            trace=self.traces.write,
             a2a=self.a2a,
             door_key=self.key_holder.door_key_for,
         )
@@ -287,9 +287,6 @@ class Roost:
 
     def trace_writer(self, rec: SessionRecord) -> TraceWriter | None:
         return self.traces.writer(rec)
-
-    async def write_trace(self, rec: SessionRecord, event_type: str, payload: dict[str, object]) -> str | None:
-        return await self.traces.write(rec, event_type, payload)
 
     async def start(self) -> None:
         """Start, or raise :class:`StartupError` (one sentence, its own exit code)."""
