@@ -23,6 +23,7 @@ import aiohttp
 import pytest
 
 from roost.events import Subscription
+from roost.launcher.finalize import PARENT_ENDED_REASON
 from roost.referee import EXPIRY_SWEEP_SECS
 from tests.support.capsules import CAPSULE_CMD, add_examples, base_env
 from tests.support.daemon import DaemonProcess, FakeClock, RunningDaemon, start_daemon_process
@@ -32,6 +33,7 @@ from tests.support.registry import RegistryBuilder
 CRED = "x-murmur-spawn-credential"
 LEASE_SECS = 5.0
 HANG_GUARD = 120.0
+EOF_GUARD = 30.0  # a child reads EOF at once; under the pytest timeout, so a miss names its step
 
 
 async def started(daemon_factory: Any, registry: RegistryBuilder, *allow: str) -> RunningDaemon:
@@ -255,3 +257,46 @@ async def test_after_a_restart_a_leased_session_gets_a_fresh_lease(
     assert await status_of(d2, sid) == "running"
     later.advance(int(LEASE_SECS * 1000))
     assert await d2.roost.referee.lapse_leases(later()) == 1  # a whole lease later, it lapses
+
+
+async def test_a_lapsed_lease_closes_its_childs_lifeline(daemon_factory: Any, registry: RegistryBuilder) -> None:
+    """The lapsed session's child (a real process, launched through ``POST /jobs``) reads EOF on
+    its lifeline, says so and ends; its job ends for that reason, with no completion to deliver
+    (its parent is gone); a ``roost.session.end`` event records the parent's lapse."""
+    add_doubles(registry)
+    d: RunningDaemon = await daemon_factory(
+        registry.root, spawn_allow=("boss",), runtime_command=RUNTIME, session_lease_secs=LEASE_SECS
+    )
+    workdir = Path(d.roost.config.state_dir).parent / "boss-wd"
+    workdir.mkdir()
+    sid, cred = await d.register_top("boss", workdir=str(workdir))
+    assert sid in d.roost.referee.leases
+    status, job, _, _ = await d.call(
+        "POST", "/jobs", json={"name": "kid", "version": "0.1.0", "task": "hang"}, headers={CRED: cred}
+    )
+    assert status == 201, job
+    # Watched in memory, not over HTTP: the parent's authenticated calls would renew its lease.
+    child = d.roost.launcher.jobs[job["job_id"]]
+    await wait_for(lambda: child.state == "running" and child.session_id is not None)
+    kid_sid = child.session_id
+    assert kid_sid not in d.roost.referee.leases  # the launcher watches the child's process
+    told = Path(child.workdir) / "spawner_ended.json"
+    assert not told.exists()
+    sub = d.roost.events.subscribe()
+    try:
+        d.clock.advance(int(LEASE_SECS * 1000) + 1)  # the daemon's own sweep ends it
+        end = await session_end(sid, sub)
+    finally:
+        sub.close()
+    assert end["attributes"]["roost.session.reason"].startswith("lease lapsed")
+    assert end["attributes"]["roost.session.status"] == "failed"
+    await wait_for(told.exists, EOF_GUARD)
+    record = json.loads(told.read_text())
+    assert record["event_type"] == "spawner_ended" and record["spawned_by"] == sid, record
+    await wait_for(lambda: child.final, EOF_GUARD)
+    assert child.state == "terminated" and child.reason == PARENT_ENDED_REASON, child
+    assert child.exit_status == "exit status 143", child  # it ended itself on EOF, not killed
+    assert not (Path(child.workdir) / "completion.json").exists()  # nobody left to report to
+    assert await status_of(d, sid) == "failed"
+    kid = d.roost.table.get(kid_sid)
+    assert kid is not None and not kid.running
