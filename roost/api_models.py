@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from roost.wire import JobState
+from roost.wire import JobState, SessionStatus
 
 __all__ = [
     "ENDPOINTS",
@@ -129,7 +129,7 @@ class RenewResponse(_Open):
 
 
 class StatusResponse(_Open):
-    status: Literal["running", "complete", "failed"]
+    status: SessionStatus
     depth_remaining: int
     live_children: int
     live_capsules: int

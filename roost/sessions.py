@@ -20,6 +20,7 @@ from typing import Final, Literal, NamedTuple, cast
 
 from roost.envelope import Envelope
 from roost.manifest import Manifest
+from roost.wire import SessionStatus
 
 __all__ = [
     "SLOT_EXP",
@@ -35,7 +36,6 @@ __all__ = [
 ]
 
 Trust = Literal["trusted", "untrusted"]
-SessionStatus = Literal["running", "complete", "failed"]
 
 
 @dataclass(slots=True)

@@ -1,4 +1,4 @@
-"""Names on the wire that several modules share, each defined once: header names and job states.
+"""Names on the wire that several modules share, each defined once: header names, job and session states.
 
 Why a module of its own: the daemon's routes, the capsule host, its small ``roost-capsule``
 client and ``roostctl`` all speak these names, and the clients must stay cheap to import (no
@@ -22,7 +22,9 @@ __all__ = [
     "JOB_STATES",
     "MTIME_HEADER",
     "RECORD_START_HEADER",
+    "SESSION_STATES",
     "JobState",
+    "SessionStatus",
 ]
 
 CREDENTIAL_HEADER: Final = "x-murmur-spawn-credential"
@@ -51,6 +53,10 @@ FINAL_JOB_STATES: Final[frozenset[str]] = frozenset({"complete", "failed", "cras
 """The states a job never leaves."""
 ACTIVE_JOB_STATES: Final[tuple[str, ...]] = tuple(s for s in JOB_STATES if s not in FINAL_JOB_STATES)
 """The states of a job that still runs (or is starting), in lifecycle order."""
+
+SessionStatus = Literal["running", "complete", "failed"]
+SESSION_STATES: Final[tuple[str, ...]] = get_args(SessionStatus)
+"""Every session state: ``running``, then how it ended."""
 
 HANDLE_ID_HEADER: Final = "x-murmur-handle-id"
 """On a redeem's answer (from the shape check on): the 16-hex id of the handle presented."""

@@ -19,13 +19,14 @@ from roost.http.context import LAUNCHER, REFEREE
 from roost.http.middleware import read_json
 from roost.identifiers import require_id
 from roost.sessions import SessionRecord
+from roost.wire import SESSION_STATES
 
 __all__ = ["routes"]
 
 routes = web.RouteTableDef()
 log = structlog.get_logger("roost.admin")
 OPERATOR_REASON = "ended by the operator"
-_STATES = ("running", "complete", "failed", "all")
+_STATES = (*SESSION_STATES, "all")
 
 
 def _state(request: web.Request, default: str) -> str:

@@ -14,6 +14,7 @@ from roost.ctl.client import quote_id
 from roost.ctl.context import Context
 from roost.ctl.errors import Usage
 from roost.ctl.output import fmt_ms, fmt_when, label_of
+from roost.wire import SESSION_STATES
 
 NAME = "sessions"
 HELP = "list sessions, or show one"
@@ -29,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reason", help="with 'end': why (recorded with the session; default 'ended by the operator')")
     p.add_argument(
         "--state",
-        choices=("running", "complete", "failed", "all"),
+        choices=(*SESSION_STATES, "all"),
         default="running",
         help="which sessions to list (default: running)",
     )
