@@ -15,7 +15,7 @@ import aiohttp
 import psutil
 
 from tests.support.daemon import DaemonProcess, start_daemon_process
-from tests.support.registry import EXAMPLES
+from tests.support.registry import EXAMPLES, RegistryBuilder
 
 
 async def _job(http: aiohttp.ClientSession, url: str, job_id: str) -> dict[str, Any]:
@@ -124,3 +124,60 @@ async def test_a_child_is_known_by_its_start_ticks_not_the_wall_clock(
         assert time.monotonic() < deadline, f"the lost job's child {pid} is still running"
         await asyncio.sleep(0.1)
     await loop.run_in_executor(None, third.stop)
+
+
+FAILS_ON_GO = """
+import os, sys, time
+while not os.path.exists("go"):
+    time.sleep(0.05)
+print("failing: told to fail", file=sys.stderr, flush=True)
+sys.exit(3)
+"""
+
+
+async def test_a_readopted_job_that_fails_is_failed_from_its_own_records(
+    tmp_path: Path, daemon_processes: list[DaemonProcess], registry: RegistryBuilder
+) -> None:
+    """kill -9 of the daemon while the child runs; the child then fails (its entrypoint exits 3,
+    so its host's trace ends with ``session_end`` ``failed``). The next daemon cannot read that
+    exit status, and the child's deregistration went to the old daemon's port, so only the
+    child's own records say how it ended: ``failed``/``error``, not ``crashed``."""
+    registry.add("failer", script=FAILS_ON_GO)
+    cfg = tmp_path / "roost.toml"
+    cfg.write_text(
+        f'registry_path = "{registry.root}"\nstate_dir = "{tmp_path / "state"}"\n'
+        'spawn_allow = ["failer"]\nstop_grace_secs = 1.0\n'
+    )
+    loop = asyncio.get_running_loop()
+    first = await loop.run_in_executor(None, start_daemon_process, ["--config", str(cfg)])
+    daemon_processes.append(first)
+    async with aiohttp.ClientSession() as http:
+        async with http.post(first.url + "/jobs", json={"name": "failer", "version": "0.1.0", "task": "x"}) as resp:
+            assert resp.status == 201, await resp.text()
+            job = await resp.json()
+        deadline = time.monotonic() + 30
+        view = await _job(http, first.url, job["job_id"])
+        while view["state"] == "starting" and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            view = await _job(http, first.url, job["job_id"])
+        assert view["state"] == "running", view
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait()
+        second = await loop.run_in_executor(None, start_daemon_process, ["--config", str(cfg)])
+        daemon_processes.append(second)
+        assert any('"job_readopted"' in ln for ln in second.stderr_lines), second.stderr_lines[-10:]
+        workdir = Path(view["workdir"])
+        (workdir / "go").write_text("")
+        deadline = time.monotonic() + 30
+        view = await _job(http, second.url, job["job_id"])
+        while view["state"] in ("starting", "running") and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+            view = await _job(http, second.url, job["job_id"])
+    trace = next((workdir / ".murmur").glob("ses_*/trace.jsonl"))
+    ends = [json.loads(ln) for ln in trace.read_text().splitlines() if '"session_end"' in ln]
+    assert [e.get("exit_status") for e in ends] == ["failed"], ends  # what the child itself recorded
+    assert view["state"] == "failed", view
+    assert view["outcome"] == "error", view
+    assert view["completion"]["status"] == "error", view
+    assert view["completion"]["reported_by"] == "launcher", view
+    await loop.run_in_executor(None, second.stop)
