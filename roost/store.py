@@ -183,6 +183,29 @@ MIGRATIONS: list[str] = [
 
 # The WAL is truncated back to this after each checkpoint, whatever its high-water mark was.
 JOURNAL_SIZE_LIMIT = 8 * 1024 * 1024
+BUSY_TIMEOUT_MS = 30_000
+
+
+def _checkpoint(conn: sqlite3.Connection, wal: Path) -> None:
+    """Blocking (the store's lock held): a passive checkpoint, then a non-waiting ``TRUNCATE``
+    one when every frame was copied but the file is still larger than ``JOURNAL_SIZE_LIMIT``."""
+    busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    if busy or frames != copied:
+        return  # a reader still needs frames the database does not hold yet
+    try:
+        size = wal.stat().st_size
+    except FileNotFoundError:
+        return
+    if size <= JOURNAL_SIZE_LIMIT:
+        return
+    conn.execute("PRAGMA busy_timeout=0")
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    except sqlite3.OperationalError as exc:
+        if getattr(exc, "sqlite_errorname", "") not in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+            raise
+    finally:
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
 
 
 class Store:
@@ -224,7 +247,7 @@ class Store:
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
             conn.execute("PRAGMA foreign_keys=ON")
-            conn.execute("PRAGMA busy_timeout=30000")
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             self._migrate(conn)
         except sqlite3.DatabaseError as exc:
             message = f"the state database {self._path or ':memory:'} is unusable: {exc}"
@@ -436,10 +459,18 @@ class Store:
             return counts
 
     async def checkpoint(self) -> None:
-        """Copy the WAL into the database and, past ``journal_size_limit``, shrink the file."""
+        """Copy the WAL into the database, then bring the file back to at most
+        ``journal_size_limit``.
+
+        SQLite applies ``journal_size_limit`` only when a writer next restarts the WAL, so after
+        a burst an idle daemon would keep the high-water file until its next commit; when the
+        passive checkpoint copied every frame and the file is still over the limit, a
+        ``TRUNCATE`` checkpoint empties it at once. It never waits: with the busy timeout at
+        zero, a reader that arrived in between makes it give up (the next sweep tries again)."""
         if self._closed or self._path is None:
             return
-        await self._executor.run(self._read_sync, lambda c: c.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone())
+        wal = Path(str(self._path) + "-wal")
+        await self._executor.run(self._read_sync, lambda c: _checkpoint(c, wal))
 
     def write_sync(self, ops: Iterable[Op]) -> None:
         """Blocking single transaction (startup and shutdown paths only)."""

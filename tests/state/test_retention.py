@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 from roost.sessions import SessionRecord, SessionTable
+from roost.store import JOURNAL_SIZE_LIMIT
 from tests.support.daemon import FakeClock, RunningDaemon
 from tests.support.launcher import RUNTIME, add_doubles, job_final, wait_for
 from tests.support.registry import RegistryBuilder
@@ -254,3 +256,53 @@ async def test_a_finished_top_level_jobs_own_directory_goes_with_its_row(
     assert not own_dir.exists()
     assert named.is_dir() and any(named.iterdir())  # the caller's workdir is theirs
     assert (outside / "keep.txt").read_text() == "not the daemon's\n"
+
+
+def _size(path: Path) -> int:
+    return os.path.getsize(path)
+
+
+async def test_the_wal_file_shrinks_back_after_a_burst(daemon: RunningDaemon, tmp_path: Path) -> None:
+    """A burst while a reader holds an old snapshot (an operator's ``sqlite3`` shell, a backup)
+    grows ``roost.db-wal`` far past ``journal_size_limit``: no checkpoint can restart the WAL
+    under that reader, so every commit appends. Once the reader is gone, the retention sweep's
+    checkpoint alone brings the file back to at most the limit (no later write is needed)."""
+    wal = Path(str(daemon.roost.config.state_dir / "roost.db") + "-wal")
+    limit = await _count(daemon, "PRAGMA journal_size_limit")
+    assert limit == JOURNAL_SIZE_LIMIT
+    reader = sqlite3.connect(f"file:{daemon.roost.config.state_dir / 'roost.db'}?mode=ro", uri=True)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM sessions").fetchone()  # the snapshot is now held
+        for _ in range(20):  # real traffic in the burst too
+            _, cred = await daemon.register_top("orchestrator")
+            await _deregister(daemon, cred)
+        cols = await daemon.roost.store.read(lambda c: [r[1] for r in c.execute("PRAGMA table_info(sessions)")])
+        row = await daemon.roost.store.read(lambda c: list(c.execute("SELECT * FROM sessions").fetchone()))
+        at = {c: i for i, c in enumerate(cols)}
+        insert = f"INSERT INTO sessions VALUES ({','.join('?' * len(cols))})"
+        n = 0
+        while _size(wal) < 3 * limit:  # history rows, a thousand per commit
+            batch = []
+            for _ in range(1000):
+                values = list(row)
+                values[at["session_id"]] = f"ses_{n:016x}"
+                values[at["status"]] = "complete"
+                values[at["ended_ms"]] = daemon.clock()
+                values[at["workdir"]] = "/w/" + "x" * 900
+                batch.append((insert, tuple(values)))
+                n += 1
+            await daemon.roost.store.commit(batch)
+        assert (reader.execute("SELECT count(*) FROM sessions").fetchone()[0]) == 0  # its old snapshot
+        # A sweep under the reader neither fails nor waits for it; the WAL cannot shrink yet.
+        await daemon.roost.retention.sweep()
+        assert _size(wal) >= 3 * limit
+    finally:
+        reader.close()
+    grown = _size(wal)
+    assert grown >= 3 * limit
+    await daemon.roost.retention.sweep()
+    assert _size(wal) <= limit, (grown, _size(wal))
+    # Nothing was lost on the way: every row is in the database.
+    assert await _count(daemon, "SELECT count(*) FROM sessions") == n + 20
+    assert await _count(daemon, "PRAGMA integrity_check") == "ok"
