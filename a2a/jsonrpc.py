@@ -44,7 +44,7 @@ class Request(NamedTuple):
 
     id: JsonId
     method: str
-    params: dict[str, Any]
+    params: dict[str, object]
     notification: bool = False
 
 
@@ -141,7 +141,7 @@ def error_body(request_id: JsonId, error: errors.JsonRpcError) -> bytes:
     return dumps({"jsonrpc": "2.0", "id": request_id, "error": error.to_object()})
 
 
-def build_request(method: str, params: dict[str, Any], request_id: str | None = None) -> dict[str, object]:
+def build_request(method: str, params: dict[str, object], request_id: str | None = None) -> dict[str, object]:
     """A client request envelope; ids are ``req_<uuid7>`` as murmur mints them."""
     return {"jsonrpc": "2.0", "id": request_id or prefixed("req"), "method": method, "params": params}
 

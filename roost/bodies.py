@@ -14,7 +14,7 @@ upstream's, byte for byte, and pydantic's own messages are not.
 from __future__ import annotations
 
 import os
-from typing import Any, Literal, cast
+from typing import Literal, cast
 from urllib.parse import urlsplit
 
 from roost.api_models import DeregisterRequest, RegisterRequest, SpawnRequest
@@ -31,7 +31,7 @@ __all__ = [
     "require_str",
 ]
 
-Body = dict[str, Any]
+Body = dict[str, object]
 
 
 def require_str(body: Body, key: str) -> str:

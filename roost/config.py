@@ -11,7 +11,7 @@ import ipaddress
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -222,7 +222,7 @@ class Config(BaseModel):
     def db_path(self) -> Path:
         return self.state_dir / "roost.db"
 
-    def public(self) -> dict[str, Any]:
+    def public(self) -> dict[str, object]:
         """The effective configuration as JSON-safe data (no secrets live in it)."""
         return self.model_dump(mode="json")
 
@@ -266,7 +266,7 @@ def parse_advertise_url(text: str) -> str:
     return url
 
 
-def load_toml(path: Path) -> dict[str, Any]:
+def load_toml(path: Path) -> dict[str, object]:
     """Read a TOML config file into a mapping of Config fields, resolving relative paths."""
     try:
         raw = path.read_bytes()
@@ -279,7 +279,7 @@ def load_toml(path: Path) -> dict[str, Any]:
     section = data.get("roost", data)
     if not isinstance(section, dict):
         raise ConfigError(f"invalid --config {path}: [roost] must be a table")
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     base = path.resolve().parent
     for key, value in section.items():
         norm = key.replace("-", "_")
@@ -291,7 +291,7 @@ def load_toml(path: Path) -> dict[str, Any]:
     return out
 
 
-def build_config(values: dict[str, Any], from_file: dict[str, Path] | None = None) -> Config:
+def build_config(values: dict[str, object], from_file: dict[str, Path] | None = None) -> Config:
     """Validate merged settings into a Config, with one sentence on the first bad value.
 
     ``from_file`` maps the settings that came from a config file to that file, so the sentence

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
 
 from aiohttp import web
 
@@ -35,7 +34,7 @@ async def status(request: web.Request) -> web.Response:
     app = request.app
     cfg, lifecycle, table = app[SETTINGS].config, app[LIFECYCLE], app[TABLE]
     counts = app[PROBES].job_counts()
-    body: dict[str, Any] = {
+    body: dict[str, object] = {
         "version": __version__,
         "pid": os.getpid(),
         "uptime_secs": round(time.time() - lifecycle.started_at, 3),

@@ -172,7 +172,7 @@ class AdminClient:
         except ValueError:
             raise CtlError(f"the daemon answered {path} with something that is not JSON") from None
 
-    def stream(self, path: str) -> Iterator[dict[str, Any]]:
+    def stream(self, path: str) -> Iterator[dict[str, object]]:
         """NDJSON objects from a chunked answer until the daemon ends it (no read timeout)."""
         resp = self._send("GET", path, None, None)
         try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
 
 from roost.loopback import is_loopback_host
 
@@ -26,7 +25,7 @@ def _host_of(url: str) -> str:
     return host
 
 
-def check_network(add: Add, status: dict[str, Any] | None, ca: str | None, *, timeout: float = 10.0) -> None:
+def check_network(add: Add, status: dict[str, object] | None, ca: str | None, *, timeout: float = 10.0) -> None:
     if status is None:
         return
     # Imported here: urllib pulls in the email package, which roostctl's other verbs never pay for.

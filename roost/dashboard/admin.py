@@ -78,7 +78,7 @@ class AdminSocket:
         """A route's body as it came, with the answer's headers."""
         return await self._request("GET", path)
 
-    async def lines(self, path: str) -> AsyncIterator[dict[str, Any] | None]:
+    async def lines(self, path: str) -> AsyncIterator[dict[str, object] | None]:
         """NDJSON objects from a streaming admin route until it ends; ``None`` for each keep-alive
         (so the caller can write one too, which is how it notices that its own reader left)."""
         try:

@@ -8,7 +8,7 @@ relay call). Only the session credential header is read from the request; every 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from aiohttp import web
 
@@ -25,7 +25,7 @@ T = TypeVar("T")
 routes = web.RouteTableDef()
 
 
-def _parsed(request: web.Request, method: str, parse: Callable[[dict[str, Any]], T], body: dict[str, Any]) -> T:
+def _parsed(request: web.Request, method: str, parse: Callable[[dict[str, object]], T], body: dict[str, object]) -> T:
     """The body's typed request; a malformed one counts as a refused relay call, as the relay counts its own."""
     try:
         return parse(body)

@@ -46,7 +46,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 __all__ = ["KeeperClient", "KeeperError", "keeper_address", "main"]
 
@@ -242,7 +241,7 @@ class KeeperClient:
         self.address = address
         self._sock: socket.socket | None = None
         self._next_id = 0
-        self._replies: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._replies: dict[int, asyncio.Future[dict[str, object]]] = {}
         self.process: subprocess.Popen[bytes] | None = None
         """The keeper process, when this daemon started it (None: it reconnected to one)."""
 
@@ -295,7 +294,7 @@ class KeeperClient:
                 fut.set_exception(KeeperError("the lifeline keeper closed its connection"))
         self._replies.clear()
 
-    def _send(self, msg: dict[str, Any], fds: list[int] | None = None) -> None:
+    def _send(self, msg: dict[str, object], fds: list[int] | None = None) -> None:
         sock = self._sock
         if sock is None:
             raise KeeperError("the lifeline keeper is not connected")
@@ -324,10 +323,10 @@ class KeeperClient:
         with contextlib.suppress(KeeperError):
             self._send({"op": "close", "key": key})
 
-    async def list(self) -> list[dict[str, Any]]:
+    async def list(self) -> list[dict[str, object]]:
         self._next_id += 1
         rid = self._next_id
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[dict[str, object]] = asyncio.get_running_loop().create_future()
         self._replies[rid] = fut
         self._send({"op": "list", "id": rid})
         msg = await asyncio.wait_for(fut, 10.0)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
 
 from roost.errors import BadRequest
 from roost.identifiers import require_id
@@ -30,7 +29,7 @@ class LaunchRequest:
     workdir: str | None = None
 
 
-def parse_request(body: dict[str, Any]) -> LaunchRequest:
+def parse_request(body: dict[str, object]) -> LaunchRequest:
     """Validate a ``POST /jobs`` body (one sentence per mistake)."""
     name, version = body.get("name"), body.get("version")
     for key, value in (("name", name), ("version", version)):

@@ -32,7 +32,7 @@ import json
 import os
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import aiohttp
 import structlog
@@ -68,7 +68,7 @@ _ETAG_RE: Final = re.compile(r'"?(?:sha256:)?([0-9a-fA-F]{64})"?')
 _CHUNK: Final = 256 * 1024
 
 
-def parse_fetch_body(body: dict[str, Any]) -> PeerFetchRequest:
+def parse_fetch_body(body: dict[str, object]) -> PeerFetchRequest:
     """The typed request (peer, handle, etag) from a ``POST /peer-fetch`` body, or a 400 ``invalid_request``."""
     peer, handle = body.get("peer"), body.get("handle")
     if not isinstance(peer, str) or not peer.strip():
@@ -98,7 +98,7 @@ class _Refusal(Exception):
         self.err = err
 
 
-async def fetch(plane: PeerServices, rec: SessionRecord, req: PeerFetchRequest) -> dict[str, Any]:
+async def fetch(plane: PeerServices, rec: SessionRecord, req: PeerFetchRequest) -> dict[str, object]:
     """Fetch a handle into ``rec``'s ``peer-in/``; raise :class:`PeerError` (already traced)."""
     peer, handle, want_etag = req.peer, req.handle, req.etag
     handle_id = token_id(handle)
@@ -161,7 +161,7 @@ async def _fetch(
     want_etag: str | None,
     *,
     alive: Callable[[], None],
-) -> dict[str, Any]:
+) -> dict[str, object]:
     cfg = plane.config
     if not netrule.allows(rec.manifest.capabilities.peer_fetch.allow, peer):
         msg = f"network policy: '{peer}' not in capabilities.peer_fetch.allow"
@@ -219,7 +219,7 @@ async def _exchange(
     ceiling: int,
     *,
     alive: Callable[[], None],
-) -> dict[str, Any]:
+) -> dict[str, object]:
     headers = {AUDIENCE_HEADER: own_audience, "accept-encoding": "identity"}
     try:
         async with plane.http().get(url, headers=headers, allow_redirects=False) as resp:

@@ -27,7 +27,7 @@ asked otherwise, ``audience`` empty until the card was read.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -53,7 +53,7 @@ log = structlog.get_logger("roost.peer")
 _U64_MAX = 2**64 - 1
 
 
-def parse_mint_body(body: dict[str, Any]) -> HandleRequest:
+def parse_mint_body(body: dict[str, object]) -> HandleRequest:
     """The typed request (path, peer, ttl_secs) from a ``POST /handles`` body, or a 400 ``invalid_request``."""
     out: list[str] = []
     for key in ("path", "peer"):
@@ -72,7 +72,7 @@ def parse_mint_body(body: dict[str, Any]) -> HandleRequest:
     return HandleRequest.model_construct(path=out[0], peer=out[1].strip(), ttl_secs=ttl)
 
 
-async def mint(plane: PeerServices, rec: SessionRecord, req: HandleRequest) -> dict[str, Any]:
+async def mint(plane: PeerServices, rec: SessionRecord, req: HandleRequest) -> dict[str, object]:
     """Mint a handle for ``rec``; raise :class:`PeerError` (already traced) on refusal."""
     asked_path, peer, ttl = req.path, req.peer, req.ttl_secs
     span = plane.events.start("roost.peer.mint", **span_attrs({"roost.session_id": rec.session_id}))

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 import aiohttp
 import structlog
@@ -107,7 +106,7 @@ class PeerPlane:
             self._http = aiohttp.ClientSession(timeout=timeout, auto_decompress=False, raise_for_status=False)
         return self._http
 
-    async def mint(self, rec: SessionRecord, req: HandleRequest) -> dict[str, Any]:
+    async def mint(self, rec: SessionRecord, req: HandleRequest) -> dict[str, object]:
         return await mint_mod.mint(self, rec, req)
 
     async def redeem(
@@ -115,7 +114,7 @@ class PeerPlane:
     ) -> redeem_mod.Refusal | redeem_mod.SmallFile | redeem_mod.LargeFile:
         return await redeem_mod.redeem(self, req)
 
-    async def fetch(self, rec: SessionRecord, req: PeerFetchRequest) -> dict[str, Any]:
+    async def fetch(self, rec: SessionRecord, req: PeerFetchRequest) -> dict[str, object]:
         return await fetch_mod.fetch(self, rec, req)
 
     async def trace(self, rec: SessionRecord, event_type: str, payload: dict[str, object]) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
 
 from roost.ctl.client import quote_id
 from roost.ctl.context import Context
@@ -46,7 +45,7 @@ def _result_files(workdir: object) -> list[str]:
         return []
 
 
-def show(ctx: Context, body: dict[str, Any]) -> None:
+def show(ctx: Context, body: dict[str, object]) -> None:
     out = ctx.out
     if out.as_json:
         out.json(body)
