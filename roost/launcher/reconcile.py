@@ -110,14 +110,17 @@ async def reconcile(
     live_ids = {j.job_id for j in matched}
     # Orphans: processes from this instance's launches with no live job behind them.
     orphans = 0
+    orphan_jobs: set[str] = set()
     for found in await backend.list_running(events.run_id):
         if found.job_id in live_ids:
             continue
         orphans += 1
+        orphan_jobs.add(found.job_id)
         await backend.end_orphan(found)
     removed = 0
+    # An orphan's lifeline (a keeper holds one for each child) went with it: counted once, as an orphan.
     for key in held:
-        if key not in live_ids:
+        if key not in live_ids and key not in orphan_jobs:
             backend.lifeline_close(key)
             removed += 1
     if isinstance(backend, LeftoverHolder):

@@ -60,6 +60,9 @@ __all__ = ["RayBackend", "RayChild", "keeper_gone_sentence", "node_gone_sentence
 
 log = structlog.get_logger("roost.ray")
 
+NODE_DIED_MARK = "because its node has died"
+"""In Ray's ``ActorDiedError`` text when the GCS ended the actor with its node (not on its own)."""
+
 
 def node_gone_sentence(node: NodeRef) -> str:
     where = f" at {node.address}" if node.address else ""
@@ -105,8 +108,8 @@ class RayChild:
     async def _wait_exit(self) -> None:
         try:
             status = str(await self._backend.call(self._keeper.wait_exit, self.job_id))
-        except RayActorError:
-            status = await self._backend.gone_sentence(self._node)
+        except RayActorError as exc:
+            status = await self._backend.gone_sentence(self._node, exc)
         except (RayError, KeyError) as exc:
             # The keeper no longer knows the child (it was started again meanwhile).
             status = f"exit status unknown: the node keeper lost track of the child ({type(exc).__name__})"
@@ -343,11 +346,18 @@ class RayBackend:
         location = answer.get("location")
         return int(answer["status"]), bytes(answer["body"]), str(location) if location is not None else None
 
-    async def gone_sentence(self, node: NodeRef) -> str:
+    async def gone_sentence(self, node: NodeRef, error: RayActorError | None = None) -> str:
+        """Why a child's keeper stopped answering: its node died, or only the keeper did.
+
+        Ray's own account of the actor's death says so when the GCS saw the node go (it may
+        still list the node alive for a moment); otherwise the node's liveness decides."""
         self.cluster.forget_keeper(node.node_id)
         try:
             alive = await self.cluster.node_alive(node.node_id)
         except Exception:
+            alive = False
+        if error is not None and NODE_DIED_MARK in str(error):
+            self.cluster.mark_dead(node.node_id, node.address)
             alive = False
         return keeper_gone_sentence(node) if alive else node_gone_sentence(node)
 
@@ -517,8 +527,8 @@ class RayBackend:
                 spec.stdin,
                 not spec.limits_in_child,
             )
-        except RayActorError:
-            raise StartFailed(await self.gone_sentence(node)) from None
+        except RayActorError as exc:
+            raise StartFailed(await self.gone_sentence(node, exc)) from None
         except RayError as exc:
             cause = _cause(exc)
             if "cannot start a child as uid" in cause:

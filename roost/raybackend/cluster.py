@@ -224,6 +224,12 @@ class RayCluster:
         self._keepers[node_id] = handle
         return handle
 
+    def mark_dead(self, node_id: str, address: str) -> None:
+        """Ray said the node died (an actor's death cause) before its node table caught up."""
+        if node_id not in self._dead:
+            self._dead[node_id] = self.node(node_id) or NodeView(node_id=node_id, address=address, totals={})
+        self._nodes = [n for n in self._nodes if n.node_id != node_id]
+
     def is_dead(self, node_id: str) -> bool:
         """Whether the node was seen dead (a dead node never comes back under the same id)."""
         return node_id in self._dead

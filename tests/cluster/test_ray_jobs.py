@@ -19,6 +19,9 @@ from typing import Any
 
 import pytest
 
+from roost.completionrecord import crash_detail
+from roost.launcher.backend import NodeRef
+from roost.raybackend.backend import keeper_gone_sentence, node_gone_sentence
 from roost.trace import read_trace, trace_path
 from tests.support.cluster import (
     add_doubles,
@@ -158,20 +161,42 @@ async def test_removing_a_worker_node_crashes_its_children_naming_it(
     for _ in range(2):
         status, job = await _launch(d, "doomed", "sleep 600")
         assert status == 201, job
+        assert job["node"] == {"node_id": node.node_id, "address": "127.0.0.1"}, job
         doomed.append(job)
-    status, safe = await _launch(d, "mid", "sleep 600")
-    assert status == 201, safe
+    safe_jobs = []
+    for name in ("mid", "kid"):  # one on each other worker node
+        status, job = await _launch(d, name, "sleep 600")
+        assert status == 201, job
+        safe_jobs.append(job)
+    safe_pids = {p.pid for p in job_processes({j["job_id"] for j in safe_jobs})}
+    assert safe_pids
     ray_cluster.cluster.remove_node(node, allow_graceful=False)
+    # The node's death, not its keeper's, with its id and address (the job's record names both).
+    died = crash_detail(node_gone_sentence(NodeRef(node.node_id, "127.0.0.1")), [])
+    assert keeper_gone_sentence(NodeRef(node.node_id, "127.0.0.1")) not in died
+    lost_root = d.roost.config.state_dir / "ray-lost"
     for job in doomed:
         final = await job_final(d, job["job_id"], timeout=90)
         assert final["state"] == "crashed", final
-        assert node.node_id in final["reason"], final
-        assert final["completion"]["status"] == "crashed"
-    view = await job_view(d, safe["job_id"])
-    assert view["state"] == "running", view
-    assert job_processes({safe["job_id"]})
-    await d.call("POST", f"/jobs/{safe['job_id']}/cancel")
-    await no_process_left({safe["job_id"], *(j["job_id"] for j in doomed)})
+        assert final["reason"] == died, final
+        assert final["node"] == {"node_id": node.node_id, "address": "127.0.0.1"}, final
+        assert final["completion"]["status"] == "crashed", final
+        assert final["completion"]["detail"] == died, final
+        # The node's disk is gone: the one completion.json is the daemon's, under ray-lost/<job>.
+        kept = json.loads((lost_root / job["job_id"] / "completion.json").read_text())
+        assert kept["status"] == "crashed" and kept["detail"] == died, kept
+        assert kept["reported_by"] == "launcher", kept
+        assert not (Path(job["workdir"]) / "completion.json").exists()
+    assert sorted(p.name for p in lost_root.iterdir()) == sorted(j["job_id"] for j in doomed)
+    # Children elsewhere are untouched: still running, the same processes, their lifelines held.
+    for job in safe_jobs:
+        view = await job_view(d, job["job_id"])
+        assert view["state"] == "running", view
+        assert not (Path(job["workdir"]) / "spawner_ended.json").exists()
+    assert {p.pid for p in job_processes({j["job_id"] for j in safe_jobs})} == safe_pids
+    for job in safe_jobs:
+        await d.call("POST", f"/jobs/{job['job_id']}/cancel")
+    await no_process_left({*(j["job_id"] for j in safe_jobs), *(j["job_id"] for j in doomed)})
 
 
 async def _roostctl(d: RunningDaemon, *args: str) -> str:

@@ -1,7 +1,8 @@
-"""Reconcile's ``removed`` count on Ray: after a ``kill -9``, the next daemon lets go of what the
-cluster still holds for jobs no record accounts for — the placement group of a launch that was
-waiting for room when the daemon died, and a keeper's entry of an ended child whose job the
-store does not know — while the children it does know are matched and left running.
+"""Reconcile's ``orphans`` and ``removed`` counts on Ray: after a ``kill -9``, the next daemon
+stops a child a keeper still runs for a job no record accounts for (an orphan), and lets go of
+what the cluster still holds for such jobs — the placement group of a launch that was waiting
+for room when the daemon died, and a keeper's entry of an ended child whose job the store does
+not know — while the children it does know are matched and left running.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from roost.raybackend.cluster import PG_PREFIX
+from roost.raybackend.cluster import PG_PREFIX, start_keeper
 from roost.raybackend.placement import keeper_name
 from tests.support.cluster import RUNTIME, add_doubles, job_processes, no_process_left, wait_for
 from tests.support.daemon import DaemonProcess, start_daemon_process
@@ -42,7 +43,7 @@ def _pgs(state: str | None = None) -> dict[str, str]:
     return out
 
 
-async def test_a_restart_removes_a_waiting_launchs_reservation_and_an_unknown_keeper_entry(
+async def test_a_restart_stops_an_orphan_and_removes_what_no_record_accounts_for(
     ray_ns: str, tmp_path: Path, registry: RegistryBuilder, ray_cluster: Any, daemon_processes: list[DaemonProcess]
 ) -> None:
     add_doubles(registry)
@@ -87,12 +88,24 @@ async def test_a_restart_removes_a_waiting_launchs_reservation_and_an_unknown_ke
     )
     await keeper.wait_exit.remote(unknown)
     assert unknown in {c["job_id"] for c in await keeper.list.remote()}
+    # A child still running on w2's keeper (one the dead daemon had started there) whose job no
+    # store knows: an orphan.
+    w2_keeper = await loop.run_in_executor(
+        None, start_keeper, ray_cluster.nodes["w2"], ray_ns, str(tmp_path / "nodes"), "auto"
+    )
+    orphan = "job_" + os.urandom(16).hex()
+    await w2_keeper.prepare.remote(orphan, None, None)
+    sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
+    await w2_keeper.start.remote(orphan, sleeper, {"MURMUR_JOB_ID": orphan}, None, {}, None, False)
+    assert job_processes({orphan})
 
     second = await loop.run_in_executor(None, partial(start_daemon_process, ["--config", str(cfg)], timeout=90))
     daemon_processes.append(second)
     reconciled = next(json.loads(ln) for ln in second.stderr_lines if '"reconciled"' in ln)
-    assert reconciled["matched"] == 2 and reconciled["lost"] == 0 and reconciled["orphans"] == 0, reconciled
-    assert reconciled["removed"] == 2, reconciled
+    assert reconciled["matched"] == 2 and reconciled["lost"] == 0 and reconciled["orphans"] == 1, reconciled
+    assert reconciled["removed"] == 2, reconciled  # the orphan let go of its own entry
+    await no_process_left({orphan})
+    assert orphan not in {c["job_id"] for c in await w2_keeper.list.remote()}
     held = {name for name, state in _pgs().items() if state != "REMOVED"}
     assert not held & waits, _pgs()
     assert unknown not in {c["job_id"] for c in await keeper.list.remote()}

@@ -9,6 +9,8 @@ session_id, name, version, workdir, pid), prints the ready line, then does what 
 * ``sleep N`` — sleep N seconds, then finish ``ok`` (writes completion.json, reported_by child);
 * ``crash`` — three recognisable stderr lines, exit 7 with no completion;
 * ``never-ready`` — never prints the ready line; ``bad-ready`` — prints a non-JSON line, exits 1;
+* ``hold-ready`` — registers, then prints its ready line only once a file ``go`` appears in its
+  directory (a child slow to become ready, for as long as the test wants);
 * ``stubborn`` — ignore SIGTERM;
 * ``no-pid`` — register without a pid (an external runtime roost cannot watch by pid);
 * ``linger`` — after its own deregistration, stay until a file ``go`` appears in its directory;
@@ -139,6 +141,9 @@ def main():
             os._exit(143)
 
         threading.Thread(target=watch, daemon=True, name="spawner-lifeline").start()
+    if "hold-ready" in own:
+        while not os.path.exists(os.path.join(workdir, "go")):
+            time.sleep(0.05)
     print(json.dumps({"session_id": sid, "capsule_url": None}), flush=True)
 
     if "crash" in words:
