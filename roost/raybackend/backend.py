@@ -60,8 +60,12 @@ __all__ = ["RayBackend", "RayChild", "keeper_gone_sentence", "node_gone_sentence
 
 log = structlog.get_logger("roost.ray")
 
-NODE_DIED_MARK = "because its node has died"
+NODE_DIED_MARKS = ("the actor's node was", "because its node has died")
 """In Ray's ``ActorDiedError`` text when the GCS ended the actor with its node (not on its own)."""
+
+KEEPER_PROBE_SECS = 60.0
+"""How long a fresh keeper may take to answer on a node whose keeper died (a Ray worker's start
+on a busy node; a dead node's GCS health checks fail well within it)."""
 
 
 def node_gone_sentence(node: NodeRef) -> str:
@@ -349,17 +353,32 @@ class RayBackend:
     async def gone_sentence(self, node: NodeRef, error: RayActorError | None = None) -> str:
         """Why a child's keeper stopped answering: its node died, or only the keeper did.
 
-        Ray's own account of the actor's death says so when the GCS saw the node go (it may
-        still list the node alive for a moment); otherwise the node's liveness decides."""
+        Ray's account of the actor's death names the node when the GCS ended the actor with its
+        node. But the daemon may hear of the death first from the lost connection, before the
+        GCS has missed the node's health checks (its node table lags by those), so otherwise a
+        fresh keeper started there decides: one answers on a live node, none on a dead one."""
         self.cluster.forget_keeper(node.node_id)
-        try:
-            alive = await self.cluster.node_alive(node.node_id)
-        except Exception:
-            alive = False
-        if error is not None and NODE_DIED_MARK in str(error):
+        if error is not None and any(mark in str(error) for mark in NODE_DIED_MARKS):
             self.cluster.mark_dead(node.node_id, node.address)
-            alive = False
+            log.info("ray_keeper_gone", node=node.node_id, died="node", known_by="ray")
+            return node_gone_sentence(node)
+        alive = await self._node_answers(node)
+        log.info("ray_keeper_gone", node=node.node_id, died="keeper" if alive else "node", known_by="probe")
         return keeper_gone_sentence(node) if alive else node_gone_sentence(node)
+
+    async def _node_answers(self, node: NodeRef) -> bool:
+        """Whether the node runs a keeper now (started again if need be), else whether Ray still
+        lists it alive once the probe failed or lapsed."""
+        try:
+            keeper = await self._keeper(node)
+            await asyncio.wait_for(self.call(keeper.identity), KEEPER_PROBE_SECS)
+            return True
+        except (RayError, BackendError, TimeoutError):
+            self.cluster.forget_keeper(node.node_id)
+        try:
+            return await self.cluster.node_alive(node.node_id)
+        except Exception:
+            return False
 
     # -- the child directory -------------------------------------------------------------------
     async def prepare_dir(self, dir: ChildDir, task: dict[str, str | None] | None, *, fresh: bool) -> ChildDir:
