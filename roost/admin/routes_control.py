@@ -29,6 +29,10 @@ __all__ = ["routes"]
 routes = web.RouteTableDef()
 
 
+def _uid_key(item: tuple[int | None, int]) -> int:
+    return -1 if item[0] is None else item[0]
+
+
 @routes.get("/status")
 async def status(request: web.Request) -> web.Response:
     app = request.app
@@ -49,6 +53,11 @@ async def status(request: web.Request) -> web.Response:
         "draining": app[REFEREE].draining,
         "sessions": {
             "running": table.running,
+            # What the per-uid live-session quota counts, by uid ("unknown": callers whose uid
+            # the daemon cannot tell, one bucket).
+            "running_by_uid": {
+                "unknown" if uid is None else str(uid): n for uid, n in sorted(table.live_by_uid.items(), key=_uid_key)
+            },
             "total": len(table.sessions),
             "reserved_slots": len(table.reservations),
         },

@@ -9,13 +9,23 @@ must equal that model's (and so must each job's: live, or ended by a cancel, wit
 completion.json; or, when its parent ended first, ended with none). Job cancels come in
 duplicates — by the parent's credential and by the operator's admin socket — and race the
 parent's deregistration.
+
+The state is read three ways: the daemon's memory; ``roost.db`` through a read-only sqlite3
+connection of the test's own (each session's row and status, each spent approval id), after
+every wave; and, after each example, the counters the daemon exposes (the admin ``/status``
+running sessions, per uid and reserved slots, ``roost_capsules`` in ``/metrics``, and
+``live_capsules`` in ``GET /status/{id}``), which must have moved from where the example found
+them by exactly what the model says, and be back there once the example's sessions are ended.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
+import re
+import sqlite3
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -60,6 +70,13 @@ class Model:
 
     def known(self, sid: str) -> bool:
         return sid in self.running or sid in self.ended
+
+    def holds(self, idx: int) -> bool:
+        """Approval ``idx`` still holds its slot: not spent, and its parent still runs."""
+        return idx not in self.spent and dict(self.parent_of)[str(idx)] in self.running
+
+    def held(self) -> int:
+        return sum(self.holds(int(idx)) for idx, _ in self.parent_of)
 
     def end(self, sid: str) -> Model:
         """``sid`` ends: its live jobs lose their parent (their lifelines close; they may still be
@@ -167,11 +184,7 @@ async def _fire(
         headers = {APPROVAL: approvals[op[1] % len(approvals)]}
         status, answer, _, _ = await d.call("POST", "/register", json=body, headers=headers)
     elif kind == "cancel":
-        async with (
-            aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=str(d.roost.config.admin_socket_path))) as admin,
-            admin.post(f"http://admin/sessions/{names[op[1]]}/end", json={"reason": "model"}) as resp,
-        ):
-            status, answer = resp.status, await resp.json()
+        status, answer = await _operator_end(d, names[op[1]])
         assert status in (200, 404, 409), (op, status, answer)
         return status, answer
     else:
@@ -181,12 +194,64 @@ async def _fire(
     return status, answer
 
 
-async def _operator_cancel(d: RunningDaemon, job_id: str) -> tuple[int, Any]:
+async def _admin(d: RunningDaemon, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    """One request to the daemon's admin socket: its status and body (JSON, else text)."""
     async with (
         aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=str(d.roost.config.admin_socket_path))) as admin,
-        admin.post(f"http://admin/jobs/{job_id}/cancel") as resp,
+        admin.request(method, f"http://admin{path}", json=body) as resp,
     ):
-        return resp.status, await resp.json()
+        if resp.content_type == "application/json":
+            return resp.status, await resp.json()
+        return resp.status, await resp.text()
+
+
+async def _operator_cancel(d: RunningDaemon, job_id: str) -> tuple[int, Any]:
+    return await _admin(d, "POST", f"/jobs/{job_id}/cancel")
+
+
+async def _operator_end(d: RunningDaemon, sid: str) -> tuple[int, Any]:
+    return await _admin(d, "POST", f"/sessions/{sid}/end", {"reason": "model"})
+
+
+@dataclass(frozen=True)
+class Counters:
+    running: int
+    uid_live: int
+    reserved: int
+
+
+_GAUGE = re.compile(r'^roost_capsules\{state="(running|reserved)"\} (\S+)$', re.MULTILINE)
+
+
+async def _counters(d: RunningDaemon) -> Counters:
+    """The live counts as the daemon exposes them, each checked against the others: the admin
+    ``/status``, the ``roost_capsules`` gauges of ``/metrics`` and the ``live_capsules`` of
+    ``GET /status/{id}`` (answered for any known session; the probe's)."""
+    status, body = await _admin(d, "GET", "/status")
+    assert status == 200, body
+    sessions = body["sessions"]
+    status, text = await _admin(d, "GET", "/metrics")
+    assert status == 200, text
+    gauges = {state: float(v) for state, v in _GAUGE.findall(text)}
+    assert gauges == {"running": sessions["running"], "reserved": sessions["reserved_slots"]}, (gauges, sessions)
+    status, probe, _, _ = await d.call("GET", f"/status/{PROBE}")
+    assert status == 200, probe
+    assert probe["live_capsules"] == sessions["running"] + sessions["reserved_slots"], (probe, sessions)
+    by_uid = sessions["running_by_uid"]
+    assert sum(by_uid.values()) == sessions["running"], sessions
+    return Counters(sessions["running"], by_uid.get(str(os.getuid()), 0), sessions["reserved_slots"])
+
+
+def _db_state(d: RunningDaemon, names: list[str]) -> tuple[dict[str, str], set[str]]:
+    """What ``roost.db`` holds, read on a read-only connection of the test's own: the status of
+    each named session that has a row, and every spent approval id."""
+    db = d.roost.config.state_dir / "roost.db"
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        marks = ",".join("?" * len(names))
+        rows = conn.execute(f"SELECT session_id, status FROM sessions WHERE session_id IN ({marks})", names)
+        statuses = {str(sid): str(st) for sid, st in rows}
+        spent = {str(jti) for (jti,) in conn.execute("SELECT jti FROM spent")}
+    return statuses, spent
 
 
 def _capped(plan: list[list[Op]]) -> list[list[Op]]:
@@ -226,14 +291,28 @@ async def test_interleavings_match_a_sequential_model(
     approvals: list[str] = []
     jobs: list[Any] = []  # each launched job's view, with "parent" added
     candidates = {Model()}
+    before = await _counters(d)
     try:
         for wave in plan:
             candidates = await _wave(d, wave, candidates, names, creds, approvals, jobs)
-            assert any(_matches(d, m, names, approvals, jobs) for m in candidates), "the state matches no model"
+            db = _db_state(d, names)
+            assert any(_matches(d, m, names, approvals, jobs, db) for m in candidates), (
+                "the state matches no model",
+                db,
+            )
     finally:
         for job in jobs:  # leave no sleeper behind for the next example
             status, answer = await _operator_cancel(d, job["job_id"])
             assert status == 200, answer
+    # The jobs are over: what the counters moved by is the model's running sessions and slots.
+    after = await _counters(d)
+    moved = (after.running - before.running, after.uid_live - before.uid_live, after.reserved - before.reserved)
+    assert any(moved == (len(m.running), len(m.running), m.held()) for m in candidates), (moved, candidates)
+    # Ending every session the example left running gives every place back: no phantom.
+    for sid in names:
+        status, answer = await _operator_end(d, sid)
+        assert status in (200, 404, 409), answer
+    assert await _counters(d) == before
     # However many cancels raced, each job ended once, and the first reason it was stopped for
     # decides its record: a job cancelled before its parent ended has the launcher's terminated
     # completion.json (posted to nobody if the parent is gone); one whose parent ended first has none.
@@ -309,6 +388,7 @@ async def _wave(
 
 
 _DAEMON: dict[int, RunningDaemon] = {}
+PROBE = f"ses_probe{os.urandom(6).hex()}"
 
 
 async def _daemon(factory: Any, registry: RegistryBuilder) -> RunningDaemon:
@@ -319,18 +399,28 @@ async def _daemon(factory: Any, registry: RegistryBuilder) -> RunningDaemon:
         registry.add("worker")
         pack_capsule(EXAMPLES / "capsules" / "sleeper", registry.root)
         _DAEMON.clear()
-        _DAEMON[key] = await factory(
+        d = await factory(
             registry.root,
             spawn_allow=("orchestrator",),
             max_concurrent=1000,
             max_live_capsules=100_000,
             stop_grace_secs=1.0,
         )
+        await d.register_top("orchestrator", session_id=PROBE)  # whose /status/{id} tells live_capsules
+        _DAEMON[key] = d
     return _DAEMON[key]
 
 
-def _matches(d: RunningDaemon, m: Model, names: list[str], approvals: list[str], jobs: list[Any]) -> bool:
+def _matches(
+    d: RunningDaemon,
+    m: Model,
+    names: list[str],
+    approvals: list[str],
+    jobs: list[Any],
+    db: tuple[dict[str, str], set[str]],
+) -> bool:
     table = d.roost.table
+    rows, spent_rows = db
     for (_, state), view in zip(m.jobs, jobs, strict=True):
         job = d.roost.launcher.jobs[view["job_id"]]
         if state == "live" and job.final:
@@ -345,12 +435,19 @@ def _matches(d: RunningDaemon, m: Model, names: list[str], approvals: list[str],
             return False
         if not m.known(sid) and rec is not None:
             return False
-    parent_of = dict(m.parent_of)
+        # roost.db agrees: every answered registration and end was committed before its answer.
+        if sid in m.running and rows.get(sid) != "running":
+            return False
+        if sid in m.ended and rows.get(sid) not in ("complete", "failed"):
+            return False
+        if not m.known(sid) and sid in rows:
+            return False
     for idx, approval in enumerate(approvals):
         claims = tokens.verify_approval(d.roost.keys.approval_key, approval, now_ms=0)
         if (claims.jti in table.spent) != (idx in m.spent):
             return False
-        holds = idx not in m.spent and parent_of[str(idx)] in m.running
-        if (claims.jti in table.reservations) != holds:
+        if (claims.jti in spent_rows) != (idx in m.spent):
+            return False
+        if (claims.jti in table.reservations) != m.holds(idx):
             return False
     return True
