@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from roost import __version__
 from roost.wire import FINAL_JOB_STATES, HOST_ERROR_HEADER
 
 __all__ = ["main"]
@@ -200,6 +201,8 @@ def _cmd_run(a: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="roost-capsule", description="Reference host for murmur script capsules.")
+    # What roostctl doctor runs on each Ray node to check the capsule command there.
+    p.add_argument("--version", action="version", version=f"roost-capsule {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a script capsule as a full session")
     run.add_argument("capsule", type=_coords, metavar="NAME@VERSION")

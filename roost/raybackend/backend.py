@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -34,6 +35,7 @@ import ray
 import structlog
 from ray.exceptions import RayActorError, RayError
 
+from roost import __version__
 from roost.blocking import BlockingExecutor
 from roost.completion import CompletionRecord, read_completion, write_completion
 from roost.config import Config
@@ -62,6 +64,10 @@ log = structlog.get_logger("roost.ray")
 
 NODE_DIED_MARKS = ("the actor's node was", "because its node has died")
 """In Ray's ``ActorDiedError`` text when the GCS ended the actor with its node (not on its own)."""
+
+INFO_SECS = 30.0
+"""How long ``roostctl doctor``'s question to one keeper may take (it runs the capsule command
+there with ``--version``)."""
 
 KEEPER_PROBE_SECS = 60.0
 """How long a fresh keeper may take to answer on a node whose keeper died (a Ray worker's start
@@ -243,6 +249,7 @@ class RayBackend:
             "namespace": self.cluster.namespace,
             "connected": self.cluster.connected,
             "error": self.cluster.last_error,
+            "version": __version__,
             "nodes": [],
         }
         if not self.cluster.connected:
@@ -254,18 +261,33 @@ class RayBackend:
         except Exception as exc:
             out["error"] = _one_line(exc)
             return out
+        commands = self.node_commands()
+        path = os.environ.get("PATH", os.defpath)  # what children get (roost/launcher/spawn.py)
+
+        async def ask(handle: Any) -> dict[str, Any]:
+            try:
+                return dict(await asyncio.wait_for(self.call(handle.info, commands, path), INFO_SECS))
+            except RayError as exc:
+                return {"error": _cause(exc)}
+            except TimeoutError:
+                return {"error": f"no answer in {INFO_SECS:g}s"}
+
+        answers = await asyncio.gather(*(ask(keepers[n.node_id]) for n in nodes if n.node_id in keepers))
+        by_node = dict(zip([n.node_id for n in nodes if n.node_id in keepers], answers, strict=True))
         for n in nodes:
             entry: dict[str, Any] = {"node_id": n.node_id, "address": n.address, "totals": dict(n.totals)}
-            handle = keepers.get(n.node_id)
-            if handle is None:
-                entry["keeper"] = None
-            else:
-                try:
-                    entry["keeper"] = await asyncio.wait_for(self.call(handle.info), 10)
-                except (RayError, TimeoutError) as exc:
-                    entry["keeper"] = {"error": _cause(exc) if isinstance(exc, RayError) else "no answer in 10s"}
+            entry["keeper"] = by_node.get(n.node_id)
             out["nodes"].append(entry)
         return out
+
+    def node_commands(self) -> dict[str, list[str]]:
+        """The capsule host's and the runtime's commands as a keeper would start them on its node
+        (this host's interpreter becomes the node's own, as in :meth:`start`)."""
+        cfg = self.live()
+        capsule = list(cfg.capsule_command) or [PYTHON_MARK, "-m", "roost.capsule"]
+        if capsule[0] == sys.executable:
+            capsule[0] = PYTHON_MARK
+        return {"capsule": capsule, "runtime": list(cfg.runtime_command)}
 
     # -- placement ---------------------------------------------------------------------------
     def bundle_of(self, capsule: str, resources: ResourceCaps) -> Bundle:

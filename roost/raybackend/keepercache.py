@@ -18,7 +18,7 @@ from pathlib import Path
 from roost.fsutil import write_atomic
 from roost.registry.layout import artifact_filename, check_coordinates, sidecar_filename
 
-__all__ = ["cached_artifacts", "check_sha", "has_artifact", "place_artifact", "put_artifact"]
+__all__ = ["cache_status", "check_sha", "has_artifact", "place_artifact", "put_artifact"]
 
 _SHA256_HEX = frozenset("0123456789abcdef")
 
@@ -35,17 +35,21 @@ def _artifact_dir(cache: Path, name: str, version: str) -> Path:
     return cache / name / version
 
 
-def has_artifact(cache: Path, name: str, version: str, sha256: str) -> bool:
-    """Whether the cache holds ``name@version`` with exactly this digest."""
-    path = _artifact_dir(cache, name, version) / artifact_filename(name, version)
+def _digest(path: Path) -> str | None:
     digest = hashlib.sha256()
     try:
         with path.open("rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(chunk)
     except OSError:
-        return False
-    return digest.hexdigest() == check_sha(sha256)
+        return None
+    return digest.hexdigest()
+
+
+def has_artifact(cache: Path, name: str, version: str, sha256: str) -> bool:
+    """Whether the cache holds ``name@version`` with exactly this digest."""
+    path = _artifact_dir(cache, name, version) / artifact_filename(name, version)
+    return _digest(path) == check_sha(sha256)
 
 
 def put_artifact(cache: Path, name: str, version: str, sha256: str, data: bytes) -> None:
@@ -74,9 +78,29 @@ def place_artifact(cache: Path, name: str, version: str, sha256: str, blob: Path
     write_atomic(directory / sidecar_filename(name, version), (check_sha(sha256) + "\n").encode(), mode=0o644)
 
 
-def cached_artifacts(cache: Path) -> int:
-    """How many artifacts the cache holds (for ``roostctl doctor``)."""
-    try:
-        return sum(1 for _ in cache.glob("*/*/*.mur.zip"))
-    except OSError:
-        return 0
+def cache_status(cache: Path) -> dict[str, object]:
+    """The cache as ``roostctl doctor`` reports it: how many artifacts and bytes, whether the
+    keeper can write there, and which entries no longer match the sha256 recorded beside them
+    (a damaged disk or a hand edit; the keeper replaces such an entry at the next launch that
+    needs it, since every use checks the digest the daemon resolved)."""
+    count, size, mismatched = 0, 0, []
+    with contextlib.suppress(OSError):
+        for zip_path in sorted(cache.glob("*/*/*.mur.zip")):
+            count += 1
+            with contextlib.suppress(OSError):
+                size += zip_path.stat().st_size
+            version_dir = zip_path.parent
+            sidecar = version_dir / sidecar_filename(version_dir.parent.name, version_dir.name)
+            try:
+                recorded = sidecar.read_text().strip()
+            except OSError:
+                recorded = ""
+            if _digest(zip_path) != recorded:
+                mismatched.append(str(zip_path.relative_to(cache)))
+    return {
+        "dir": str(cache),
+        "count": count,
+        "bytes": size,
+        "writable": os.access(cache, os.W_OK | os.X_OK),
+        "mismatched": mismatched,
+    }

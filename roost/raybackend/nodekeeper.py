@@ -60,6 +60,7 @@ from roost.procstart import process_identity
 from roost.raybackend import keepercache
 from roost.raybackend.doorkeeper import DoorKeeper
 from roost.raybackend.keeperfiles import ChildRecordsKeeper, check_job_id
+from roost.raybackend.nodecheck import check_command
 from roost.raybackend.peerkeeper import PeerFilesKeeper
 from roost.raybackend.placement import node_root_name, run_as_refusal, setid_capable
 
@@ -107,19 +108,30 @@ class NodeKeeper(ChildRecordsKeeper, PeerFilesKeeper, DoorKeeper):
         self.started = time.time()
 
     # -- about this node -------------------------------------------------------------------
-    async def info(self) -> dict[str, Any]:
-        """What ``roostctl doctor`` and reconcile need to know about this keeper."""
+    async def info(self, commands: dict[str, list[str]] | None = None, path: str | None = None) -> dict[str, Any]:
+        """What ``roostctl doctor`` and reconcile need to know about this keeper and its node.
+
+        ``commands`` are the daemon's ``capsule`` and ``runtime`` commands as it would start a
+        child here (argv[0] ``@python`` is this node's interpreter), ``path`` the ``PATH`` it
+        gives children: each is checked on this node (roost/raybackend/nodecheck.py), the
+        capsule command by running it with ``--version``."""
         rss = psutil.Process().memory_info().rss
-        host = _capsule_host_present()
-        cached = await asyncio.to_thread(keepercache.cached_artifacts, self.cache)
+        cache = await asyncio.to_thread(keepercache.cache_status, self.cache)
+        checks: dict[str, Any] = {}
+        child_path = path or os.environ.get("PATH", os.defpath)
+        for role, argv in (commands or {}).items():
+            here = [sys.executable, *argv[1:]] if argv and argv[0] == PYTHON_MARK else list(argv)
+            found = await asyncio.to_thread(check_command, here, child_path, run_version=role == "capsule")
+            checks[role] = {**found, "argv": list(argv)}  # as the daemon names it; "found" is this node's
         return {
             "node_id": self.node_id,
             "pid": os.getpid(),
             "root": str(self.root),
             "children": sum(1 for c in self.children.values() if c.status is None),
             "rss_bytes": rss,
-            "capsule_host": host,
-            "artifacts": cached,
+            "commands": checks,
+            "artifacts": cache["count"],
+            "cache": cache,
             "cgroups": str(self.cgroups.root) if self.cgroups else None,
             "started": self.started,
             **(await self.identity()),
@@ -361,10 +373,3 @@ class NodeKeeper(ChildRecordsKeeper, PeerFilesKeeper, DoorKeeper):
 def _resolve(fut: asyncio.Future[tuple[str | None, str | None]], value: tuple[str | None, str | None]) -> None:
     if not fut.done():
         fut.set_result(value)
-
-
-def _capsule_host_present() -> bool:
-    """Whether this node can run ``roost-capsule`` (the script-capsule host)."""
-    import importlib.util
-
-    return importlib.util.find_spec("roost.capsule") is not None

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from roost import __version__
 from roost.completionrecord import crash_detail
 from roost.launcher.backend import NodeRef
 from roost.raybackend.backend import keeper_gone_sentence, node_gone_sentence
@@ -200,6 +201,10 @@ async def test_removing_a_worker_node_crashes_its_children_naming_it(
 
 
 async def _roostctl(d: RunningDaemon, *args: str) -> str:
+    return (await _roostctl_code(d, *args))[1]
+
+
+async def _roostctl_code(d: RunningDaemon, *args: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -213,7 +218,7 @@ async def _roostctl(d: RunningDaemon, *args: str) -> str:
     )
     out, err = await proc.communicate()
     assert proc.returncode in (0, 1), err
-    return out.decode()
+    return proc.returncode, out.decode()
 
 
 async def test_roostctl_shows_the_node_and_doctor_checks_the_cluster(
@@ -231,8 +236,55 @@ async def test_roostctl_shows_the_node_and_doctor_checks_the_cluster(
     node = findings[f"ray-node {w1[:12]}"]
     assert node["status"] == "ok", node
     assert "keeper alive" in node["detail"] and "1 children" in node["detail"]
+    # The capsule command ran on w1 as a child there would start it (the node's own interpreter).
+    capsule = findings[f"ray-node {w1[:12]} roost-capsule"]
+    assert capsule["status"] == "ok", capsule
+    assert "@python -m roost.capsule runs there" in capsule["detail"], capsule
+    assert capsule["detail"].endswith(f": roost-capsule {__version__}"), capsule
+    assert findings[f"ray-node {w1[:12]} mur-runtime"]["status"] == "ok"
     # At least mid's artifact: a node's root (and its cache) lasts the whole test session.
-    cached = re.search(r"(\d+) cached artifact\(s\)", node["detail"])
-    assert cached is not None and int(cached.group(1)) >= 1, node
+    cache = findings[f"ray-node {w1[:12]} artifact-cache"]
+    assert cache["status"] == "ok", cache
+    cached = re.search(r"(\d+) cached artifact\(s\)", cache["detail"])
+    assert cached is not None and int(cached.group(1)) >= 1, cache
+    # This daemon started no keeper on the head or on w2: nothing was checked there, and doctor says so.
+    for other in (ray_cluster.nodes["head"], ray_cluster.nodes["w2"]):
+        assert findings[f"ray-node {other[:12]}"]["status"] == "note", findings
+        assert "no keeper yet, so nothing was checked there" in findings[f"ray-node {other[:12]}"]["detail"]
+        assert f"ray-node {other[:12]} roost-capsule" not in findings
+    await d.call("POST", f"/jobs/{job['job_id']}/cancel")
+    await no_process_left({job["job_id"]})
+
+
+async def test_doctor_fails_a_node_where_the_capsule_command_does_not_run(
+    ray_ns: str, daemon_factory: Any, registry: RegistryBuilder, ray_cluster: Any, tmp_path: Path
+) -> None:
+    add_doubles(registry)
+    # A capsule host whose interpreter is gone (the children here are runtime doubles, so they still run).
+    broken = tmp_path / "bin" / "roost-capsule"
+    broken.parent.mkdir()
+    broken.write_text("#!/bin/sh\necho 'roost-capsule: bad interpreter: /opt/gone/python3' >&2\nexit 126\n")
+    broken.chmod(0o755)
+    settings = ray_settings(ray_cluster, tmp_path, ray_ns, capsule_command=(str(broken),))
+    d: RunningDaemon = await daemon_factory(registry.root, **settings)
+    status, job = await _launch(d, "mid", "sleep 60")
+    assert status == 201, job
+    w1 = ray_cluster.nodes["w1"]
+
+    code, out = await _roostctl_code(d, "doctor", "--json")
+    findings = {f["check"]: f for f in json.loads(out)["findings"]}
+    assert code == 1
+    found = findings[f"ray-node {w1[:12]} roost-capsule"]
+    assert found["status"] == "fail", found
+    assert found["detail"] == (
+        f"127.0.0.1: the capsule command ({broken}) does not run there: "
+        f"'{broken} --version' exited 126: roost-capsule: bad interpreter: /opt/gone/python3"
+    ), found
+    assert found["fix"] == (
+        f"install mur-roost {__version__} on that node (pip install mur-roost=={__version__}) so that "
+        f"'{broken} --version' runs there, or set capsule_command in roost.toml to a command every node has"
+    ), found
+    # The keeper itself is fine, and says so; only the command is wrong.
+    assert findings[f"ray-node {w1[:12]}"]["status"] == "ok"
     await d.call("POST", f"/jobs/{job['job_id']}/cancel")
     await no_process_left({job["job_id"]})

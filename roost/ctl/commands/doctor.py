@@ -7,7 +7,8 @@ user, in a directory others cannot write); the state dir is 0700 and ``master.ke
 capsule hosts on this machine can enforce, and what would raise it; with ``launcher = "ray"``, the
 cluster and each node's keeper (``GET /cluster``). Works without a daemon (then
 it checks the defaults or ``--state-dir``). ``--json`` prints ``{"ok", "findings": [{check,
-status: ok|warn|fail, detail, fix}]}``; exit 1 when any check failed.
+status: ok|note|warn|fail, detail, fix}]}`` (``note``: something was not checked, and why); exit 1
+when any check failed.
 """
 
 from __future__ import annotations
@@ -178,8 +179,9 @@ def _check_containment(f: _Findings, config: dict[str, Any] | None) -> None:
 
 
 def _check_cluster(f: _Findings, ctx: Context, config: dict[str, Any] | None) -> None:
-    """With ``launcher = "ray"``: the cluster answers, has nodes and free resources, and each
-    node's keeper is alive with ``roost-capsule`` and an artifact cache (docs/operations.md)."""
+    """With ``launcher = "ray"``: the cluster answers, has nodes and free resources, and on each
+    node with a keeper, the keeper is alive, the capsule command runs there (with ``--version``),
+    the runtime is found, and the artifact cache is writable and intact (docs/operations.md)."""
     if (config or {}).get("launcher") != "ray":
         return
     try:
@@ -228,32 +230,98 @@ def cluster_findings(report: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         )
     )
     for node in nodes:
-        name = f"ray-node {str(node.get('node_id', '?'))[:12]}"
-        addr = node.get("address") or "?"
-        keeper = node.get("keeper")
-        if keeper is None:
-            out.append((name, "ok", f"{addr}: no keeper yet (started with the first child placed here)", ""))
-            continue
-        if "error" in keeper:
-            out.append(
-                (name, "fail", f"{addr}: the node keeper does not answer: {keeper['error']}", "restart the node's Ray")
-            )
-            continue
-        if not keeper.get("capsule_host"):
-            out.append(
-                (name, "fail", f"{addr}: roost-capsule is not installed there", "pip install mur-roost on that node")
-            )
-            continue
-        out.append(
-            (
-                name,
-                "ok",
-                f"{addr}: keeper alive (pid {keeper.get('pid')}), {keeper.get('children', 0)} children, "
-                f"{keeper.get('artifacts', 0)} cached artifact(s) in {keeper.get('root')}",
-                "",
-            )
-        )
+        out.extend(node_findings(node, str(report.get("version") or "")))
     return out
+
+
+def node_findings(node: dict[str, Any], daemon_version: str) -> list[tuple[str, str, str, str]]:
+    """One node's findings: its keeper, the capsule command and the runtime as a child there
+    would be started, and its artifact cache (pure; the keeper checked them on the node)."""
+    name = f"ray-node {str(node.get('node_id', '?'))[:12]}"
+    addr = node.get("address") or "?"
+    keeper = node.get("keeper")
+    if keeper is None:
+        detail = f"{addr}: no keeper yet, so nothing was checked there (the first child placed there starts one)"
+        return [(name, "note", detail, "")]
+    if "error" in keeper:
+        return [(name, "fail", f"{addr}: the node keeper does not answer: {keeper['error']}", "restart the node's Ray")]
+    out = [
+        (
+            name,
+            "ok",
+            f"{addr}: keeper alive (pid {keeper.get('pid')}), {keeper.get('children', 0)} children, "
+            f"root {keeper.get('root')}",
+            "",
+        )
+    ]
+    commands = keeper.get("commands") or {}
+    capsule = commands.get("capsule")
+    if capsule is not None:
+        out.append(_capsule_finding(name, addr, capsule, daemon_version))
+    runtime = commands.get("runtime")
+    if runtime is not None:
+        out.append(_runtime_finding(name, addr, runtime))
+    cache = keeper.get("cache")
+    if cache is not None:
+        out.append(_cache_finding(name, addr, cache))
+    return out
+
+
+def _capsule_finding(name: str, addr: str, check: dict[str, Any], daemon_version: str) -> tuple[str, str, str, str]:
+    argv = " ".join(check.get("argv") or [])
+    package = f"mur-roost {daemon_version}" if daemon_version else "mur-roost"
+    if check.get("error"):
+        return (
+            f"{name} roost-capsule",
+            "fail",
+            f"{addr}: the capsule command ({argv}) does not run there: {check['error']}",
+            f"install {package} on that node (pip install {package.replace(' ', '==')}) so that "
+            f"'{argv} --version' runs there, or set capsule_command in roost.toml to a command every node has",
+        )
+    version = str(check.get("version") or "")
+    detail = f"{addr}: {argv} runs there ({check.get('found')}): {version}"
+    if daemon_version and not version.endswith(f" {daemon_version}"):
+        return (
+            f"{name} roost-capsule",
+            "warn",
+            detail + f"; the daemon is mur-roost {daemon_version}",
+            f"install mur-roost {daemon_version} on that node, the same version as the daemon's",
+        )
+    return (f"{name} roost-capsule", "ok", detail, "")
+
+
+def _runtime_finding(name: str, addr: str, check: dict[str, Any]) -> tuple[str, str, str, str]:
+    argv = " ".join(check.get("argv") or [])
+    if check.get("error"):
+        return (
+            f"{name} mur-runtime",
+            "warn",
+            f"{addr}: the runtime command ({argv}) is missing there: {check['error']} "
+            "(needed only for capsules without an entrypoint)",
+            "install the Murmur runtime on that node, or set runtime_command in roost.toml",
+        )
+    return (f"{name} mur-runtime", "ok", f"{addr}: {argv} found there ({check.get('found')})", "")
+
+
+def _cache_finding(name: str, addr: str, cache: dict[str, Any]) -> tuple[str, str, str, str]:
+    where = cache.get("dir")
+    size = f"{int(cache.get('count', 0))} cached artifact(s), {int(cache.get('bytes', 0)) / 2**20:.1f} MiB in {where}"
+    if not cache.get("writable"):
+        return (
+            f"{name} artifact-cache",
+            "fail",
+            f"{addr}: {size}, and the keeper cannot write there",
+            f"make {where} writable by the user the node's Ray runs as, or set MURMUR_ROOST_NODE_ROOT on that node",
+        )
+    bad = list(cache.get("mismatched") or [])
+    if bad:
+        return (
+            f"{name} artifact-cache",
+            "warn",
+            f"{addr}: {size}; {len(bad)} no longer match their recorded sha256: {', '.join(bad[:5])}",
+            f"remove them from {where}: the keeper fetches a verified copy at the next launch that needs one",
+        )
+    return (f"{name} artifact-cache", "ok", f"{addr}: {size}", "")
 
 
 def _unreachable_fix(where: str) -> str:
@@ -300,7 +368,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     if out.as_json:
         out.json({"ok": ok, "findings": f.items})
     else:
-        marks = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "fail": ("FAIL", "red")}
+        marks = {"ok": ("ok", "green"), "note": ("note", "cyan"), "warn": ("warn", "yellow"), "fail": ("FAIL", "red")}
         for item in f.items:
             text, color = marks[item["status"]]
             out.line(f"{out.paint(text.ljust(4), color)}  {item['check']}: {item['detail']}")
