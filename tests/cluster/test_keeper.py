@@ -117,6 +117,8 @@ async def test_a_dead_keeper_takes_its_children_with_it(rc: RayCluster, ray_clus
 
 async def test_the_artifact_cache_takes_only_the_named_digest(rc: RayCluster, ray_cluster: Any) -> None:
     keeper = await rc.keeper(ray_cluster.nodes["head"])
+    # The node's root lasts the whole session: earlier tests' artifacts may be cached there.
+    before = (await keeper.info.remote())["cache"]
     data = b"PK\x05\x06" + b"\0" * 18
     digest = hashlib.sha256(data).hexdigest()
     assert not await keeper.has_artifact.remote("cap", "1.0.0", digest)
@@ -124,7 +126,9 @@ async def test_the_artifact_cache_takes_only_the_named_digest(rc: RayCluster, ra
         await keeper.put_artifact.remote("cap", "1.0.0", "0" * 64, data)
     await keeper.put_artifact.remote("cap", "1.0.0", digest, data)
     assert await keeper.has_artifact.remote("cap", "1.0.0", digest)
-    assert (await keeper.info.remote())["artifacts"] == 1
+    after = (await keeper.info.remote())["cache"]
+    assert after["count"] == before["count"] + 1 and after["bytes"] == before["bytes"] + len(data), after
+    assert after["mismatched"] == [] and after["writable"], after
 
 
 # A child with a "door": an HTTP server on its node's loopback (a small and a large answer).
