@@ -89,7 +89,6 @@ UNSEALED = Provenance.from_wire(None, None)
 
 So a local process that skips the relay cannot take the peer lane's priority, nor pose as a
 delegation's completion (no delegation id is recorded from it)."""
-_MISSING = object()
 JSON_TYPE = "application/json"
 
 
@@ -99,6 +98,16 @@ class Caller(NamedTuple):
 
     provenance: Provenance
     owner: str | None
+
+
+_NOBODY_IN_PARTICULAR = Caller(UNSEALED, None)
+"""Every unsealed caller of a door without ``identify``: one scope (a library default)."""
+
+
+def _internal_error(req: jsonrpc.Request) -> bytes:
+    """-32603 for a request the door failed on; the traceback goes to the log only."""
+    log.exception("A2A door failed on a request")
+    return jsonrpc.error_body(req.id, errors.internal_error())
 
 
 def _json(body: bytes) -> web.Response:
@@ -153,7 +162,7 @@ class Door(TaskQueue):
         self.blocking_cap_secs = blocking_cap_secs
         self.seal_key = seal_key
         self._identify = identify
-        self._owners: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
+        self._owners: weakref.WeakKeyDictionary[Any, Caller] = weakref.WeakKeyDictionary()  # by connection
         self._url = url
         self._card_cache: tuple[str, bytes] | None = None
         self._app: web.Application | None = None
@@ -249,9 +258,16 @@ class Door(TaskQueue):
             return (
                 web.Response(status=204) if exc.notification else _json(jsonrpc.error_body(exc.request_id, exc.error))
             )
-        if isinstance(parsed, jsonrpc.Request):  # the usual body: one request
-            body = await self._answer(parsed, request)
-            return web.Response(status=204) if body is None else _json(body)
+        if isinstance(parsed, jsonrpc.Request):  # the usual body: one request (:meth:`_answer`, inline)
+            try:
+                body = jsonrpc.result_body(parsed.id, await self._dispatch(parsed, request))
+            except errors.JsonRpcError as exc:
+                body = jsonrpc.error_body(parsed.id, exc)
+            except web.HTTPException:
+                raise
+            except Exception:
+                body = _internal_error(parsed)
+            return web.Response(status=204) if parsed.notification else _json(body)
         answers = await asyncio.gather(*(self._answer_member(m, request) for m in parsed))
         bodies = [b for b in answers if b is not None]
         if not bodies:  # JSON-RPC 2.0 §6: a batch of notifications gets nothing back
@@ -273,8 +289,7 @@ class Door(TaskQueue):
         except web.HTTPException:  # e.g. 413 for a body over client_max_size: not a JSON-RPC answer
             raise
         except Exception:
-            log.exception("A2A door failed on a request")
-            body = jsonrpc.error_body(req.id, errors.internal_error())
+            body = _internal_error(req)
         return None if req.notification else body
 
     # -- dispatch ----------------------------------------------------------------------------------
@@ -282,16 +297,17 @@ class Door(TaskQueue):
     async def _dispatch(self, req: jsonrpc.Request, request: web.Request) -> Any:
         method = req.method
         versions = request_versions(request.headers)
-        if len(versions) > 1:
-            raise errors.version_not_supported(", ".join(versions))
-        version = versions[0] if versions else ""
-        if version and not supported_version(version):
-            raise errors.version_not_supported(version)
+        version = versions[0] if len(versions) == 1 else ""
+        if version != "1.0":  # the usual header needs none of these checks
+            if len(versions) > 1:
+                raise errors.version_not_supported(", ".join(versions))
+            if version and not supported_version(version):
+                raise errors.version_not_supported(version)
         op = OPS.get(method)
         if op is None:
             raise errors.method_not_found()
         kind, dialect = op
-        if dialect == "1.0" and not is_v1(version):
+        if dialect == "1.0" and version != "1.0" and not is_v1(version):
             raise errors.version_header_required(method, version or None)
         params = req.params
         if kind == "send":
@@ -313,20 +329,21 @@ class Door(TaskQueue):
         raise errors.unsupported_operation(UNSUPPORTED[kind])
 
     async def _caller(self, request: web.Request, subject: str) -> Caller:
-        return self._known_caller(request, subject) or await self._looked_up_caller(request)
+        known = self._known_caller(request, subject, request.headers.get(seal.SEAL_HEADER))
+        return known or await self._looked_up_caller(request)
 
     async def _looked_up_caller(self, request: web.Request) -> Caller:
         """An unsealed caller whose owner ``identify`` finds."""
         return Caller(UNSEALED, await self._identity(request))
 
-    def _known_caller(self, request: web.Request, subject: str) -> Caller | None:
-        """The caller when no lookup is needed (a valid seal, or no ``identify``); None → :meth:`_caller`.
+    def _known_caller(self, request: web.Request, subject: str, sealed: str | None) -> Caller | None:
+        """The caller when no lookup is needed (a valid seal, no ``identify``, or a connection whose
+        owner was looked up before); None → :meth:`_caller`.
 
         A send asks this first, so the usual request does not pay for a coroutine it never suspends in.
         """
-        headers = request.headers
-        sealed = headers.get(seal.SEAL_HEADER)
-        if sealed is not None:
+        if sealed is not None:  # the x-murmur-task-seal header
+            headers = request.headers
             origin = headers.get(ORIGIN_HEADER)
             trust = headers.get(TRUST_HEADER)
             sender = seal.verify(
@@ -340,22 +357,20 @@ class Door(TaskQueue):
             )
             if sender is not None:
                 return Caller(Provenance.from_wire(origin, trust), f"session:{sender}")
-        if self._identify is not None:
-            return None
-        return Caller(UNSEALED, None)
+        if self._identify is None:
+            return _NOBODY_IN_PARTICULAR
+        transport = request.transport
+        return self._owners.get(transport) if transport is not None else None  # a connection seen before
 
     async def _identity(self, request: web.Request) -> str | None:
-        """The direct caller's owner key, looked up once per connection."""
+        """The direct caller's owner key, looked up once per connection (:meth:`_known_caller`
+        answers from that cache without a coroutine)."""
         if self._identify is None:
             return None
+        owner = await self._identify(request)
         transport = request.transport
         if transport is not None:
-            cached = self._owners.get(transport, _MISSING)
-            if cached is not _MISSING:
-                return cached  # type: ignore[return-value]
-        owner = await self._identify(request)
-        if transport is not None:
-            self._owners[transport] = owner
+            self._owners[transport] = Caller(UNSEALED, owner)
         return owner
 
     async def _visible(self, task_id: str, request: web.Request, subject: str) -> TaskRecord:
@@ -394,9 +409,9 @@ class Door(TaskQueue):
             if part.file is not None and part.file.bytes is not None:
                 raise errors.content_type_not_supported("inline file bytes are not accepted; send a uri")
         block, history = send_configuration(params.get("configuration"), dialect)
-        sealed = seal.SEAL_HEADER in headers  # the subject costs a digest: only a seal needs it
-        subject = seal.send_subject(message, headers.get(DELEGATION_HEADER)) if sealed else message.message_id
-        caller = self._known_caller(request, subject) or await self._looked_up_caller(request)
+        sealed = headers.get(seal.SEAL_HEADER)  # the subject costs a digest: only a seal needs it
+        subject = seal.send_subject(message, headers.get(DELEGATION_HEADER)) if sealed is not None else ""
+        caller = self._known_caller(request, subject, sealed) or await self._looked_up_caller(request)
         replayed = self.replayed(caller.owner, message.message_id)
         rec = replayed if replayed is not None else self._accept(message, caller, headers, dialect)
         if block and not notification and not rec.settled:  # nobody waits for a notification's answer
@@ -421,23 +436,15 @@ class Door(TaskQueue):
         tracestate = headers.get("tracestate") if parent is not None else None
         if tracestate is not None and not traceparent.valid_tracestate(tracestate):
             tracestate = None
-        incoming = Incoming(
-            message=message,
-            provenance=provenance,
-            raw_traceparent=raw_tp,
-            trace=parent.child() if parent is not None else traceparent.new(),
-            tracestate=tracestate,
-            delegation_id=delegation_id,
-            dialect=dialect,
-            owner=caller.owner,
-        )
-        if message.task_id:
-            rec = self.record(message.task_id)
-            if rec is None or rec.task.owner != caller.owner:
-                raise errors.task_not_found()
-            if message.context_id and message.context_id != rec.task.context_id:
-                raise errors.invalid_params(
-                    f"message.contextId {message.context_id!r} is not the context of task {message.task_id}"
-                )
-            return self.continue_task(rec, incoming)
-        return self.admit(incoming)
+        trace = parent.child() if parent is not None else traceparent.new()
+        if not message.task_id:  # the usual message opens a task: admit without an Incoming
+            return self._admit(message, provenance, raw_tp, trace, tracestate, delegation_id, dialect, caller.owner)
+        rec = self.record(message.task_id)
+        if rec is None or rec.task.owner != caller.owner:
+            raise errors.task_not_found()
+        if message.context_id and message.context_id != rec.task.context_id:
+            raise errors.invalid_params(
+                f"message.contextId {message.context_id!r} is not the context of task {message.task_id}"
+            )
+        incoming = Incoming(message, provenance, raw_tp, trace, tracestate, delegation_id, dialect, caller.owner)
+        return self.continue_task(rec, incoming)

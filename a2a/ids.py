@@ -67,6 +67,36 @@ def uuid7_hex() -> str:
     return f"{head:016x}{(entropy[0] & 0x3F) | 0x80:02x}{entropy[1:8].hex()}"
 
 
+def prefixed_pair(first: str, second: str) -> tuple[str, str]:
+    """``(prefixed(first), prefixed(second))``, minted together (a door mints a task and its
+    context per request: one lock, one clock read)."""
+    global _last_ms, _seq
+    with _lock:
+        entropy = _take(20)
+        ms = time.time_ns() // 1_000_000
+        if ms <= _last_ms:
+            ms = _last_ms
+        else:
+            _seq = int.from_bytes(entropy[18:], "big") & 0x3FF
+        if _seq + 2 > 0xFFF:
+            ms += 1
+            _seq = 0
+        _last_ms = ms
+        seq = _seq + 1
+        _seq = seq + 1
+    head = (ms & 0xFFFFFFFFFFFF) << 16 | 0x7000
+    # As uuid7_hex, with the variant byte's top hex digit picked from 8-b and the rest sliced from
+    # one hex string: (b & 0x3F) | 0x80 is "89ab"[b >> 4 & 3] followed by b's low hex digit.
+    h = entropy.hex()
+    return (
+        f"{first}_{head | seq:016x}{_VARIANT[entropy[0] >> 4 & 3]}{h[1:16]}",
+        f"{second}_{head | (seq + 1):016x}{_VARIANT[entropy[9] >> 4 & 3]}{h[19:34]}",
+    )
+
+
+_VARIANT = "89ab"
+
+
 def prefixed(prefix: str) -> str:
     """``<prefix>_<uuid7 hex>``: the id shape murmur uses for ses_, tsk_, ctx_, evt_, dlg_, req_, msg_."""
     return f"{prefix}_{uuid7_hex()}"

@@ -30,12 +30,26 @@ _ROLE_SENTENCE: dict[Dialect, str] = {
     "0.3": 'role must be "user" or "agent"',
 }
 _V1_CONTENT = ("text", "raw", "url", "data")
+_USUAL: dict[str, Any] = {"role": "user", "context_id": None, "task_id": None, "metadata": None}
 
 
 def parse_message(obj: object, dialect: Dialect) -> Message:
     """One arriving Message of ``dialect``; ValueError with the sentence to answer (-32602)."""
     if type(obj) is not dict:
         raise ValueError("message must be an object")
+    if dialect == "1.0" and len(obj) == 3:  # the usual 1.0 message: an id, a role and one text part
+        message_id, role, raw_parts = obj.get("messageId"), obj.get("role"), obj.get("parts")
+        if (
+            type(message_id) is str
+            and message_id
+            and role == "ROLE_USER"
+            and type(raw_parts) is list
+            and len(raw_parts) == 1
+            and type(raw_parts[0]) is dict
+            and len(raw_parts[0]) == 1
+            and type(raw_parts[0].get("text")) is str
+        ):
+            return build(Message, {**_USUAL, "message_id": message_id, "parts": [_text(raw_parts[0]["text"])]})
     if dialect == "0.3" and obj.get("kind") != "message":
         raise ValueError('an A2A 0.3 message needs kind "message"')
     message_id = obj.get("messageId")

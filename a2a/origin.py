@@ -35,8 +35,14 @@ class Lane(StrEnum):
     PEER = "peer"
     BG = "bg"
 
+    @property
+    def position(self) -> int:
+        """Where the lane comes in :data:`LANE_ORDER` (0 first)."""
+        return _LANE_POSITION[self._value_]
+
 
 LANE_ORDER: tuple[Lane, ...] = (Lane.USER, Lane.PEER, Lane.BG)
+_LANE_POSITION = {lane.value: i for i, lane in enumerate(LANE_ORDER)}
 
 ORIGIN_HEADER = "x-murmur-task-origin"
 TRUST_HEADER = "x-murmur-task-trust"
@@ -49,10 +55,11 @@ _SEAL = object()
 class Provenance:
     """An (origin, trust) pair that can only be derived, never assembled by hand."""
 
-    __slots__ = ("_origin", "_trust")
+    __slots__ = ("_lane", "_origin", "_trust")
 
     _origin: Origin
     _trust: Trust
+    _lane: Lane
 
     def __init__(self, *_args: object, **_kwargs: object) -> None:
         raise TypeError("Provenance is derived: use Provenance.from_wire() or Provenance.local_user()")
@@ -64,6 +71,7 @@ class Provenance:
         obj = object.__new__(cls)
         object.__setattr__(obj, "_origin", origin)
         object.__setattr__(obj, "_trust", trust)
+        object.__setattr__(obj, "_lane", lane_for(origin))  # read once per task: derived once
         return obj
 
     @classmethod
@@ -93,7 +101,7 @@ class Provenance:
 
     @property
     def lane(self) -> Lane:
-        return lane_for(self._origin)
+        return self._lane
 
     def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError("Provenance is immutable")
@@ -116,10 +124,6 @@ class Provenance:
         raise TypeError("Provenance cannot be pickled; derive it again")
 
 
-# Provenances are immutable values: the few the wire can yield are derived once and shared.
-_DERIVED = {(o, t): Provenance._derive(o, t, _SEAL) for o in Origin for t in Trust}
-
-
 def lane_for(origin: Origin) -> Lane:
     """``user``→user, ``peer``→peer, everything else (schedule, event, completion, system)→bg."""
     if origin is Origin.USER:
@@ -127,6 +131,10 @@ def lane_for(origin: Origin) -> Lane:
     if origin is Origin.PEER:
         return Lane.PEER
     return Lane.BG
+
+
+# Provenances are immutable values: the few the wire can yield are derived once and shared.
+_DERIVED = {(o, t): Provenance._derive(o, t, _SEAL) for o in Origin for t in Trust}
 
 
 def outbound_headers(origin: Origin, trust: Trust) -> dict[str, str]:

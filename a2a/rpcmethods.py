@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from multidict import CIMultiDictProxy
+
 from a2a import errors, listing
 from a2a.models import Dialect
 
@@ -46,6 +48,11 @@ def send_configuration(raw: object, dialect: Dialect) -> tuple[bool, int | None]
     """(block?, historyLength) from a send's ``configuration``; -32602/-32003 on bad fields."""
     if raw is None:
         return dialect == "1.0", None
+    if type(raw) is dict and len(raw) == 1:  # the usual one: only the flag asking for an immediate answer
+        if raw.get("returnImmediately") is True and dialect == "1.0":
+            return False, None
+        if raw.get("blocking") is False and dialect == "0.3":
+            return False, None
     if not isinstance(raw, dict):
         raise errors.invalid_params("configuration must be an object")
     if raw.get("pushNotificationConfig") is not None or raw.get("taskPushNotificationConfig") is not None:
@@ -62,6 +69,12 @@ def send_configuration(raw: object, dialect: Dialect) -> tuple[bool, int | None]
 
 def request_versions(headers: Mapping[str, str]) -> list[str]:
     """Every non-empty ``A2A-Version`` header value (a repeated header counts as conflicting)."""
+    if type(headers) is CIMultiDictProxy:  # a request's headers: the usual case, read without getattr
+        given = headers.getall(VERSION_HEADER, ())
+        if len(given) == 1:
+            value = given[0].strip()
+            return [value] if value else []
+        return [v.strip() for v in given if v.strip()]
     getall = getattr(headers, "getall", None)
     values: list[str] = getall(VERSION_HEADER, []) if getall is not None else []
     if getall is None and VERSION_HEADER in headers:

@@ -24,9 +24,9 @@ from collections import deque
 from typing import Any
 
 from a2a import errors, traceparent
-from a2a.ids import prefixed
-from a2a.models import Message, TaskState, build, text_part
-from a2a.origin import LANE_ORDER, Lane, Provenance
+from a2a.ids import prefixed, prefixed_pair
+from a2a.models import Dialect, Message, TaskState, build, text_part
+from a2a.origin import LANE_ORDER, Provenance
 from a2a.taskrecord import TaskRecord
 from a2a.taskstore import Shelf
 from a2a.tasktypes import (
@@ -86,7 +86,9 @@ class TaskQueue:
         self._on_activate = on_activate
         self._on_finish = on_finish
         self._on_cancel = on_cancel
-        self._lanes: dict[Lane, deque[TaskRecord]] = {lane: deque() for lane in LANE_ORDER}
+        # One queue per lane, highest priority first; a lane's queue is found by its position
+        # (Lane.position), not by hashing the enum, twice per request.
+        self._lanes: tuple[deque[TaskRecord], ...] = tuple(deque() for _ in LANE_ORDER)
         self._pending = 0
         self._ever_held = False
         self._closed = False
@@ -96,7 +98,8 @@ class TaskQueue:
         self._finished = Shelf(max_finished)  # terminal, per owner
         self._hook_calls: set[asyncio.Task[None]] = set()
         self._by_message: dict[tuple[str | None, str], TaskRecord] = {}  # (owner, message id) → its task
-        self._wake = asyncio.Event()
+        self._expired_at = 0.0
+        self._wake: asyncio.Future[None] | None = None  # the idle worker's wake-up, set by _enqueue
         self._worker: asyncio.Task[None] | None = None
         self._invoking: TaskRecord | None = None  # the record whose runner the worker is awaiting
         self._run_canceled = False  # the worker was cancelled to stop that run, not to stop
@@ -189,34 +192,53 @@ class TaskQueue:
 
     def admit(self, incoming: Incoming) -> TaskRecord:
         """A new task for a message without ``taskId`` (queued, or a ``rejected`` record)."""
-        message = incoming.message
-        provenance = incoming.provenance
+        return self._admit(*incoming)
+
+    def _admit(
+        self,
+        message: Message,
+        provenance: Provenance,
+        raw_traceparent: str | None,
+        trace: traceparent.TraceParent,
+        tracestate: str | None,
+        delegation_id: str | None,
+        dialect: Dialect | None,
+        owner: str | None,
+    ) -> TaskRecord:
+        """:meth:`admit` with :class:`Incoming`'s fields as arguments (the door's hot path builds none)."""
+        context_id = message.context_id
+        if context_id:
+            task_id = prefixed("tsk")
+        else:
+            task_id, context_id = prefixed_pair("tsk", "ctx")
         task = DoorTask(  # positional, in DoorTask's field order: this is built once per request
-            prefixed("tsk"),
-            message.context_id or prefixed("ctx"),
+            task_id,
+            context_id,
             message.message_id,
             message.text,
             tuple(message.parts),
             provenance,
             provenance.lane,
-            incoming.raw_traceparent,
-            incoming.trace,
-            incoming.tracestate,
-            incoming.delegation_id,
+            raw_traceparent,
+            trace,
+            tracestate,
+            delegation_id,
             time.time_ns() // 1_000_000,
-            incoming.dialect,
-            incoming.owner,
+            dialect,
+            owner,
         )
-        refusal = self._refusal()
+        usual = not self._closed and self.task_acceptance == "queue" and self._pending < self.queue_depth
+        refusal = None if usual else self._refusal()
         rec = TaskRecord(task, TaskState.REJECTED if refusal else TaskState.SUBMITTED, self.max_history)
-        rec.add_history(message)
+        rec.history.append(message)
         if refusal is not None:
             rec.set(TaskState.REJECTED, refusal)
             self._remember(rec)
             return rec
         self._ever_held = True
-        self._live[task.id] = rec
-        self._index(rec, message.message_id)
+        self._live[task_id] = rec
+        rec.message_ids.append(message.message_id)  # the replay index (_index, inline: once per request)
+        self._by_message[owner, message.message_id] = rec
         self._enqueue(rec)
         return rec
 
@@ -268,10 +290,14 @@ class TaskQueue:
         return rec
 
     def _enqueue(self, rec: TaskRecord) -> None:
-        self._lanes[rec.task.lane].append(rec)
+        self._lanes[rec.task.lane.position].append(rec)
         self._pending += 1
         self.idle.clear()
-        self._wake.set()
+        wake = self._wake
+        if wake is not None:
+            self._wake = None
+            if not wake.done():
+                wake.set_result(None)
         if self._worker is None or self._worker.done():
             self._worker = asyncio.get_running_loop().create_task(self._work(), name=f"a2a-door-{self.name}")
 
@@ -292,7 +318,7 @@ class TaskQueue:
         else:
             phase = "queued"
             if rec.state is TaskState.SUBMITTED:
-                self._lanes[rec.task.lane].remove(rec)
+                self._lanes[rec.task.lane.position].remove(rec)
                 self._pending -= 1
                 rec.set(TaskState.CANCELED, "task canceled while queued")
             else:
@@ -345,7 +371,7 @@ class TaskQueue:
             self._waiting.pop(rec.task.id)
             rec.set(TaskState.CANCELED, "task canceled: the session ended")
             self._retire(rec)
-        for lane in self._lanes.values():
+        for lane in self._lanes:
             lane.clear()
         self._pending = 0
         self._running = None
@@ -359,17 +385,15 @@ class TaskQueue:
             self._forget(dropped)
 
     def _retire(self, rec: TaskRecord) -> None:
-        task_id = rec.task.id
-        self._live.pop(task_id, None)
-        self._waiting.pop(task_id)
+        """Move a queued or running task to the finished shelf (one waiting for input is taken off
+        its shelf by whoever ends it)."""
+        self._live.pop(rec.task.id, None)
         self._remember(rec)
 
-    def _expire(self) -> None:
+    def _expire(self, now: float | None = None) -> None:
         """Drop finished tasks and cancel tasks waiting for input, ``retention_secs`` after their
         last change (oldest first)."""
-        if not self._finished and not self._waiting:
-            return
-        horizon = time.time() - self.retention_secs
+        horizon = (time.time() if now is None else now) - self.retention_secs
         for rec in self._finished.older_than(horizon):
             self._forget(rec)
         for rec in self._waiting.older_than(horizon):
@@ -378,8 +402,7 @@ class TaskQueue:
     # -- worker ------------------------------------------------------------------------------------
 
     def _next(self) -> TaskRecord | None:
-        for lane in LANE_ORDER:
-            queue = self._lanes[lane]
+        for queue in self._lanes:
             if queue:
                 self._pending -= 1
                 return queue.popleft()
@@ -390,8 +413,8 @@ class TaskQueue:
             rec = self._next()
             if rec is None:
                 self.idle.set()
-                self._wake.clear()
-                await self._wake.wait()
+                self._wake = asyncio.get_running_loop().create_future()
+                await self._wake
                 continue
             await self._run(rec)
 
@@ -427,12 +450,11 @@ class TaskQueue:
         Canceling the running task cancels the worker with ``_run_canceled`` set; that cancel is
         taken back here (``uncancel``) and the run ends canceled, whatever the runner does with it.
         """
-        worker = asyncio.current_task()
         self._invoking = rec
         try:
             outcome: object = await self._runner(rec.task)
         except asyncio.CancelledError:
-            if not self._run_canceled or self._stopping or worker is None:
+            if not self._run_canceled or self._stopping or asyncio.current_task() is None:
                 raise  # the door itself is shutting down
             return TaskOutcome.canceled()
         except Exception as exc:
@@ -440,9 +462,11 @@ class TaskQueue:
             return TaskOutcome.failed("task failed: the runner raised an error")
         finally:
             self._invoking = None
-            if self._run_canceled and not self._stopping and worker is not None:
-                self._run_canceled = False
-                worker.uncancel()
+            if self._run_canceled and not self._stopping:
+                worker = asyncio.current_task()
+                if worker is not None:
+                    self._run_canceled = False
+                    worker.uncancel()
         if not isinstance(outcome, TaskOutcome):  # an untyped runner may return anything
             log.error("runner for %s returned %r, not a TaskOutcome", rec.task.id, type(outcome))
             return TaskOutcome.failed("task failed: the runner returned no outcome")
@@ -465,12 +489,19 @@ class TaskQueue:
                     crowded,
                     f"task canceled: its owner has {self._waiting.per_owner} newer tasks waiting for input",
                 )
-            self._expire()
+            self._expire_now_and_then(rec.updated)
             return
         else:
             rec.set(TaskState.CANCELED, outcome.status_text or "task canceled")
         self._retire(rec)
-        self._expire()
+        self._expire_now_and_then(rec.updated)  # the clock was just read for the new state
+
+    def _expire_now_and_then(self, now: float) -> None:
+        """:meth:`_expire` after a run, at most once a second (a look at a task always expires first,
+        so nobody sees a task past its retention; this keeps memory to the retention too)."""
+        if now - self._expired_at >= 1.0:
+            self._expired_at = now
+            self._expire(now)
 
 
 def _from_message(incoming: Incoming) -> dict[str, Any]:

@@ -153,7 +153,10 @@ class TaskRecord:
         if history_length == 0 and not self.status_text and self.artifacts is None and not self.output:
             t = self.task
             state = self.state
-            status = {"state": state.v1 if dialect == "1.0" else state.value, "timestamp": iso(self.updated)}
+            status = {
+                "state": _V1[state._value_] if dialect == "1.0" else state._value_,
+                "timestamp": iso(self.updated),
+            }
             if dialect == "1.0":
                 return {"id": t.id, "contextId": t.context_id, "status": status}
             return {"kind": "task", "id": t.id, "contextId": t.context_id, "status": status}
@@ -191,3 +194,4 @@ class TaskRecord:
 
 
 _clock = time.time
+_V1 = {s.value: s.v1 for s in TaskState}  # by the state's plain value: no enum property call

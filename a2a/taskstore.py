@@ -10,7 +10,6 @@ finished tasks, and tasks waiting for input. Plain data structure, no I/O, no cl
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
 
 from a2a.taskrecord import TaskRecord
 
@@ -49,7 +48,8 @@ class Shelf:
         owner is now over ``per_owner`` (taken off the shelf), else None."""
         task_id = rec.task.id
         owner = rec.task.owner
-        self.pop(task_id)
+        if task_id in self._all:
+            self.pop(task_id)
         self._all[task_id] = rec
         mine = self._owners.get(owner)
         if mine is None:
@@ -72,15 +72,24 @@ class Shelf:
             del self._owners[owner]
         return rec
 
-    def older_than(self, horizon: float) -> Iterator[TaskRecord]:
+    def older_than(self, horizon: float) -> list[TaskRecord]:
         """Take off, oldest first, every record last updated at or before ``horizon``.
 
         Records are shelved in update order (a shelved record does not change until it leaves),
-        so this stops at the first younger one.
+        so this stops at the first younger one. Called after every run: the usual answer, none,
+        costs a look at the oldest record.
         """
-        while self._all:
-            first = next(iter(self._all.values()))
+        entries = self._all
+        if not entries or next(iter(entries.values())).updated > horizon:
+            return _NONE
+        gone: list[TaskRecord] = []
+        while entries:
+            first = next(iter(entries.values()))
             if first.updated > horizon:
-                return
+                break
             self.pop(first.task.id)
-            yield first
+            gone.append(first)
+        return gone
+
+
+_NONE: list[TaskRecord] = []  # never appended to: the shared empty answer

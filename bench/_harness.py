@@ -136,8 +136,11 @@ def wrk(
     connections: int = 50,
     seconds: int = 8,
     rotate: tuple[str, list[str]] | None = None,
+    counter: str | None = None,
 ) -> WrkResult:
-    """Run wrk; ``rotate=(header, values)`` sends each request with the next value of ``header``."""
+    """Run wrk; ``rotate=(header, values)`` sends each request with the next value of ``header``;
+    ``counter`` is a placeholder in ``body`` that each request replaces with its own number (e.g.
+    so every request carries a message id of its own)."""
     if not shutil.which("wrk"):
         raise SystemExit("wrk is required for this benchmark: apt-get install wrk")
     lua = ["wrk.method = " + json.dumps(method)]
@@ -153,6 +156,13 @@ def wrk(
         lua.append("  n = n + 1")
         lua.append(f"  wrk.headers[{json.dumps(name)}] = values[(n % #values) + 1]")
         lua.append("  return wrk.format()")
+        lua.append("end")
+    if counter is not None and body is not None:
+        pre, _, post = body.partition(counter)
+        lua.append(f"local pre, post, n = {json.dumps(pre)}, {json.dumps(post)}, 0")
+        lua.append("request = function()")
+        lua.append("  n = n + 1")
+        lua.append("  return wrk.format(nil, nil, nil, pre .. n .. post)")
         lua.append("end")
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as fh:
         fh.write("\n".join(lua) + "\n")

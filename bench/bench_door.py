@@ -1,20 +1,24 @@
 """Door throughput: ``SendMessage`` with ``returnImmediately: true`` against a bare aiohttp JSON handler.
 
-Both servers run in their own process on core 0; wrk (-t1 -c50) runs on the other core. The door
-has an instant runner (the benchmark measures the door — parse, classify, admit, answer — not a
-capsule's work), so every request is a real admission: a task is minted, queued, run and
-retired. The baseline is the least a JSON-RPC endpoint on aiohttp can do: read the body,
-``json.loads`` it, answer a Task-sized ``json.dumps``. Rounds alternate door and baseline so a
-noisy neighbour hits both alike; medians are reported. Target: door >= 0.7x the baseline.
+All servers run in their own process on core 0; wrk (-t1 -c50) runs on the other core. The door
+is configured as the capsule host builds it (``identify`` by the caller's uid, a seal key, a
+local owner) with an instant runner (the benchmark measures the door — parse, validate,
+classify, admit, answer — not a capsule's work), so every request is a real admission: a task is
+minted, queued, run and retired. Every request carries a message id of its own (the door answers
+a message id it has seen with that message's task, which would be no admission at all).
 
-``--before PATH`` adds a third server: the same door imported from another checkout (e.g. a
+The baseline is a JSON endpoint as an aiohttp user writes it: ``await request.json()``, answer a
+Task-sized ``web.json_response``. A second one, with orjson on both sides, is printed for
+information (the door itself uses orjson). Rounds rotate the servers so a noisy neighbour hits
+all alike; medians are reported. Target: door >= 0.7x the baseline.
+
+``--before PATH`` adds a server: the same door imported from another checkout (e.g. a
 ``git worktree`` of the previous commit), so a change is measured before/after in the same run.
 Besides req/s, the CPU each server spends per request (from ``/proc``) is printed: on a shared
-machine it is steadier than throughput. The order of the servers rotates from round to round.
+machine it is steadier than throughput.
 
-``--inproc`` (with ``--before``) measures only the door's own work, in process and without HTTP:
-CPU per request of parse → classify → admit → answer → run, for this checkout and the other one,
-alternating; the figure a shared machine's noise disturbs least.
+``--inproc`` measures only the door's own work, in process and without HTTP: CPU per request of
+parse → classify → admit → answer → run, for this checkout (and ``--before``, alternating).
 
 Run: python bench/bench_door.py [--seconds 5] [--rounds 3] [--before PATH] [--inproc]
 """
@@ -27,6 +31,7 @@ import os
 import statistics
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -34,28 +39,35 @@ from _harness import SERVER_CPU, Proc, WrkResult, app_script, median_by, start_s
 
 DOOR_SERVER = app_script(
     """
+    import os
     from a2a.door import Door, TaskOutcome
+    from roost.capsule.serving import loopback_owner
 
     async def runner(task):
         return TaskOutcome.completed("ok")
 
     def build_app():
         return Door(name="bench", version="0.1.0", session_id="ses_bench", runner=runner,
-                    queue_depth=10000, peer_tasks_accept=True).app
+                    queue_depth=10000, peer_tasks_accept=True, seal_key=bytes(32),
+                    identify=loopback_owner, local_owner=f"uid:{os.getuid()}").app
     """
 )
 
+_TASK = """
+        task = {"id": "tsk_01a22f5b4b34707bb3ae2fc6fe3075c3", "contextId": "ctx_01a22f5b4b34707bb3ae2fc6fe3075c4",
+                "status": {"state": "TASK_STATE_SUBMITTED", "timestamp": "2026-12-01T02:00:00.000Z"}}
+"""
+
 BARE_SERVER = app_script(
     """
-    import json
     from aiohttp import web
 
     async def handler(request):
-        req = json.loads(await request.read())
-        task = {"id": "tsk_01a22f5b4b34707bb3ae2fc6fe3075c3", "contextId": "ctx_01a22f5b4b34707bb3ae2fc6fe3075c4",
-                "status": {"state": "TASK_STATE_SUBMITTED", "timestamp": "2026-12-01T02:00:00.000Z"}}
-        body = json.dumps({"jsonrpc": "2.0", "id": req.get("id"), "result": {"task": task}}, separators=(",", ":"))
-        return web.Response(body=body.encode(), content_type="application/json")
+        req = await request.json()
+"""
+    + _TASK
+    + """
+        return web.json_response({"jsonrpc": "2.0", "id": req.get("id"), "result": {"task": task}})
 
     def build_app():
         app = web.Application()
@@ -64,18 +76,48 @@ BARE_SERVER = app_script(
     """
 )
 
+BARE_ORJSON_SERVER = app_script(
+    """
+    import orjson
+    from aiohttp import web
+
+    async def handler(request):
+        req = orjson.loads(await request.read())
+"""
+    + _TASK
+    + """
+        body = orjson.dumps({"jsonrpc": "2.0", "id": req.get("id"), "result": {"task": task}})
+        return web.Response(body=body, content_type="application/json")
+
+    def build_app():
+        app = web.Application()
+        app.router.add_post("/", handler)
+        return app
+    """
+)
+
+COUNTER = "@N@"
+"""Where each request's own number goes in :data:`BODY` (the message id)."""
 BODY = json.dumps(
     {
         "jsonrpc": "2.0",
         "id": "req_1",
         "method": "SendMessage",
         "params": {
-            "message": {"messageId": "msg-1", "role": "ROLE_USER", "parts": [{"text": "hello door"}]},
+            "message": {"messageId": f"msg-{COUNTER}", "role": "ROLE_USER", "parts": [{"text": "hello door"}]},
             "configuration": {"returnImmediately": True},
         },
     }
 )
-HEADERS = {"content-type": "application/json", "A2A-Version": "1.0", "x-murmur-task-origin": "peer"}
+HEADERS = {"content-type": "application/json", "A2A-Version": "1.0"}
+
+
+def run_wrk(url: str, seconds: int, connections: int = 50) -> WrkResult:
+    """One wrk run whose message ids are unique, also against earlier runs on the same server."""
+    body = BODY.replace(COUNTER, f"{uuid.uuid4().hex[:12]}-{COUNTER}")
+    return wrk(
+        url + "/", method="POST", body=body, headers=HEADERS, seconds=seconds, connections=connections, counter=COUNTER
+    )
 
 
 def start_from(code: str, tree: str) -> Proc:
@@ -99,7 +141,7 @@ from multidict import CIMultiDict
 from a2a import jsonrpc
 from a2a.door import Door, TaskOutcome
 
-BODY, HEADERS = json.loads(sys.argv[1]).values()
+BODY, HEADERS, COUNTER = json.loads(sys.argv[1]).values()
 
 async def runner(task):
     return TaskOutcome.completed("ok")
@@ -108,20 +150,22 @@ async def main():
     door = Door(name="bench", version="0.1.0", session_id="ses_bench", runner=runner,
                 queue_depth=100000, peer_tasks_accept=True)
     request = make_mocked_request("POST", "/", headers=CIMultiDict(HEADERS))
-    body = BODY.encode()
+    n = 20000
+    bodies = [BODY.replace(COUNTER, str(i)).encode() for i in range(2 * n)]
+    parse = getattr(jsonrpc, "parse_body", None) or jsonrpc.parse_request
 
-    async def one():
-        req = jsonrpc.parse_request(body)
+    async def one(body):
+        req = parse(body)
         return jsonrpc.result_body(req.id, await door._dispatch(req, request))
 
-    for i in range(20000):
-        await one()
+    for i in range(n):
+        await one(bodies[i])
         if i % 50 == 0:
             await asyncio.sleep(0)  # let the worker run the queued tasks, as it would between requests
     await door.drain()
-    n, t0 = 20000, time.process_time()
-    for i in range(n):
-        await one()
+    t0 = time.process_time()
+    for i in range(n, 2 * n):
+        await one(bodies[i])
         if i % 50 == 0:
             await asyncio.sleep(0)
     await door.drain()
@@ -131,10 +175,12 @@ asyncio.run(main())
 """
 
 
-def inproc(before: str, rounds: int) -> None:
+def inproc(before: str | None, rounds: int) -> None:
     """CPU per request of the door's own work, this checkout against ``before``, alternating."""
-    arg = json.dumps({"body": BODY, "headers": HEADERS})
-    trees = {"door (this checkout)": str(Path(__file__).resolve().parent.parent), "door (--before)": before}
+    arg = json.dumps({"body": BODY, "headers": HEADERS, "counter": COUNTER})
+    trees = {"door (this checkout)": str(Path(__file__).resolve().parent.parent)}
+    if before:
+        trees["door (--before)"] = before
     figures: dict[str, list[float]] = {name: [] for name in trees}
     for _ in range(rounds):
         for name, tree in trees.items():
@@ -142,10 +188,11 @@ def inproc(before: str, rounds: int) -> None:
             cmd = [*taskset(SERVER_CPU), sys.executable, "-c", INPROC, arg]
             out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tree, check=True)
             figures[name].append(float(out.stdout))
-    mine, theirs = (statistics.median(v) for v in figures.values())
     for name, values in figures.items():
         print(f"{name:22}: {statistics.median(values):6.2f} us CPU/request  (rounds: {[round(v, 2) for v in values]})")
-    print(f"this/before            : {mine / theirs:6.2f}")
+    if before:
+        mine, theirs = (statistics.median(v) for v in figures.values())
+        print(f"this/before            : {mine / theirs:6.2f}")
 
 
 def main() -> None:
@@ -157,33 +204,29 @@ def main() -> None:
     ap.add_argument("--inproc", action="store_true", help="the door's own work only, against --before")
     args = ap.parse_args()
     if args.inproc:
-        if not args.before:
-            raise SystemExit("--inproc compares with another checkout: give --before PATH")
         inproc(args.before, args.rounds)
         return
-    servers = {"door": start_script(DOOR_SERVER), "bare": start_script(BARE_SERVER)}
+    servers = {
+        "door": start_script(DOOR_SERVER),
+        "bare": start_script(BARE_SERVER),
+        "orjson": start_script(BARE_ORJSON_SERVER),
+    }
     if args.before:
         servers["before"] = start_from(DOOR_SERVER, args.before)
     runs: dict[str, list[WrkResult]] = {name: [] for name in servers}
     cpu: dict[str, list[float]] = {name: [] for name in servers}
     try:
         for proc in servers.values():  # warm-up
-            wrk(proc.url + "/", method="POST", body=BODY, headers=HEADERS, seconds=2)
+            run_wrk(proc.url, 2)
         for r in range(args.rounds):
             order = list(servers.items())
             order = order[r % len(order) :] + order[: r % len(order)]
             for name, proc in order:
                 c0 = cpu_secs(proc.proc.pid)
-                res = wrk(
-                    proc.url + "/",
-                    method="POST",
-                    body=BODY,
-                    headers=HEADERS,
-                    seconds=args.seconds,
-                    connections=args.connections,
-                )
+                res = run_wrk(proc.url, args.seconds, args.connections)
                 runs[name].append(res)
                 cpu[name].append((cpu_secs(proc.proc.pid) - c0) / max(1.0, res.rps * args.seconds) * 1e6)
+                print(f"  round {r + 1} {name:7}: {res.rps:9.0f} req/s  cpu {cpu[name][-1]:6.1f} us/req", flush=True)
     finally:
         for proc in servers.values():
             proc.stop()
@@ -193,6 +236,7 @@ def main() -> None:
         "door": "door SendMessage (immediate)",
         "before": "door, --before checkout",
         "bare": "bare aiohttp JSON handler",
+        "orjson": "bare handler, orjson (info)",
     }
     for name in servers:
         r = median_by(runs[name], "rps")
@@ -201,8 +245,12 @@ def main() -> None:
             f"{labels[name]:29}: {r.rps:9.0f} req/s  p50 {r.p50_ms:6.2f} ms  p99 {r.p99_ms:6.2f} ms  non-2xx {r.non2xx}"
             f"  cpu {c:6.1f} us/req  (ratio rps {r.rps / bare.rps:4.2f}, cpu bare/this {bare_cpu / c:4.2f})"
         )
+    per_round = [d.rps / b.rps for d, b in zip(runs["door"], runs["bare"], strict=True)]
     ratio = median_by(runs["door"], "rps").rps / bare.rps
+    print(f"ratio door/bare per round    : {[round(x, 2) for x in per_round]}")
     print(f"ratio door/bare              : {ratio:6.2f}  (target >= 0.7: {'met' if ratio >= 0.7 else 'NOT met'})")
+    orj = median_by(runs["orjson"], "rps")
+    print(f"ratio door/orjson (info)     : {median_by(runs['door'], 'rps').rps / orj.rps:6.2f}")
 
 
 if __name__ == "__main__":
