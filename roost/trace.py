@@ -46,7 +46,9 @@ __all__ = [
 TRACE_FILE = "trace.jsonl"
 
 _HANDLE_RE = re.compile(r"mh1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
-_SPAWN_TOKEN_RE = re.compile(r"ms[ca]1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
+# Every other family the daemon mints: credentials, approvals, node-keeper tokens and the
+# registration approvals of top-level jobs on other nodes (roost/launcher/tickets.py).
+_SPAWN_TOKEN_RE = re.compile(r"(?:ms[ca]1|mnk1|mra1)\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 
 
 def redact_text(text: str) -> str:

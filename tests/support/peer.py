@@ -35,7 +35,7 @@ __all__ = [
     "trace_events",
 ]
 
-TOKEN_RE = re.compile(r"(mh1|msc1|msa1)\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
+TOKEN_RE = re.compile(r"(mh1|msc1|msa1|mnk1|mra1)\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 SECRET = b"TOP-SECRET-outside-the-root-4f1c9a"
 
 PLANE = {"peer_files": {"root": "share", "max_ttl": 900}}

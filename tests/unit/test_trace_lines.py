@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -46,6 +47,18 @@ def test_tokens_are_redacted_everywhere() -> None:
         "n": 3,
     }
     assert redact_text("the word mh1 alone") == "the word mh1 alone"
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "msa1.eyJ2IjoxfQ.DDDD",
+        "mnk1.eyJuIjoiYSJ9.EEEE_-ff",  # a node keeper's token
+        "mra1.job_0123456789abcdef0123456789abcdef.Gg-hh_ii",  # a remote top-level job's approval
+    ],
+)
+def test_every_family_the_daemon_mints_is_redacted(token: str) -> None:
+    assert redact_text(f"got {token} here") == f"got <token:{token_id(token)}> here"
 
 
 @given(st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-", min_size=1), st.text())
