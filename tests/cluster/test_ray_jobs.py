@@ -22,7 +22,7 @@ import pytest
 from roost import __version__
 from roost.completionrecord import crash_detail
 from roost.launcher.backend import NodeRef
-from roost.raybackend.backend import keeper_gone_sentence, node_gone_sentence
+from roost.raybackend.keepers import keeper_gone_sentence, node_gone_sentence
 from roost.trace import read_trace, trace_path
 from tests.support.cluster import (
     add_doubles,

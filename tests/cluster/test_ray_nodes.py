@@ -20,8 +20,8 @@ import pytest
 
 from roost.completionrecord import crash_detail
 from roost.launcher.backend import NodeRef
-from roost.raybackend.backend import keeper_gone_sentence, node_gone_sentence
 from roost.raybackend.cluster import PG_PREFIX
+from roost.raybackend.keepers import keeper_gone_sentence, node_gone_sentence
 from roost.raybackend.placement import keeper_name
 from tests.support.cluster import (
     add_doubles,
