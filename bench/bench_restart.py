@@ -155,7 +155,9 @@ def main() -> int:
         for r in range(args.rounds):
             for n in sizes if r % 2 == 0 else list(reversed(sizes)):
                 template, cred = states[n]
-                results[n].append(one_start(template, registry, cred, free_port()))
+                one = one_start(template, registry, cred, free_port())
+                results[n].append(one)
+                print(f"round {r + 1} history {n:>7}: /health {one[0]:.3f} s, 1st /spawn {one[1]:.3f} s", flush=True)
         base = sizes[0]
 
         def med(n: int, i: int) -> float:

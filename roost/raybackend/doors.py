@@ -22,11 +22,10 @@ from yarl import URL
 from a2a.client import Transport
 from a2a.door import COMPLETION_SESSION_HEADER
 from roost.launcher.backend import ChildDir, NodeRef
+from roost.loopback import is_loopback_host
 from roost.sessions import SessionRecord, SessionTable
 
 __all__ = ["DoorCaller", "DoorRoutes", "KeeperTransport"]
-
-_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 
 @runtime_checkable
@@ -97,7 +96,7 @@ class DoorRoutes:
         return None
 
     def route(self, url: URL, headers: Mapping[str, str]) -> Transport | None:
-        if url.scheme != "http" or (url.host or "") not in _LOOPBACK:
+        if url.scheme != "http" or not is_loopback_host(url.host or ""):
             return None
         rec = self._session(url, headers)
         if rec is None:
