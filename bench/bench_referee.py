@@ -13,20 +13,26 @@ of machine, so the p99 target holds only with throughput to spare: roost answers
 req/s here (p50 about 4.9 ms). Stalls that grow with the pending table (a full collection walks
 it; a quiet spell after a flood used to leave a backlog of expiries) show up in later rounds.
 
-Run: python bench/bench_referee.py [--seconds 5] [--rounds 3]
+``--before PATH`` adds the daemon of another checkout (e.g. a ``git worktree`` of an earlier commit),
+run from its sources with this interpreter, so a change is measured before/after in the same run;
+the servers' order rotates every round, and each daemon's CPU per request (from ``/proc``) is printed.
+
+Run: python bench/bench_referee.py [--seconds 5] [--rounds 3] [--before PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import BARE_JSON_SERVER, make_registry, median_by, post_json, start_daemon, start_script, wrk
+from _harness import BARE_JSON_SERVER, WrkResult, make_registry, median_by, post_json, start_daemon, start_script, wrk
+from bench_door import cpu_secs
 
 SESSIONS = 8
 CREDENTIAL = "x-murmur-spawn-credential"
@@ -37,6 +43,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--connections", type=int, default=50)
+    ap.add_argument("--before", help="another checkout whose daemon is measured in the same run, rounds rotating")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "registry"
@@ -47,12 +54,13 @@ def main() -> None:
                 "worker": {"capabilities": {"network": {"allow": ["localhost:8080"]}}},
             },
         )
-        daemon = start_daemon(
-            [
+
+        def daemon_args(name: str) -> list[str]:
+            return [
                 "--registry-path",
                 str(root),
                 "--state-dir",
-                str(Path(tmp) / "state"),
+                str(Path(tmp) / name),
                 "--spawn-allow",
                 "orchestrator",
                 "--max-concurrent",
@@ -60,40 +68,54 @@ def main() -> None:
                 "--max-live-capsules",
                 "1000000",
             ]
-        )
+
+        daemon = start_daemon(daemon_args("state"))
+        before = None
+        if args.before:
+            env = {**os.environ, "PYTHONPATH": str(Path(args.before).resolve())}
+            before = start_daemon(daemon_args("state-before"), env=env)
         bare = start_script(BARE_JSON_SERVER)
+        servers = [("bare", bare)] + [("roost", daemon)] + ([("before", before)] if before is not None else [])
+        results: dict[str, list[WrkResult]] = {name: [] for name, _ in servers}
+        cpu_per_req: dict[str, list[float]] = {name: [] for name, _ in servers}
         try:
-            # Several orchestrators, one credential per request in turn: a few seconds of grants
-            # at this rate would otherwise fill one session's --max-concurrent (at most 100000).
-            creds = [
-                post_json(
-                    daemon.url + "/register",
-                    {"session_id": f"ses_bench{i}", "name": "orchestrator", "version": "0.1.0"},
-                )["credential"]
-                for i in range(SESSIONS)
-            ]
             body = json.dumps({"name": "worker", "version": "0.1.0"})
             hdr = {"content-type": "application/json"}
-            rot = (CREDENTIAL, creds)
-            wrk(bare.url + "/spawn", method="POST", body=body, headers=hdr, seconds=2, rotate=rot)  # warm-up
-            wrk(daemon.url + "/spawn", method="POST", body=body, headers=hdr, seconds=2, rotate=rot)
-            bares, roosts = [], []
-            for _ in range(args.rounds):  # alternate, so drift on a shared machine hits both alike
-                for url, into in ((bare.url, bares), (daemon.url, roosts)):
-                    into.append(
-                        wrk(
-                            url + "/spawn",
-                            method="POST",
-                            body=body,
-                            headers=hdr,
-                            seconds=args.seconds,
-                            connections=args.connections,
-                            rotate=rot,
-                        )
+            rots = {}
+            for name, srv in servers:
+                # Several orchestrators, one credential per request in turn: a few seconds of grants
+                # at this rate would otherwise fill one session's --max-concurrent (at most 100000).
+                creds = (
+                    [
+                        post_json(
+                            srv.url + "/register",
+                            {"session_id": f"ses_bench{i}", "name": "orchestrator", "version": "0.1.0"},
+                        )["credential"]
+                        for i in range(SESSIONS)
+                    ]
+                    if name != "bare"
+                    else ["x"] * SESSIONS
+                )
+                rots[name] = (CREDENTIAL, creds)
+                wrk(srv.url + "/spawn", method="POST", body=body, headers=hdr, seconds=2, rotate=rots[name])  # warm-up
+            for r in range(args.rounds):  # rotate, so drift on a shared machine hits every server alike
+                for name, srv in servers[r % len(servers) :] + servers[: r % len(servers)]:
+                    cpu0 = cpu_secs(srv.proc.pid)
+                    res = wrk(
+                        srv.url + "/spawn",
+                        method="POST",
+                        body=body,
+                        headers=hdr,
+                        seconds=args.seconds,
+                        connections=args.connections,
+                        rotate=rots[name],
                     )
+                    results[name].append(res)
+                    cpu_per_req[name].append((cpu_secs(srv.proc.pid) - cpu0) / max(res.rps * args.seconds, 1) * 1e6)
         finally:
-            daemon.stop()
-            bare.stop()
+            for _, srv in servers:
+                srv.stop()
+    bares, roosts = results["bare"], results["roost"]
     for i, (b, r) in enumerate(zip(bares, roosts, strict=True), 1):
         print(
             f"round {i}: bare {b.rps:7.0f} req/s p99 {b.p99_ms:5.2f} ms | roost {r.rps:7.0f} req/s "
@@ -113,6 +135,16 @@ def main() -> None:
         f"ratio roost/bare          : {ratio:9.2f}x  median of {args.rounds} rounds"
         "  (target >= 0.5x; p99 target < 10 ms)"
     )
+    print(f"roost CPU per request     : {statistics.median(cpu_per_req['roost']):9.1f} us (median round)")
+    if "before" in results:
+        old = median_by(results["before"], "rps")
+        old_ratio = statistics.median(o.rps / b.rps for b, o in zip(bares, results["before"], strict=True))
+        print(
+            f"before ({args.before}) : {old.rps:9.0f} req/s  p50 {old.p50_ms:6.2f} ms  p99 {old.p99_ms:6.2f} ms"
+            f"  ratio to bare {old_ratio:4.2f}x  CPU per request {statistics.median(cpu_per_req['before']):.1f} us"
+        )
+        per_round = [round(r.rps / o.rps, 2) for r, o in zip(roosts, results["before"], strict=True)]
+        print(f"roost/before per round    : {per_round}  median {statistics.median(per_round):.2f}")
 
 
 if __name__ == "__main__":
