@@ -39,6 +39,7 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -182,6 +183,8 @@ def traced_proxy_server(door_url: str) -> str:
     )
 
 
+COUNTER = "@N@"  # wrk replaces it per request: every send carries a message id of its own
+
 DIRECT_HEADERS = {
     "content-type": "application/json",
     "A2A-Version": "1.0",
@@ -195,11 +198,17 @@ DIRECT_BODY = json.dumps(
         "id": "req_1",
         "method": "SendMessage",
         "params": {
-            "message": {"messageId": "msg-1", "role": "ROLE_USER", "parts": [{"text": "hello"}]},
+            "message": {"messageId": "msg-" + COUNTER, "role": "ROLE_USER", "parts": [{"text": "hello"}]},
             "configuration": {"returnImmediately": True},
         },
     }
 )
+
+
+def fresh(body: str) -> str:
+    """``body`` whose message ids are this wrk run's own (wrk numbers requests from 1 every run):
+    every send is a new message, as a repeated id from the same sender is answered as a retry."""
+    return body.replace(COUNTER, f"{uuid.uuid4().hex[:12]}-{COUNTER}")
 
 
 def main() -> None:
@@ -240,19 +249,32 @@ def main() -> None:
                 daemon.url + "/register",
                 {"session_id": "ses_bench", "name": "sender", "version": "0.1.0", "workdir": str(workdir)},
             )["credential"]
-            relay_body = json.dumps({"peer_url": door.url, "text": "hello", "message_id": "msg-1"})
+            relay_body = json.dumps({"peer_url": door.url, "text": "hello", "message_id": "msg-" + COUNTER})
+            direct_body = DIRECT_BODY
             relay_hdr = {"content-type": "application/json", "x-murmur-spawn-credential": cred}
-            probe = post_json(daemon.url + "/a2a/send", json.loads(relay_body), {"x-murmur-spawn-credential": cred})
+            probe = post_json(
+                daemon.url + "/a2a/send",
+                json.loads(relay_body.replace(COUNTER, "probe")),
+                {"x-murmur-spawn-credential": cred},
+            )
             if unsealed_sees(door.url, probe["task_id"]):
                 raise SystemExit("the relay's send reached the door unsealed: the seal is not being measured")
             targets = {
-                "direct": (door.url + "/", DIRECT_BODY, DIRECT_HEADERS),
-                "floor": (proxy.url + "/", DIRECT_BODY, DIRECT_HEADERS),
-                "traced": (traced.url + "/", DIRECT_BODY, DIRECT_HEADERS),
+                "direct": (door.url + "/", direct_body, DIRECT_HEADERS),
+                "floor": (proxy.url + "/", direct_body, DIRECT_HEADERS),
+                "traced": (traced.url + "/", direct_body, DIRECT_HEADERS),
                 "roost": (daemon.url + "/a2a/send", relay_body, relay_hdr),
             }
             for url, body, hdr in targets.values():  # warm-up
-                wrk(url, method="POST", body=body, headers=hdr, seconds=2, connections=args.connections)
+                wrk(
+                    url,
+                    method="POST",
+                    body=fresh(body),
+                    headers=hdr,
+                    seconds=2,
+                    connections=args.connections,
+                    counter=COUNTER,
+                )
             runs: dict[str, list[WrkResult]] = {name: [] for name in targets}
             cpu: dict[str, list[float]] = {name: [] for name in targets}
             fronts = {"direct": door, "floor": proxy, "traced": traced, "roost": daemon}
@@ -262,7 +284,13 @@ def main() -> None:
                     url, body, hdr = targets[name]
                     c0 = cpu_secs(fronts[name].proc.pid)
                     res = wrk(
-                        url, method="POST", body=body, headers=hdr, seconds=args.seconds, connections=args.connections
+                        url,
+                        method="POST",
+                        body=fresh(body),
+                        headers=hdr,
+                        seconds=args.seconds,
+                        connections=args.connections,
+                        counter=COUNTER,
                     )
                     runs[name].append(res)
                     cpu[name].append((cpu_secs(fronts[name].proc.pid) - c0) / max(1.0, res.rps * args.seconds) * 1e6)
