@@ -24,7 +24,10 @@ backend starts one; only the keeper is a Ray worker. The keeper
 * does the peer plane's file work for its children's sessions (their exports read, fetched files
   stored under ``peer-in/``), since only it can open their directories (roost/raybackend/peerkeeper.py);
 * makes the daemon's requests to its children's doors, which listen on this node's loopback
-  (a completion's delivery, a relayed message: roost/raybackend/doorkeeper.py).
+  (a completion's delivery, a relayed message: roost/raybackend/doorkeeper.py);
+* hands its node's ``MURMUR_ROOST_CA`` (a path on this node) to every child it starts, so a
+  child verifies the daemon's certificate at an ``https`` ``advertise_url`` with the same CA
+  the keeper's artifact fetch uses.
 
 Its fate (docs/operations.md "Running with Ray"): it outlives the daemon (``lifetime=detached``),
 dies with its node, and is started again by the next daemon that needs that node.
@@ -63,6 +66,7 @@ from roost.raybackend.keeperfiles import ChildRecordsKeeper, check_job_id
 from roost.raybackend.nodecheck import check_command
 from roost.raybackend.peerkeeper import PeerFilesKeeper
 from roost.raybackend.placement import node_root_name, run_as_refusal, setid_capable
+from roost.tlsclient import CA_ENV
 
 __all__ = ["NODE_ROOT_ENV", "PYTHON_MARK", "NodeKeeper"]
 
@@ -157,7 +161,7 @@ class NodeKeeper(ChildRecordsKeeper, PeerFilesKeeper, DoorKeeper):
         The daemon's TLS certificate is checked against ``MURMUR_ROOST_CA`` when this node has one."""
         from roost.artifactfetch import fetch_artifact_blocking
 
-        ca = os.environ.get("MURMUR_ROOST_CA") or None
+        ca = os.environ.get(CA_ENV) or None
         blob = await asyncio.to_thread(fetch_artifact_blocking, url, sha256, self.root / "blobs", token=token, ca=ca)
         await asyncio.to_thread(keepercache.place_artifact, self.cache, name, version, sha256, blob)
 
@@ -194,6 +198,9 @@ class NodeKeeper(ChildRecordsKeeper, PeerFilesKeeper, DoorKeeper):
         env["MURMUR_SPAWNER_LIFELINE"] = str(read_fd)
         env["MURMUR_REGISTRY_PATH"] = str(self.cache)
         env.setdefault("PATH", os.environ.get("PATH", os.defpath))
+        ca = os.environ.get(CA_ENV)
+        if ca:  # the node's own CA file: its children verify the daemon's certificate with it
+            env[CA_ENV] = ca
         spec = ChildSpec(argv=argv, env=env, cwd=str(place.path), lifeline_fd=read_fd, stderr_fd=log_fd, user=user)
         cgroups = self.cgroups
         if cgroups is not None:

@@ -136,8 +136,9 @@ class TestCluster:
     base: Path
     roots: dict[str, Path] = field(default_factory=dict)  # custom resource name → the node's own root
 
-    def add_worker(self, resource: str) -> Any:
-        env = node_root(self.base, resource)
+    def add_worker(self, resource: str, env: dict[str, str] | None = None) -> Any:
+        """A node with a custom resource of its own; ``env`` is added to its raylet's environment."""
+        env = {**node_root(self.base, resource), **(env or {})}
         node = self.cluster.add_node(num_cpus=NODE_CPUS, resources={resource: 1000}, env_vars=env)
         self.cluster.wait_for_nodes()
         self.nodes[resource] = node.node_id
