@@ -15,16 +15,14 @@ what to set, so nothing ran unrefereed and verification was never off.
 from __future__ import annotations
 
 import shutil
-import socket
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from roost.tlsclient import CA_ENV
 from tests.net.support import make_pki
-from tests.support.cluster import job_final, ray_settings, wait_for
+from tests.support.cluster import free_port, job_final, own_address, ray_settings, wait_for
 from tests.support.daemon import RunningDaemon
 from tests.support.registry import EXAMPLES
 
@@ -33,25 +31,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 ON_TLS_NODE = {"orchestrator": {"resources": {"tls": 1}}, "worker": {"resources": {"tls": 1}}}
 
 
-def _own_address() -> str:
-    for addrs in psutil.net_if_addrs().values():
-        for a in addrs:
-            if a.family == socket.AF_INET and not a.address.startswith("127."):
-                return str(a.address)
-    pytest.skip("this machine has no non-loopback IPv4 address to stand for another host")
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
 async def test_children_on_a_node_verify_the_daemon_with_that_nodes_ca(
     ray_ns: str, daemon_factory: Any, ray_cluster: Any, tmp_path: Path
 ) -> None:
-    host = _own_address()
-    port = _free_port(host)
+    host = own_address()
+    port = free_port(host)
     pki = make_pki(tmp_path / "pki", ips=(host,))
     node_ca = tmp_path / "node-ca.pem"  # the node's CA file (a path on that node)
     shutil.copy(pki.ca, node_ca)

@@ -10,33 +10,17 @@ from another host, and the reach rules apply to it.
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import psutil
 import pytest
 
-from tests.support.cluster import add_doubles, job_final, ray_settings
+from tests.support.cluster import add_doubles, free_port, job_final, own_address, ray_settings
 from tests.support.daemon import RunningDaemon
 from tests.support.registry import RegistryBuilder
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
-
-
-def _own_address() -> str:
-    for addrs in psutil.net_if_addrs().values():
-        for a in addrs:
-            if a.family == socket.AF_INET and not a.address.startswith("127."):
-                return str(a.address)
-    pytest.skip("this machine has no non-loopback IPv4 address to stand for another host")
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -44,8 +28,8 @@ async def network_daemon(
     ray_ns: str, daemon_factory: Any, registry: RegistryBuilder, ray_cluster: Any, tmp_path: Path
 ) -> RunningDaemon:
     add_doubles(registry)
-    host = _own_address()
-    port = _free_port(host)
+    host = own_address()
+    port = free_port(host)
     settings = ray_settings(
         ray_cluster,
         tmp_path,

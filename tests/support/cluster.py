@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from tests.support.daemon import RunningDaemon
 from tests.support.launcher import RUNTIME, wait_for
@@ -23,12 +25,14 @@ __all__ = [
     "TestCluster",
     "add_doubles",
     "delegated_final",
+    "free_port",
     "job_final",
     "job_processes",
     "job_view",
     "kill_keepers",
     "no_process_left",
     "node_root",
+    "own_address",
     "ray_settings",
     "wait_for",
 ]
@@ -107,6 +111,22 @@ def job_processes(job_ids: set[str]) -> list[psutil.Process]:
 
 async def no_process_left(job_ids: set[str], timeout: float = 20) -> None:
     await wait_for(lambda: not job_processes(job_ids), timeout)
+
+
+def own_address() -> str:
+    """A non-loopback IPv4 address of this machine: it stands for the daemon's host as another
+    node sees it (the test cluster shares this machine); the test is skipped without one."""
+    for addrs in psutil.net_if_addrs().values():
+        for a in addrs:
+            if a.family == socket.AF_INET and not a.address.startswith("127."):
+                return str(a.address)
+    pytest.skip("this machine has no non-loopback IPv4 address to stand for another host")
+
+
+def free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
 
 
 # -- the test cluster (started by tests/cluster/conftest.py) --
