@@ -20,17 +20,30 @@ machine it is steadier than throughput.
 ``--inproc`` measures only the door's own work, in process and without HTTP: CPU per request of
 parse → classify → admit → answer → run, for this checkout (and ``--before``, alternating).
 
-Run: python bench/bench_door.py [--seconds 5] [--rounds 3] [--before PATH] [--inproc]
+``--instructions`` counts instead of timing: each server runs under valgrind's callgrind and
+serves ``--small`` and then, in a second process, ``--large`` requests (50 at a time, each with
+a message id of its own); the difference of the two totals over the difference of the counts is
+the instructions one request costs, start-up and shutdown cancelled out. Counts do not depend
+on what else the machine is doing, so the ratio bare/door is the same on a busy box and a quiet
+one, where req/s on this shared 2-vCPU VM swings by a quarter between rounds of one run. It
+counts the whole server process: aiohttp, the door, and the task run after the answer.
+
+Run: python bench/bench_door.py [--seconds 5] [--rounds 3] [--before PATH] [--inproc | --instructions]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -195,6 +208,73 @@ def inproc(before: str | None, rounds: int) -> None:
         print(f"this/before            : {mine / theirs:6.2f}")
 
 
+async def _serve_requests(port: int, n: int, concurrency: int = 50) -> None:
+    """``n`` SendMessage requests (``concurrency`` at a time), each a new message; every answer
+    must be a JSON-RPC result."""
+    import aiohttp
+
+    tag = uuid.uuid4().hex[:12]
+    url = f"http://127.0.0.1:{port}/"
+    numbers = iter(range(n))
+    failures: list[str] = []
+
+    async def worker(http: aiohttp.ClientSession) -> None:
+        for i in numbers:
+            body = BODY.replace(COUNTER, f"{tag}-{i}").encode()
+            async with http.post(url, data=body, headers=HEADERS) as resp:
+                answer = await resp.json(content_type=None)
+                if resp.status != 200 or "result" not in answer:
+                    failures.append(f"{resp.status} {str(answer)[:200]}")
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as http:
+        await asyncio.gather(*(worker(http) for _ in range(concurrency)))
+    if failures:
+        raise SystemExit(f"{len(failures)} of {n} requests failed under callgrind, e.g. {failures[0]}")
+
+
+def callgrind_total(code: str, tree: str | None, n: int) -> int:
+    """The instructions a server process executes from its start to its end, serving ``n`` requests."""
+    with tempfile.TemporaryDirectory(prefix="roost-bench-cg-") as tmp:
+        out = Path(tmp) / "callgrind.out"
+        env = dict(os.environ, PYTHONPATH=os.path.abspath(tree)) if tree else None
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-c", code]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=tree)
+        assert proc.stdout is not None
+        try:
+            port = int(proc.stdout.readline().decode().strip())
+            asyncio.run(_serve_requests(port, n))
+            time.sleep(1.0)  # the door runs and retires the tasks it answered at once
+        finally:
+            proc.terminate()
+            proc.wait(timeout=300)
+        found = re.search(r"^totals: (\d+)", out.read_text(), re.MULTILINE)
+        if found is None:
+            raise SystemExit(f"callgrind wrote no totals to {out}")
+        return int(found.group(1))
+
+
+def instructions(before: str | None, small: int, large: int) -> None:
+    """Instructions per request of the door and the bare handler (and ``before``), by callgrind."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+    if large <= small:
+        raise SystemExit("--large must be more requests than --small")
+    servers: dict[str, tuple[str, str | None]] = {"door": (DOOR_SERVER, None), "bare": (BARE_SERVER, None)}
+    if before:
+        servers["before"] = (DOOR_SERVER, before)
+    per: dict[str, float] = {}
+    for name, (code, tree) in servers.items():
+        low, high = (callgrind_total(code, tree, n) for n in (small, large))
+        per[name] = (high - low) / (large - small)
+        print(f"  {name:7}: {low:,} instructions for {small} requests, {high:,} for {large}", flush=True)
+    for name, count in per.items():
+        print(f"{name:7} : {count / 1000:8.1f}k instructions/request  (bare/this {per['bare'] / count:4.2f})")
+    ratio = per["bare"] / per["door"]
+    print(f"ratio door/bare (instructions): {ratio:5.2f}  (target >= 0.7: {'met' if ratio >= 0.7 else 'NOT met'})")
+    if before:
+        print(f"this/before (instructions)    : {per['door'] / per['before']:5.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=5)
@@ -202,7 +282,13 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=50)
     ap.add_argument("--before", help="another checkout whose door is measured in the same run")
     ap.add_argument("--inproc", action="store_true", help="the door's own work only, against --before")
+    ap.add_argument("--instructions", action="store_true", help="instructions per request, counted by callgrind")
+    ap.add_argument("--small", type=int, default=500, help="--instructions: requests in the first count")
+    ap.add_argument("--large", type=int, default=2500, help="--instructions: requests in the second count")
     args = ap.parse_args()
+    if args.instructions:
+        instructions(args.before, args.small, args.large)
+        return
     if args.inproc:
         inproc(args.before, args.rounds)
         return
