@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
-from aiohttp import web
+from aiohttp import HttpVersion11, web
 from multidict import CIMultiDictProxy
 
 from a2a import errors, inbound, jsonrpc, listing, seal, traceparent
@@ -80,7 +80,7 @@ PEER_NOT_ACCEPTED_BODY = (
     b'(exports.peer_tasks.accept is not true)"}'
 )
 
-Identify = Callable[[web.Request], Awaitable[str | None]]
+Identify = Callable[[web.BaseRequest], Awaitable[str | None]]
 """Who a direct (unsealed) caller is, as an owner key such as ``uid:1000``; None if unknown."""
 
 TAKES_NO_TASKS = "this capsule takes no tasks from callers (task_acceptance: none); its card lists no send method"
@@ -108,6 +108,26 @@ def _internal_error(req: jsonrpc.Request) -> bytes:
     """-32603 for a request the door failed on; the traceback goes to the log only."""
     log.exception("A2A door failed on a request")
     return jsonrpc.error_body(req.id, errors.internal_error())
+
+
+def _not_found() -> web.Response:
+    return web.Response(status=404)
+
+
+_CARD_PATHS = (CARD_PATH, LEGACY_CARD_PATH)
+_CARD_METHODS = ("GET", "HEAD")
+
+
+async def _answer_expect(request: web.BaseRequest) -> None:
+    """``Expect: 100-continue`` on a send: tell the client to go on with its body, as aiohttp's
+    router would (HTTP/1.1 only); any other expectation is refused with 417."""
+    expect = request.headers.get("Expect", "")
+    if request.version != HttpVersion11:
+        return
+    if expect.lower() != "100-continue":
+        raise web.HTTPExpectationFailed(text="the door supports only the expectation 100-continue")
+    await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+    request.writer.output_size = 0  # the answer proper has not started
 
 
 def _json(body: bytes) -> web.Response:
@@ -171,6 +191,9 @@ class Door(TaskQueue):
 
     @property
     def app(self) -> web.Application:
+        """The door as an :class:`aiohttp.web.Application`, for a caller that composes apps (e.g.
+        mounts it as a sub-application under an interface path). The same routes as :meth:`handle`,
+        relative to where the app is mounted; the capsule host serves :meth:`handle` itself."""
         if self._app is None:
             app = web.Application()
             app.router.add_post("/", self._handle_post)
@@ -180,6 +203,24 @@ class Door(TaskQueue):
             app.on_cleanup.append(self._on_cleanup)
             self._app = app
         return self._app
+
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        """Every request the door serves: ``POST /`` (JSON-RPC), ``GET``/``HEAD`` of the two card
+        paths, 404 for anything else.
+
+        A plain aiohttp request handler: the door has three routes, so it matches them itself
+        instead of paying an Application's router and middleware chain on every request.
+        """
+        path = request.path
+        method = request.method
+        if path == "/":
+            if method == "POST":
+                if request.headers.get("Expect") is not None:
+                    await _answer_expect(request)
+                return await self._handle_post(request)
+        elif path in _CARD_PATHS and method in _CARD_METHODS:
+            return await self._handle_card(request)
+        return _not_found()
 
     @property
     def url(self) -> str | None:
@@ -223,10 +264,10 @@ class Door(TaskQueue):
     async def _on_cleanup(self, _app: web.Application) -> None:
         await self.shutdown()
 
-    async def _handle_not_found(self, _request: web.Request) -> web.Response:
-        return web.Response(status=404)
+    async def _handle_not_found(self, _request: web.BaseRequest) -> web.Response:
+        return _not_found()
 
-    async def _handle_card(self, request: web.Request) -> web.Response:
+    async def _handle_card(self, request: web.BaseRequest) -> web.Response:
         url = self._url or f"http://{request.host}"
         cached = self._card_cache
         if cached is not None and cached[0] == url:
@@ -245,7 +286,7 @@ class Door(TaskQueue):
             self._card_cache = (url, body)
         return _json(body)
 
-    async def _handle_post(self, request: web.Request) -> web.Response:
+    async def _handle_post(self, request: web.BaseRequest) -> web.Response:
         headers = request.headers
         origin_raw = headers.get(ORIGIN_HEADER)
         if not self.peer_tasks_accept and origin_raw is not None and origin_raw.lower() == "peer":
@@ -274,12 +315,12 @@ class Door(TaskQueue):
             return web.Response(status=204)
         return _json(b"[" + b",".join(bodies) + b"]")
 
-    async def _answer_member(self, member: jsonrpc.Member, request: web.Request) -> bytes | None:
+    async def _answer_member(self, member: jsonrpc.Member, request: web.BaseRequest) -> bytes | None:
         if isinstance(member, jsonrpc.RequestError):
             return None if member.notification else jsonrpc.error_body(member.request_id, member.error)
         return await self._answer(member, request)
 
-    async def _answer(self, req: jsonrpc.Request, request: web.Request) -> bytes | None:
+    async def _answer(self, req: jsonrpc.Request, request: web.BaseRequest) -> bytes | None:
         """The response body for one request; None for a notification (JSON-RPC 2.0 §4.1: never answered,
         whatever went wrong)."""
         try:
@@ -294,7 +335,7 @@ class Door(TaskQueue):
 
     # -- dispatch ----------------------------------------------------------------------------------
 
-    async def _dispatch(self, req: jsonrpc.Request, request: web.Request) -> Any:
+    async def _dispatch(self, req: jsonrpc.Request, request: web.BaseRequest) -> Any:
         method = req.method
         versions = request_versions(request.headers)
         version = versions[0] if len(versions) == 1 else ""
@@ -328,15 +369,15 @@ class Door(TaskQueue):
             raise errors.authenticated_extended_card_not_configured()
         raise errors.unsupported_operation(UNSUPPORTED[kind])
 
-    async def _caller(self, request: web.Request, subject: str) -> Caller:
+    async def _caller(self, request: web.BaseRequest, subject: str) -> Caller:
         known = self._known_caller(request, subject, request.headers.get(seal.SEAL_HEADER))
         return known or await self._looked_up_caller(request)
 
-    async def _looked_up_caller(self, request: web.Request) -> Caller:
+    async def _looked_up_caller(self, request: web.BaseRequest) -> Caller:
         """An unsealed caller whose owner ``identify`` finds."""
         return Caller(UNSEALED, await self._identity(request))
 
-    def _known_caller(self, request: web.Request, subject: str, sealed: str | None) -> Caller | None:
+    def _known_caller(self, request: web.BaseRequest, subject: str, sealed: str | None) -> Caller | None:
         """The caller when no lookup is needed (a valid seal, no ``identify``, or a connection whose
         owner was looked up before); None → :meth:`_caller`.
 
@@ -362,7 +403,7 @@ class Door(TaskQueue):
         transport = request.transport
         return self._owners.get(transport) if transport is not None else None  # a connection seen before
 
-    async def _identity(self, request: web.Request) -> str | None:
+    async def _identity(self, request: web.BaseRequest) -> str | None:
         """The direct caller's owner key, looked up once per connection (:meth:`_known_caller`
         answers from that cache without a coroutine)."""
         if self._identify is None:
@@ -373,14 +414,14 @@ class Door(TaskQueue):
             self._owners[transport] = Caller(UNSEALED, owner)
         return owner
 
-    async def _visible(self, task_id: str, request: web.Request, subject: str) -> TaskRecord:
+    async def _visible(self, task_id: str, request: web.BaseRequest, subject: str) -> TaskRecord:
         caller = await self._caller(request, subject)
         rec = self.record(task_id)
         if rec is None or rec.task.owner != caller.owner:
             raise errors.task_not_found()
         return rec
 
-    async def _list(self, params: dict[str, Any], request: web.Request, dialect: Dialect) -> dict[str, Any]:
+    async def _list(self, params: dict[str, Any], request: web.BaseRequest, dialect: Dialect) -> dict[str, Any]:
         query = listing.parse_list(params)
         owner = (await self._caller(request, "")).owner
         mine = [r for r in self.records() if r.task.owner == owner]
@@ -397,7 +438,9 @@ class Door(TaskQueue):
             "totalSize": total,
         }
 
-    async def _send(self, params: dict[str, Any], request: web.Request, dialect: Dialect, notification: bool) -> Any:
+    async def _send(
+        self, params: dict[str, Any], request: web.BaseRequest, dialect: Dialect, notification: bool
+    ) -> Any:
         if self.task_acceptance == "none":
             raise errors.unsupported_operation(TAKES_NO_TASKS)
         headers = request.headers

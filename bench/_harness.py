@@ -194,7 +194,11 @@ from aiohttp import web as _web
 
 
 async def _serve():
-    runner = _web.AppRunner(build_app(), access_log=None)
+    handler = build_handler() if "build_handler" in globals() else None
+    if handler is not None:  # a plain request handler, served as the capsule host serves its door
+        runner = _web.ServerRunner(_web.Server(handler, access_log=None))
+    else:
+        runner = _web.AppRunner(build_app(), access_log=None)
     await runner.setup()
     await _web.TCPSite(runner, "127.0.0.1", 0).start()
     port = runner.addresses[0][1]
@@ -210,7 +214,8 @@ _asyncio.run(_serve())
 
 def app_script(body: str) -> str:
     """A server script for :func:`start_script`: ``body`` defines ``build_app()`` (and optionally
-    ``on_port(port)``); the shared skeleton serves it on an ephemeral loopback port and prints it."""
+    ``on_port(port)``, and ``build_handler()``: a plain request handler to serve instead, or None);
+    the shared skeleton serves it on an ephemeral loopback port and prints it."""
     return textwrap.dedent(body) + _SERVE
 
 

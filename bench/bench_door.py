@@ -1,11 +1,12 @@
 """Door throughput: ``SendMessage`` with ``returnImmediately: true`` against a bare aiohttp JSON handler.
 
-All servers run in their own process on core 0; wrk (-t1 -c50) runs on the other core. The door
-is configured as the capsule host builds it (``identify`` by the caller's uid, a seal key, a
-local owner) with an instant runner (the benchmark measures the door — parse, validate,
-classify, admit, answer — not a capsule's work), so every request is a real admission: a task is
-minted, queued, run and retired. Every request carries a message id of its own (the door answers
-a message id it has seen with that message's task, which would be no admission at all).
+All servers run in their own process on core 0; wrk (-t1 -c50) runs on the other core. The door is
+configured and served as the capsule host does it (``identify`` by the caller's uid, a seal key, a
+local owner; its plain handler ``Door.handle``, no Application) with an instant runner (the
+benchmark measures the door — parse, validate, classify, admit, answer — not a capsule's work), so
+every request is a real admission: a task is minted, queued, run and retired. Every request carries
+a message id of its own (the door answers a message id it has seen with that message's task, which
+would be no admission at all).
 
 The baseline is a JSON endpoint as an aiohttp user writes it: ``await request.json()``, answer a
 Task-sized ``web.json_response``. A second one, with orjson on both sides, is printed for
@@ -59,10 +60,15 @@ DOOR_SERVER = app_script(
     async def runner(task):
         return TaskOutcome.completed("ok")
 
+    DOOR = Door(name="bench", version="0.1.0", session_id="ses_bench", runner=runner,
+                queue_depth=10000, peer_tasks_accept=True, seal_key=bytes(32),
+                identify=loopback_owner, local_owner=f"uid:{os.getuid()}")
+
+    def build_handler():  # as the capsule host serves it (a checkout before Door.handle: its app)
+        return getattr(DOOR, "handle", None)
+
     def build_app():
-        return Door(name="bench", version="0.1.0", session_id="ses_bench", runner=runner,
-                    queue_depth=10000, peer_tasks_accept=True, seal_key=bytes(32),
-                    identify=loopback_owner, local_owner=f"uid:{os.getuid()}").app
+        return DOOR.app
     """
 )
 

@@ -46,7 +46,7 @@ from roost.capsule.serving import EXIT_STATUS, TaskServer, build_door
 from roost.capsule.taskinput import read_initial_task, read_job_id
 from roost.completion import report, write_completion
 from roost.completionrecord import CompletionRecord
-from roost.http.server import QuietRunner
+from roost.http.server import QuietHandlerRunner
 from roost.manifest import Manifest
 from roost.trace import TraceWriter
 
@@ -104,7 +104,7 @@ class Host:
         )
         self.door = build_door(p, self.tasks)
         self.hostsock: HostSocket | None = None
-        self._runner: web.AppRunner | None = None
+        self._runner: web.BaseRunner | None = None
         self._watch: LifelineWatch | None = None
         self._reaper: asyncio.TimerHandle | None = None
 
@@ -175,8 +175,13 @@ class Host:
             await self._cleanup()
 
     async def _start_listeners(self) -> str:
-        self._runner = QuietRunner(
-            self.door.app, note=door_note, access_log=None, handle_signals=False, shutdown_timeout=1.0
+        self._runner = QuietHandlerRunner(
+            self.door.handle,
+            note=door_note,
+            on_cleanup=self.door.shutdown,
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=1.0,
         )
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)

@@ -234,7 +234,7 @@ def blocking_cap(env: Mapping[str, str]) -> float:
     return value if 0 < value < float("inf") else DEFAULT_BLOCKING_CAP_SECS
 
 
-async def loopback_owner(request: web.Request) -> str | None:
+async def loopback_owner(request: web.BaseRequest) -> str | None:
     """The door's ``identify``: a direct caller owns its tasks by the uid behind its connection."""
     uid = caller_of(request).uid
     return f"uid:{uid}" if uid is not None else None

@@ -65,7 +65,7 @@ def identify(sock: socket.socket | None) -> Caller:
     return Caller(uid=tcp_peer_uid(sock), via="tcp", loopback=loopback)
 
 
-def caller_of(request: web.Request) -> Caller:
+def caller_of(request: web.BaseRequest) -> Caller:
     """The caller of ``request``, looked up on the connection's first request and then cached."""
     transport = request.transport
     if transport is None:

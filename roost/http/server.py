@@ -25,7 +25,7 @@ the connection-limit tests (``tests/trust/test_connection_limits.py``) fail if a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import structlog
@@ -38,6 +38,7 @@ __all__ = [
     "ConnectionPolicy",
     "ErrorNote",
     "PolicedRunner",
+    "QuietHandlerRunner",
     "QuietRunner",
     "bound_port",
     "log_low_level",
@@ -131,6 +132,39 @@ class QuietRunner(web.AppRunner):
         server.__class__ = _QuietServer
         server.note = self.note  # type: ignore[attr-defined]
         return server
+
+
+class QuietHandlerRunner(web.BaseRunner):
+    """:class:`QuietRunner` for a plain request handler instead of an Application (the capsule
+    door routes its own three paths: no router or middleware chain per request).
+
+    ``on_cleanup`` runs once the listener has stopped, as an Application's cleanup hooks would.
+    """
+
+    def __init__(
+        self,
+        handler: Callable[[BaseRequest], Awaitable[web.StreamResponse]],
+        *,
+        note: ErrorNote = log_low_level,
+        on_cleanup: Callable[[], Awaitable[None]] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.handler = handler
+        self.note = note
+        self.on_cleanup = on_cleanup
+
+    async def shutdown(self) -> None:
+        """Nothing to shut down before the connections close: the handler owns no Application."""
+
+    async def _make_server(self) -> Server:
+        server = _QuietServer(self.handler, loop=asyncio.get_running_loop(), **self._kwargs)
+        server.note = self.note
+        return server
+
+    async def _cleanup_server(self) -> None:
+        if self.on_cleanup is not None:
+            await self.on_cleanup()
 
 
 class ConnectionPolicy(Protocol):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -11,13 +10,13 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 
 from a2a import seal, traceparent
 from a2a.client import A2AClient
 from a2a.door import PEER_NOT_ACCEPTED_BODY, TAKES_NO_TASKS, Door, DoorTask, TaskOutcome
 from a2a.models import Message, Part, TaskState, parse_message_lean
 from a2a.origin import Lane, Origin, Provenance, Trust
+from tests.support.doorserve import serve_door
 
 SESSION = "ses_0123456789abcdef0123456789abcdef"
 SEAL_KEY = bytes(range(32))
@@ -70,19 +69,7 @@ def make_door(gate: Gate, **kw: Any) -> Door:
     )
 
 
-@contextlib.asynccontextmanager
-async def serve(door: Door) -> AsyncIterator[str]:
-    runner = web.AppRunner(door.app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    url = f"http://127.0.0.1:{port}"
-    door.url = url
-    try:
-        yield url
-    finally:
-        await runner.cleanup()
+serve = serve_door  # as the capsule host serves it
 
 
 @pytest.fixture
@@ -719,8 +706,9 @@ async def test_internal_error_hides_details(http: aiohttp.ClientSession) -> None
         assert r == {"jsonrpc": "2.0", "id": 9, "error": {"code": -32603, "message": "internal error"}}
 
 
-async def test_http_routing(http: aiohttp.ClientSession) -> None:
-    async with serve(make_door(Gate())) as url:
+@pytest.mark.parametrize("as_app", [False, True], ids=["handler", "app"])
+async def test_http_routing(http: aiohttp.ClientSession, as_app: bool) -> None:
+    async with serve(make_door(Gate(open_=True)), as_app=as_app) as url:
         for method, path in (
             ("GET", "/"),
             ("POST", "/other"),
@@ -743,6 +731,17 @@ async def test_http_routing(http: aiohttp.ClientSession) -> None:
                 assert resp.status == 200 and resp.content_type == "application/json"
                 card = await resp.json()
                 assert card["name"] == "echo"
+            async with http.head(url + path) as resp:
+                assert resp.status == 200 and await resp.read() == b""
+        # curl sends Expect: 100-continue before a body over 1 KiB: the door says go on, then answers
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": msg03("x" * 2000)})
+        headers = {"Content-Type": "application/json"}
+        go_on = aiohttp.ClientTimeout(total=10)  # without a 100 Continue the client never sends its body
+        async with http.post(url + "/", data=body, headers=headers, expect100=True, timeout=go_on) as resp:
+            answer = await resp.json()
+            assert resp.status == 200 and answer["result"]["kind"] == "task", answer
+        async with http.post(url + "/", data=body, headers={**headers, "Expect": "tea"}) as resp:
+            assert resp.status == 417
 
 
 # --- lifecycle ----------------------------------------------------------------------------------

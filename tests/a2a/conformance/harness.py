@@ -7,18 +7,16 @@ double of the capsule (an interface, not one of our components) that the test sc
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-from aiohttp import web
 
-from a2a.door import Door, DoorTask, TaskOutcome
+from a2a.door import DoorTask, TaskOutcome
 from a2a.models import TaskState
+from tests.support.doorserve import serve_door
 
 SESSION = "ses_0123456789abcdef0123456789abcdef"
 
@@ -50,18 +48,7 @@ class Script:
         return TaskOutcome.completed(f"echo: {text}")
 
 
-@contextlib.asynccontextmanager
-async def serve(door: Door) -> AsyncIterator[str]:
-    runner = web.AppRunner(door.app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    door.url = url
-    try:
-        yield url
-    finally:
-        await runner.cleanup()
+serve = serve_door  # as the capsule host serves it
 
 
 @dataclass(frozen=True)
