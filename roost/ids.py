@@ -19,6 +19,7 @@ __all__ = [
     "job_id",
     "nonce_hex",
     "session_id",
+    "span_hex",
     "token_id",
     "uuid7_hex",
 ]
@@ -54,11 +55,20 @@ def nonce_hex() -> str:
     Drawn from a small pool refilled 4 KiB at a time: ``os.urandom`` releases the GIL, and on
     the referee's hot path every release hands the interpreter to a busy worker thread.
     """
+    return _pooled_hex(16)
+
+
+def span_hex() -> str:
+    """8 CSPRNG bytes as 16 lowercase hex chars (an observation span id), from the same pool."""
+    return _pooled_hex(8)
+
+
+def _pooled_hex(n: int) -> str:
     with _pool_lock:
-        if len(_pool) < 16:
+        if len(_pool) < n:
             _pool.extend(os.urandom(4096))
-        chunk = bytes(_pool[:16])
-        del _pool[:16]
+        chunk = bytes(_pool[:n])
+        del _pool[:n]
     return chunk.hex()
 
 

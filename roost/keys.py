@@ -37,6 +37,7 @@ KEY_LEN: Final = 32
 KEY_FILE_NAME: Final = "master.key"
 _INFO_PREFIX: Final = b"mur-roost/v1/"
 _HANDLE_CACHE_MAX: Final = 4096
+_DOOR_KEY_CACHE_MAX: Final = 4096
 
 
 class KeyFileError(Exception):
@@ -174,6 +175,7 @@ class KeyHolder:
         self._state_dir = state_dir
         self._executor = executor
         self._door_master: tuple[KeyRing, bytes] | None = None
+        self._door_keys: dict[str, bytes] = {}  # by receiving session: one HMAC per session, not per seal
         # Two rotations at once would each write a key file and race to install theirs: the
         # one in memory could then differ from the one on disk. One at a time.
         self._rotating = asyncio.Lock()
@@ -210,7 +212,13 @@ class KeyHolder:
         if cached is None or cached[0] is not ring:
             cached = (ring, ring.subkey("door-seal"))
             self._door_master = cached
-        return seal.door_key(cached[1], session_id)
+            self._door_keys = {}  # derived under the ring in force only: a rotation drops them all
+        key = self._door_keys.get(session_id)
+        if key is None:
+            if len(self._door_keys) >= _DOOR_KEY_CACHE_MAX:
+                self._door_keys.clear()
+            key = self._door_keys[session_id] = seal.door_key(cached[1], session_id)
+        return key
 
 
 def _read_key(path: Path) -> bytes:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from roost.events import EventBus, ObservedError
@@ -22,6 +24,13 @@ def test_span_lifecycle_shape() -> None:
     assert started["subsystem"] == "process" and started["operation"] == "roost.process.start"
     assert done["attributes"] == {"job_id": "job_1", "pid": 7, "exit_code": 0}
     assert done["durationMs"] >= 0
+
+
+def test_span_ids_are_random_16_hex_and_distinct() -> None:
+    bus = EventBus()
+    ids = [bus.start("roost.relay.send").span_id for _ in range(3000)]  # past one 4 KiB pool refill
+    assert all(re.fullmatch(r"[0-9a-f]{16}", i) for i in ids)
+    assert len(set(ids)) == len(ids) and bus.root_span not in ids
 
 
 def test_failed_carries_observed_error_and_child_span() -> None:

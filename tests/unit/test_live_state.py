@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from a2a import seal
 from roost.blocking import BlockingExecutor
 from roost.config import Config, ConfigError
 from roost.keys import KEY_FILE_NAME, KeyHolder, KeyRing
@@ -93,6 +94,18 @@ async def test_rotation_swaps_the_ring_and_the_key_file(tmp_path: Path, executor
     assert stat.S_IMODE((tmp_path / KEY_FILE_NAME).stat().st_mode) == 0o600
     assert holder.door_key_for("ses_a") != door, "a door key derives from the ring in force"
     assert holder.door_key_for("ses_a") == holder.door_key_for("ses_a")
+    # every key, cached or not, is the one the session's door derives from the ring in force
+    for sid in ("ses_a", "ses_b", "ses_a"):
+        assert holder.door_key_for(sid) == seal.door_key(new.subkey("door-seal"), sid)
+    assert holder.door_key_for("ses_b") != holder.door_key_for("ses_a")
+
+
+async def test_door_keys_cached_are_bounded(tmp_path: Path, executor: BlockingExecutor) -> None:
+    holder = KeyHolder(KeyRing.ephemeral(), state_dir=None, executor=executor)
+    master = holder.ring.subkey("door-seal")
+    for i in range(2 * 4096 + 3):
+        assert holder.door_key_for(f"ses_{i}") == seal.door_key(master, f"ses_{i}")
+    assert len(holder._door_keys) <= 4096
 
 
 async def test_ephemeral_rotation_writes_nothing(tmp_path: Path, executor: BlockingExecutor) -> None:
