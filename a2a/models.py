@@ -77,13 +77,20 @@ def build(cls: type[_M], values: dict[str, Any]) -> _M:
     """
     obj = cls.__new__(cls)
     _setattr(obj, "__dict__", values)
-    _setattr(obj, "__pydantic_fields_set__", set(values))
+    fields = _ALL_FIELDS.get(cls)
+    if fields is None:
+        fields = _ALL_FIELDS[cls] = set(cls.model_fields)
+    # One set per class, shared: it names every field already, so pydantic's own in-place change
+    # (``.add(name)`` when a field is assigned) changes nothing, and ``model_copy`` copies it
+    # before it adds to it. A kept door task holds two models: a set each was a fifth of it.
+    _setattr(obj, "__pydantic_fields_set__", fields)
     _setattr(obj, "__pydantic_extra__", None)
     _setattr(obj, "__pydantic_private__", None)
     return obj
 
 
 _setattr = object.__setattr__
+_ALL_FIELDS: dict[type[BaseModel], set[str]] = {}
 
 
 class FileContent(_Model):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections import deque
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +70,7 @@ class TaskRecord:
     __slots__ = (
         "artifacts",
         "history",
+        "max_history",
         "message_ids",
         "output",
         "state",
@@ -90,8 +90,11 @@ class TaskRecord:
         self.output = ""  # a completed run's output: the ``response`` artifact, built when shown
         self.updated = _clock()
         # Messages as sent, and the agent's as (message id, text): both are built into wire
-        # Messages only when a caller asks for the history (most never do).
-        self.history: deque[Message | tuple[str, str]] = deque(maxlen=max_history)
+        # Messages only when a caller asks for the history (most never do). The newest
+        # ``max_history`` are kept; a list, not a bounded deque: a finished task stays in memory
+        # with its one or two messages, and a deque's first block alone is half a kilobyte.
+        self.history: list[Message | tuple[str, str]] = []
+        self.max_history = max_history
         self.waiters: list[asyncio.Future[None]] | None = None
         self.message_ids: list[str] = []  # every message that opened or continued it (the door's replay index)
 
@@ -113,7 +116,7 @@ class TaskRecord:
         if agent and status_text:
             t = self.task
             self.status_id = f"msg_{t.id}_{t.turn}_{state._value_}"  # _value_: no enum property call
-            self.history.append((self.status_id, status_text))
+            self._keep((self.status_id, status_text))
         if self.waiters is not None and state in _SETTLED:
             waiters, self.waiters = self.waiters, None
             for fut in waiters:
@@ -122,7 +125,13 @@ class TaskRecord:
 
     def add_history(self, message: Message) -> None:
         """Keep a message as sent; its ``taskId``/``contextId`` are filled in when it is shown."""
-        self.history.append(message)
+        self._keep(message)
+
+    def _keep(self, item: Message | tuple[str, str]) -> None:
+        history = self.history
+        history.append(item)
+        if len(history) > self.max_history:
+            del history[0]
 
     def _shown(self, message: Message | tuple[str, str]) -> Message:
         t = self.task
@@ -175,7 +184,7 @@ class TaskRecord:
             artifacts = [response_artifact(self.output)]
         history: list[Message] | None = None
         if history_length is None or history_length > 0:
-            kept = list(self.history)
+            kept = self.history
             if history_length is not None and len(kept) > history_length:
                 kept = kept[-history_length:]
             history = [self._shown(m) for m in kept]

@@ -338,9 +338,15 @@ def main() -> None:
             f"  cpu {c:6.1f} us/req  (ratio rps {r.rps / bare.rps:4.2f}, cpu bare/this {bare_cpu / c:4.2f})"
         )
     per_round = [d.rps / b.rps for d, b in zip(runs["door"], runs["bare"], strict=True)]
+    cpu_round = [b / d for d, b in zip(cpu["door"], cpu["bare"], strict=True)]
     ratio = median_by(runs["door"], "rps").rps / bare.rps
+    paired = statistics.median(per_round)
     print(f"ratio door/bare per round    : {[round(x, 2) for x in per_round]}")
-    print(f"ratio door/bare              : {ratio:6.2f}  (target >= 0.7: {'met' if ratio >= 0.7 else 'NOT met'})")
+    print(f"cpu bare/door per round      : {[round(x, 2) for x in cpu_round]}")
+    print(f"ratio door/bare              : {ratio:6.2f}  (of the medians)")
+    print(f"ratio door/bare, paired      : {paired:6.2f}  (median of the rounds' ratios)")
+    verdict = "met" if min(ratio, paired) >= 0.7 else "met by the medians only" if ratio >= 0.7 else "NOT met"
+    print(f"target door >= 0.7x bare     : {verdict}")
     orj = median_by(runs["orjson"], "rps")
     print(f"ratio door/orjson (info)     : {median_by(runs['door'], 'rps').rps / orj.rps:6.2f}")
 

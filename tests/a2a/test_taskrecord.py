@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections import deque
 from datetime import UTC, datetime
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from a2a import traceparent
-from a2a.models import TaskState, dump_task, text_part
+from a2a.models import Message, TaskState, build, dump_task, text_part
 from a2a.origin import Provenance
 from a2a.taskrecord import TaskRecord, iso
 from a2a.tasktypes import DoorTask
@@ -50,3 +51,51 @@ def test_wire_is_dump_task_of_to_task(
 @given(st.floats(min_value=0, max_value=4e9, allow_nan=False) | st.integers(0, 4 * 10**15).map(lambda us: us / 1e6))
 def test_iso_is_the_stdlibs(ts: float) -> None:
     assert iso(ts) == datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@given(
+    bound=st.integers(1, 5),
+    steps=st.lists(
+        st.one_of(st.text(max_size=3).map(lambda t: ("user", t)), st.text(max_size=3).map(lambda t: ("agent", t))),
+        max_size=12,
+    ),
+)
+def test_history_keeps_the_newest_like_a_bounded_deque(bound: int, steps: list[tuple[str, str]]) -> None:
+    rec = TaskRecord(TASK, TaskState.SUBMITTED, bound)
+    model: deque[object] = deque(maxlen=bound)
+    for kind, text in steps:
+        if kind == "user":
+            message = build(
+                Message,
+                {
+                    "message_id": f"m{text}",
+                    "role": "user",
+                    "parts": [text_part(text)],
+                    "context_id": None,
+                    "task_id": None,
+                    "metadata": None,
+                },
+            )
+            rec.add_history(message)
+            model.append(message)
+        else:
+            rec.set(TaskState.INPUT_REQUIRED, text or "q", agent=True)
+            model.append(rec.history[-1])
+        assert rec.history == list(model)
+        assert len(rec.history) <= bound
+
+
+def test_built_models_share_a_fields_set_that_never_changes() -> None:
+    first, second = text_part("a"), text_part("b")
+    assert first.model_fields_set == set(type(first).model_fields) == second.model_fields_set
+    copied = first.model_copy(update={"text": "c"})
+    assert copied.text == "c" and first.text == "a" and second.text == "b"
+    first.text = "d"  # pydantic adds the assigned field to the set: it is there already
+    assert second.model_fields_set == set(type(second).model_fields)
+    assert first.model_dump(exclude_unset=True) == {
+        "kind": "text",
+        "text": "d",
+        "file": None,
+        "data": None,
+        "metadata": None,
+    }
