@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from a2a.client import A2AClient
 from a2a.door import Door
 from a2a.models import Message, Part, Task, TaskState
 from tests.a2a.conformance.harness import Script
+from tests.support.doorserve import serve_door
 from tests.support.registry import RegistryBuilder
 
 SDK_ENV = Path(__file__).with_name("sdk-env.sh")
@@ -230,18 +230,7 @@ def test_every_sdk_package_is_pinned() -> None:
     assert {"a2a-sdk", "uvicorn", "starlette", "sse-starlette", "httpx"} <= names
 
 
-@contextlib.asynccontextmanager
-async def serve(door: Door) -> AsyncIterator[str]:
-    runner = web.AppRunner(door.app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    door.url = url
-    try:
-        yield url
-    finally:
-        await runner.cleanup()
+serve = serve_door  # as the capsule host serves it
 
 
 @pytest.mark.timeout(300)
