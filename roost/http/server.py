@@ -10,7 +10,10 @@ status and the error's class (:meth:`_QuietHandler.handle_error`, a public metho
 handler; :class:`QuietRunner` is how that handler gets in). What is used, and why each is needed:
 
 * ``BaseRunner._make_server`` — the only place a runner builds its :class:`~aiohttp.web_server.Server`
-  (the protocol factory); overriding it is how our handler class gets in.
+  (the protocol factory); overriding it is how our handler class gets in. A runner of a plain
+  handler (:class:`QuietHandlerRunner`) also implements ``_cleanup_server`` (the runner's last
+  step, where an Application runs its cleanup hooks) and reads ``BaseRunner._kwargs`` (what the
+  runner was given for the server, e.g. ``access_log``).
 * ``Server._loop`` and ``Server._kwargs`` — what the stock ``Server.__call__`` passes to each
   new :class:`~aiohttp.web_protocol.RequestHandler`; ours must pass the same.
 * ``RequestHandler._request_count`` — whether a connection has sent a complete request head yet;
