@@ -59,12 +59,29 @@ def uuid7_hex() -> str:
                 ms += 1
                 _seq = 0
         else:
-            _seq = int.from_bytes(entropy[8:], "big") & 0x3FF
+            _seq = (entropy[8] << 8 | entropy[9]) & 0x3FF
         _last_ms = ms
         seq = _seq
-    # 48 bits of ms, version 7, 12 bits of sequence, variant 0b10, 62 random bits.
-    head = (ms & 0xFFFFFFFFFFFF) << 16 | 0x7000 | seq
-    return f"{head:016x}{(entropy[0] & 0x3F) | 0x80:02x}{entropy[1:8].hex()}"
+        stamp = _ms_hex(ms)
+    # 48 bits of ms, version 7, 12 bits of sequence, variant 0b10, 62 random bits. The variant
+    # byte (b & 0x3F) | 0x80 is "89ab"[b >> 4 & 3] followed by b's low hex digit (h[1]).
+    h = entropy.hex()
+    return f"{stamp}{_VERSION_SEQ[seq]}{_VARIANT[entropy[0] >> 4 & 3]}{h[1:16]}"
+
+
+def _ms_hex(ms: int) -> str:
+    """The 12 hex digits of the millisecond field (call with ``_lock`` held): formatted once per
+    millisecond, as a busy door mints several ids in each."""
+    global _stamp_ms, _stamp
+    if ms != _stamp_ms:
+        _stamp_ms, _stamp = ms, f"{ms & 0xFFFFFFFFFFFF:012x}"
+    return _stamp
+
+
+_stamp_ms = -1
+_stamp = ""
+_VERSION_SEQ = [f"7{seq:03x}" for seq in range(0x1000)]
+"""The version digit and the 12-bit sequence as text, by sequence: a lookup, not a format."""
 
 
 def prefixed_pair(first: str, second: str) -> tuple[str, str]:
@@ -77,20 +94,19 @@ def prefixed_pair(first: str, second: str) -> tuple[str, str]:
         if ms <= _last_ms:
             ms = _last_ms
         else:
-            _seq = int.from_bytes(entropy[18:], "big") & 0x3FF
+            _seq = (entropy[18] << 8 | entropy[19]) & 0x3FF
         if _seq + 2 > 0xFFF:
             ms += 1
             _seq = 0
         _last_ms = ms
         seq = _seq + 1
         _seq = seq + 1
-    head = (ms & 0xFFFFFFFFFFFF) << 16 | 0x7000
-    # As uuid7_hex, with the variant byte's top hex digit picked from 8-b and the rest sliced from
-    # one hex string: (b & 0x3F) | 0x80 is "89ab"[b >> 4 & 3] followed by b's low hex digit.
+        stamp = _ms_hex(ms)
+    # As uuid7_hex, both from one hex string of the entropy.
     h = entropy.hex()
     return (
-        f"{first}_{head | seq:016x}{_VARIANT[entropy[0] >> 4 & 3]}{h[1:16]}",
-        f"{second}_{head | (seq + 1):016x}{_VARIANT[entropy[9] >> 4 & 3]}{h[19:34]}",
+        f"{first}_{stamp}{_VERSION_SEQ[seq]}{_VARIANT[entropy[0] >> 4 & 3]}{h[1:16]}",
+        f"{second}_{stamp}{_VERSION_SEQ[seq + 1]}{_VARIANT[entropy[9] >> 4 & 3]}{h[19:34]}",
     )
 
 

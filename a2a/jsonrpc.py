@@ -48,6 +48,9 @@ class Request(NamedTuple):
     notification: bool = False
 
 
+_make = tuple.__new__
+
+
 class RequestError(Exception):
     """A request that cannot be carried out: the id (if one could be read), the error to answer,
     and whether it was a notification (then the error is not answered, JSON-RPC 2.0 §4.1)."""
@@ -122,7 +125,7 @@ def parse_envelope(obj: object) -> Request:
         params = {}
     elif type(params) is not dict:
         raise RequestError(errors.invalid_params("params must be an object"), request_id, notification=notification)
-    return Request(request_id, method, params, notification)
+    return _make(Request, (request_id, method, params, notification))  # past the generated __new__
 
 
 def dumps(obj: object) -> bytes:

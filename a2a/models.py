@@ -75,7 +75,7 @@ def build(cls: type[_M], values: dict[str, Any]) -> _M:
     ``values`` must name every field of ``cls`` (no defaults are filled in) and hold values
     that are already valid: nothing is checked.
     """
-    obj = cls.__new__(cls)
+    obj = _new(cls)
     _setattr(obj, "__dict__", values)
     fields = _ALL_FIELDS.get(cls)
     if fields is None:
@@ -83,14 +83,19 @@ def build(cls: type[_M], values: dict[str, Any]) -> _M:
     # One set per class, shared: it names every field already, so pydantic's own in-place change
     # (``.add(name)`` when a field is assigned) changes nothing, and ``model_copy`` copies it
     # before it adds to it. A kept door task holds two models: a set each was a fifth of it.
-    _setattr(obj, "__pydantic_fields_set__", fields)
-    _setattr(obj, "__pydantic_extra__", None)
-    _setattr(obj, "__pydantic_private__", None)
+    _set_fields_set(obj, fields)
+    _set_extra(obj, None)
+    _set_private(obj, None)
     return obj
 
 
+_new = object.__new__
 _setattr = object.__setattr__
 _ALL_FIELDS: dict[type[BaseModel], set[str]] = {}
+# BaseModel's own slots, set through their descriptors: a generic setattr looks each one up first.
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 class FileContent(_Model):

@@ -51,6 +51,9 @@ from a2a.tasktypes import (
 log = logging.getLogger("a2a.door")
 
 
+_make = tuple.__new__
+
+
 class TaskQueue:
     """Admission, lanes, the worker and the store of one door's tasks."""
 
@@ -211,21 +214,25 @@ class TaskQueue:
             task_id = prefixed("tsk")
         else:
             task_id, context_id = prefixed_pair("tsk", "ctx")
-        task = DoorTask(  # positional, in DoorTask's field order: this is built once per request
-            task_id,
-            context_id,
-            message.message_id,
-            message.text,
-            tuple(message.parts),
-            provenance,
-            provenance.lane,
-            raw_traceparent,
-            trace,
-            tracestate,
-            delegation_id,
-            time.time_ns() // 1_000_000,
-            dialect,
-            owner,
+        task = _make(  # every field, in DoorTask's order, past its generated __new__: once per request
+            DoorTask,
+            (
+                task_id,
+                context_id,
+                message.message_id,
+                message.text,
+                tuple(message.parts),
+                provenance,
+                provenance.lane,
+                raw_traceparent,
+                trace,
+                tracestate,
+                delegation_id,
+                time.time_ns() // 1_000_000,
+                dialect,
+                owner,
+                1,  # turn: a new task's first run
+            ),
         )
         usual = not self._closed and self.task_acceptance == "queue" and self._pending < self.queue_depth
         refusal = None if usual else self._refusal()

@@ -10,7 +10,7 @@ bits of a new id come from :func:`a2a.ids.random_bytes`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from a2a.ids import random_bytes
 
@@ -29,9 +29,13 @@ def _is_hex(value: str) -> bool:
     return all(c in _HEX for c in value)
 
 
-@dataclass(frozen=True, slots=True)
-class TraceParent:
-    """A valid ``traceparent``: version, trace id, parent (span) id, flags — all lowercase hex."""
+class TraceParent(NamedTuple):
+    """A valid ``traceparent``: version, trace id, parent (span) id, flags — all lowercase hex.
+
+    A named tuple, not a frozen dataclass: one is built per request a door admits or the relay
+    sends, and a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``
+    (twice the instructions). Built here with :data:`_make`, which skips the generated ``__new__``.
+    """
 
     version: str
     trace_id: str
@@ -48,10 +52,13 @@ class TraceParent:
 
     def child(self) -> TraceParent:
         """Continue this trace: same trace id and flags, a fresh span id of our own."""
-        return TraceParent("00", self.trace_id, new_span_id(), self.flags)
+        return _make(TraceParent, ("00", self.trace_id, new_span_id(), self.flags))
 
     def __str__(self) -> str:
         return self.format()
+
+
+_make = tuple.__new__
 
 
 def new_trace_id() -> str:
@@ -76,7 +83,7 @@ def new() -> TraceParent:
         trace_id = new_trace_id()
     if span_id == _ZERO_SPAN:
         span_id = new_span_id()
-    return TraceParent("00", trace_id, span_id, "01")
+    return _make(TraceParent, ("00", trace_id, span_id, "01"))
 
 
 def parse(value: str | None) -> TraceParent | None:
@@ -97,7 +104,7 @@ def parse(value: str | None) -> TraceParent | None:
         return None
     if trace_id == _ZERO_TRACE or parent_id == _ZERO_SPAN:
         return None
-    return TraceParent(version, trace_id, parent_id, flags)
+    return _make(TraceParent, (version, trace_id, parent_id, flags))
 
 
 def parse_tracestate(value: str | None) -> list[tuple[str, str]] | None:

@@ -92,4 +92,5 @@ async def test_admit_mints_a_context_when_none_is_given() -> None:
     queue = TaskQueue(name="t", runner=_interrupt)
     rec = queue.admit(_incoming("one", context_id=None, n=1))
     assert rec.task.context_id.startswith("ctx_") and rec.task.context_id != rec.task.id
+    assert len(rec.task) == len(DoorTask._fields) and rec.task == DoorTask(**rec.task._asdict())
     await queue.shutdown()

@@ -84,6 +84,9 @@ def test_new_and_child() -> None:
     child = tp.child()
     assert child.trace_id == tp.trace_id and child.parent_id != tp.parent_id
     assert len({traceparent.new().trace_id for _ in range(50)}) == 50
+    for made in (tp, child, traceparent.parse(child.format())):  # built without the class's own __new__
+        assert type(made) is TraceParent and str(made) == made.format()
+        assert made == TraceParent(made.version, made.trace_id, made.parent_id, made.flags)
 
 
 @given(hexes(32), hexes(16), hexes(2))
