@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -35,3 +36,17 @@ def test_ids_are_uuid7_and_strictly_increasing(kinds: list[str], seq: int) -> No
 def test_a_pair_differs_in_its_random_bits() -> None:
     a, b = ids.prefixed_pair("tsk", "ctx")
     assert a[-15:] != b[-15:]
+
+
+def test_the_millisecond_field_is_the_mint_time() -> None:
+    # Earlier tests push the sequence over its end, which moves the field ahead of the clock
+    # (by design: ids stay ordered); let the clock catch up first.
+    time.sleep(max(0, ids._last_ms + 2 - time.time_ns() // 1_000_000) / 1000)
+    for _ in range(3):
+        before = time.time_ns() // 1_000_000
+        one, (two, three) = ids.uuid7_hex(), ids.prefixed_pair("tsk", "ctx")
+        after = time.time_ns() // 1_000_000
+        for minted in (one, two.split("_", 1)[1], three.split("_", 1)[1]):
+            # the sequence can carry into the next millisecond, never further than one ahead
+            assert before <= int(minted[:12], 16) <= after + 1, (before, minted, after)
+        time.sleep(0.002)  # the next round mints in a later millisecond: a fresh stamp
