@@ -1,7 +1,8 @@
-"""An aiohttp A2A client that speaks both dialects and fails with sentences an operator can act on.
+"""An A2A client that speaks both dialects and fails with sentences an operator can act on.
 
 Why this shape: the roost relay sends many short requests to a handful of peers, so one
-``ClientSession`` (one connection pool) is reused for the client's life. The dialect is read once
+connection pool (:class:`a2a.http1.Http1Pool`, keep-alive HTTP/1.1) is reused for the client's
+life. The dialect is read once
 per peer from its card and cached as an :class:`Endpoint`: the JSON-RPC interface the card lists
 (1.0 preferred, else 0.3) and that interface's own URL, which may differ from the card's origin
 (A2A 1.0 §8.3.2). Errors never echo the request's headers or body, because the relay's headers
@@ -37,12 +38,12 @@ from types import TracebackType
 from typing import Any, Protocol
 from urllib.parse import urljoin
 
-import aiohttp
 from multidict import CIMultiDict
 from yarl import URL
 
 from a2a import errors, jsonrpc
 from a2a.card import CARD_PATH, interface_candidates
+from a2a.http1 import Http1Pool
 from a2a.models import AgentCard, Dialect, Message, Task, dump_message, parse_send_result, parse_task
 from a2a.rpcmethods import VERSION_HEADER
 
@@ -118,14 +119,11 @@ def select_endpoint(card: AgentCard, base: str) -> Endpoint:
     )
 
 
-def _reason(exc: BaseException, timeout: float | None) -> str:
-    if isinstance(exc, TimeoutError):
+def _reason(exc: OSError, timeout: float | None) -> str:
+    """The sentence after "could not reach URL:" (the transports raise OSErrors that are sentences)."""
+    if isinstance(exc, TimeoutError) and not str(exc):
         return f"timed out after {timeout:g} s" if timeout else "timed out"
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        os_err = exc.os_error
-        return os_err.strerror or str(os_err) if isinstance(os_err, OSError) else str(exc)
-    text = str(exc)
-    return f"{exc.__class__.__name__}: {text}" if text else exc.__class__.__name__
+    return exc.strerror or str(exc) or type(exc).__name__
 
 
 class A2AClient:
@@ -134,9 +132,8 @@ class A2AClient:
     def __init__(
         self, *, connect_timeout: float = 5.0, total_timeout: float = 30.0, route: Route | None = None
     ) -> None:
-        self._timeout = aiohttp.ClientTimeout(total=total_timeout, sock_connect=connect_timeout)
+        self._pool = Http1Pool(connect_timeout=connect_timeout, total_timeout=total_timeout)
         self._total = total_timeout
-        self._session: aiohttp.ClientSession | None = None
         self._endpoints: dict[str, Endpoint] = {}
         self.route = route
 
@@ -149,18 +146,7 @@ class A2AClient:
         await self.close()
 
     async def close(self) -> None:
-        if self._session is not None:
-            session, self._session = self._session, None
-            await session.close()
-
-    def _http(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            # No cookie jar: a door has no business setting state in the client, and a cookie one
-            # peer set must never ride along to another.
-            self._session = aiohttp.ClientSession(
-                timeout=self._timeout, raise_for_status=False, cookie_jar=aiohttp.DummyCookieJar()
-            )
-        return self._session
+        await self._pool.close()
 
     # -- card and dialect ------------------------------------------------------------------------
 
@@ -289,23 +275,15 @@ class A2AClient:
         self, method: str, target: URL, shown_url: str, body: bytes | None, headers: Mapping[str, str]
     ) -> tuple[int, bytes]:
         via = self.route(target, headers) if self.route is not None else None
-        if via is not None:
-            try:
-                status, data, location = await via(method, target, body, headers)
-            except TimeoutError as exc:
-                raise errors.PeerUnreachable(shown_url, _reason(exc, self._total)) from None
-            except OSError as exc:
-                raise errors.PeerUnreachable(shown_url, str(exc) or type(exc).__name__) from None
-            if 300 <= status < 400:
-                raise _redirect_refusal(shown_url, status, location)
-            return status, data
         try:
-            async with self._http().request(method, target, data=body, headers=headers, allow_redirects=False) as resp:
-                if 300 <= resp.status < 400:
-                    raise _redirect_refusal(shown_url, resp.status, resp.headers.get("Location"))
-                return resp.status, await resp.read()
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            status, data, location = await (via or self._pool)(method, target, body, headers)
+        except TimeoutError as exc:
             raise errors.PeerUnreachable(shown_url, _reason(exc, self._total)) from None
+        except OSError as exc:
+            raise errors.PeerUnreachable(shown_url, _reason(exc, self._total)) from None
+        if 300 <= status < 400:
+            raise _redirect_refusal(shown_url, status, location)
+        return status, data
 
     @staticmethod
     def _http_error(url: str, status: int, body: bytes) -> errors.PeerHTTPError:

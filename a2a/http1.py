@@ -1,0 +1,337 @@
+"""A keep-alive HTTP/1.1 client for the A2A client's plain-http requests.
+
+Why not aiohttp's ``ClientSession``: a relayed send is one JSON-RPC POST to a door, usually on
+loopback, and that POST costs the client less than half the CPU here that it costs through
+``ClientSession`` (``bench/bench_transport.py`` measures both in the same run; docs/a2a.md, "The
+A2A client's transport"). This module parses nothing itself: answers are parsed by
+``httptools`` (llhttp, the parser Node.js uses). It frames a request, keeps idle connections per
+origin and enforces limits.
+
+What a caller can rely on:
+
+- One exchange at a time per connection. Idle connections are kept per origin, at most
+  :data:`IDLE_PER_ORIGIN` of them. One is closed after :data:`IDLE_SECS` without use, or as soon
+  as the peer closes it or sends anything unasked.
+- A body may be framed by ``Content-Length``, by chunks, or by the end of the connection; 1xx
+  interim answers are skipped. The head is at most :data:`MAX_HEAD_BYTES` and the body at most
+  :data:`MAX_BODY_BYTES`. ``Accept-Encoding: identity`` is sent, so bodies come unencoded.
+- A reused connection can turn out to have been closed by the peer before it answered. Then a
+  GET is retried once on a new connection; a POST never is, because the peer may have acted on
+  it, and the caller gets the error.
+- Every failure is an ``OSError`` (``TimeoutError`` for the timeouts) whose text is a sentence
+  naming the cause, never the request's headers or body. That is the
+  :class:`a2a.client.Transport` contract.
+- A header name or value that could split the request (CR, LF, NUL, or a name that is not an
+  HTTP token) is refused with ``ValueError`` before anything is sent.
+
+Only GET and POST are sent. Nothing here follows redirects or keeps cookies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import re
+from collections.abc import Mapping
+
+import httptools
+from yarl import URL
+
+__all__ = ["IDLE_PER_ORIGIN", "IDLE_SECS", "MAX_BODY_BYTES", "MAX_HEAD_BYTES", "Http1Pool"]
+
+IDLE_PER_ORIGIN = 8
+IDLE_SECS = 15.0  # aiohttp's keep-alive default; doors keep theirs open for 75 s
+MAX_HEAD_BYTES = 64 * 1024
+MAX_HEADERS = 128
+MAX_BODY_BYTES = 16 * 1024 * 1024
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_UNSAFE_VALUE = re.compile(r"[\r\n\0]")
+_METHODS = frozenset({"GET", "POST"})
+
+
+class _Closed(ConnectionError):
+    """The peer closed the connection; ``before_answer`` when no byte of an answer had come."""
+
+    def __init__(self, sentence: str, *, before_answer: bool) -> None:
+        super().__init__(sentence)
+        self.before_answer = before_answer
+
+
+def _too_large() -> str:
+    return f"the peer's answer is larger than {MAX_BODY_BYTES // (1024 * 1024)} MiB"
+
+
+def _check_headers(headers: Mapping[str, str]) -> None:
+    for name, value in headers.items():
+        if not _TOKEN.fullmatch(name) or _UNSAFE_VALUE.search(value):
+            raise ValueError(f"header {name[:40]!r} has a character that cannot be sent in HTTP/1.1")
+
+
+def _host(url: URL) -> str:
+    host = url.raw_host or ""
+    if ":" in host:
+        host = f"[{host}]"
+    return host if url.port in (None, 80) else f"{host}:{url.port}"
+
+
+def _head(method: str, url: URL, headers: Mapping[str, str], body: bytes | None) -> bytes:
+    lines = [f"{method} {url.raw_path_qs or '/'} HTTP/1.1\r\nHost: {_host(url)}\r\n"]
+    given = set()
+    for name, value in headers.items():
+        given.add(name.lower())
+        lines.append(f"{name}: {value}\r\n")
+    if "accept-encoding" not in given:
+        lines.append("Accept-Encoding: identity\r\n")
+    if body is not None and "content-length" not in given:
+        lines.append(f"Content-Length: {len(body)}\r\n")
+    lines.append("\r\n")
+    return "".join(lines).encode("latin-1")
+
+
+class _Connection(asyncio.Protocol):
+    """One TCP connection and its answer parser; owned by :class:`Http1Pool`."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, pool: Http1Pool, key: tuple[str, int]) -> None:
+        self._loop = loop
+        self._pool = pool
+        self.key = key
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.idle_timer: asyncio.TimerHandle | None = None
+        self._parser = httptools.HttpResponseParser(self)
+        self._waiter: asyncio.Future[tuple[int, bytes, str | None]] | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._started = False
+        self._headers_done = False
+        self._status = 0
+        self._location: str | None = None
+        self._framed = False  # Content-Length or chunked: the body does not end with the connection
+        self._head_bytes = 0
+        self._header_count = 0
+        self._body = bytearray()
+        self._overflow: str | None = None
+        self.reusable = False
+
+    # -- asyncio.Protocol ------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if self._waiter is None or self._waiter.done():  # nothing was asked: not a connection to reuse
+            self.close()
+            return
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(ConnectionError("the peer switched protocols, which an A2A request never asks for"))
+        except httptools.HttpParserError as exc:
+            if self._overflow is not None:
+                self._fail(ConnectionError(self._overflow))
+            else:
+                reason = str(exc).strip() or type(exc).__name__
+                self._fail(ConnectionError(f"the peer's answer is not valid HTTP/1.1 ({reason[:120]})"))
+
+    def eof_received(self) -> bool:
+        return False  # close our side too; connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._pool.forget(self)
+        if self.idle_timer is not None:
+            self.idle_timer.cancel()
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return
+        if self._headers_done and not self._framed:  # a body that ends with the connection
+            waiter.set_result((self._status, bytes(self._body), self._location))
+        elif self._started:
+            midway = "the peer closed the connection in the middle of its answer"
+            waiter.set_exception(_Closed(midway, before_answer=False))
+        else:
+            waiter.set_exception(_Closed("the peer closed the connection before answering", before_answer=True))
+
+    # -- httptools callbacks ---------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        if self._waiter is None or self._waiter.done():
+            raise ConnectionError("an answer nobody asked for")
+        self._started = True
+
+    def on_status(self, status: bytes) -> None:
+        self._count(len(status))
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count(len(name) + len(value))
+        self._header_count += 1
+        if self._header_count > MAX_HEADERS:
+            self._overflow = f"the peer's answer has more than {MAX_HEADERS} headers"
+            raise ConnectionError(self._overflow)
+        lowered = name.lower()
+        if lowered == b"location":
+            self._location = value.decode("latin-1")
+        elif lowered == b"content-length":
+            self._framed = True
+            if value.strip().isdigit() and int(value) > MAX_BODY_BYTES:
+                self._overflow = _too_large()
+                raise ConnectionError(self._overflow)
+        elif lowered == b"transfer-encoding":
+            self._framed = True
+
+    def on_headers_complete(self) -> None:
+        self._headers_done = True
+        self._status = self._parser.get_status_code()
+
+    def on_body(self, body: bytes) -> None:
+        if len(self._body) + len(body) > MAX_BODY_BYTES:
+            self._overflow = _too_large()
+            raise ConnectionError(self._overflow)
+        self._body += body
+
+    def on_message_complete(self) -> None:
+        if 100 <= self._status < 200:  # an interim answer; the real one follows
+            self._reset()
+            return
+        waiter = self._waiter
+        self.reusable = self._parser.should_keep_alive() and self._framed
+        if waiter is not None and not waiter.done():
+            waiter.set_result((self._status, bytes(self._body), self._location))
+
+    def _count(self, n: int) -> None:
+        self._head_bytes += n
+        if self._head_bytes > MAX_HEAD_BYTES:
+            self._overflow = f"the peer's answer head is larger than {MAX_HEAD_BYTES // 1024} KiB"
+            raise ConnectionError(self._overflow)
+
+    # -- the pool's side -------------------------------------------------------------------------
+
+    async def exchange(self, request: bytes) -> tuple[int, bytes, str | None]:
+        """Send one request and wait for its whole answer."""
+        assert self.transport is not None
+        self._reset()
+        waiter: asyncio.Future[tuple[int, bytes, str | None]] = self._loop.create_future()
+        self._waiter = waiter
+        self.transport.write(request)
+        try:
+            return await waiter
+        finally:
+            self._waiter = None
+
+    def _fail(self, exc: Exception) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(exc)
+        self.close()
+
+    def close(self) -> None:
+        self.closed = True
+        self.reusable = False
+        if self.transport is not None:
+            self.transport.close()
+
+
+class Http1Pool:
+    """A :class:`a2a.client.Transport` over plain TCP with keep-alive, one pool per client."""
+
+    def __init__(self, *, connect_timeout: float, total_timeout: float) -> None:
+        self._connect_timeout = connect_timeout
+        self._total_timeout = total_timeout
+        self._idle: dict[tuple[str, int], list[_Connection]] = {}
+        self._open: set[_Connection] = set()
+
+    async def __call__(
+        self, method: str, url: URL, body: bytes | None, headers: Mapping[str, str]
+    ) -> tuple[int, bytes, str | None]:
+        if method not in _METHODS:
+            raise ValueError(f"this client sends GET and POST only, not {method}")
+        _check_headers(headers)
+        request = _head(method, url, headers, body) + (body or b"")
+        key = (url.raw_host or "", url.port or 80)
+        async with asyncio.timeout(self._total_timeout):
+            conn, reused = self._reuse(key) or (await self._connect(key), False)
+            try:
+                answer = await self._exchange(conn, request)
+            except _Closed as exc:
+                if not (reused and exc.before_answer and method == "GET"):
+                    raise
+                conn = await self._connect(key)
+                answer = await self._exchange(conn, request)
+        self._release(conn)
+        return answer
+
+    @staticmethod
+    async def _exchange(conn: _Connection, request: bytes) -> tuple[int, bytes, str | None]:
+        try:
+            return await conn.exchange(request)
+        except BaseException:  # cancelled, timed out or failed: the connection's state is unknown
+            conn.close()
+            raise
+
+    def _reuse(self, key: tuple[str, int]) -> tuple[_Connection, bool] | None:
+        idle = self._idle.get(key)
+        while idle:
+            conn = idle.pop()
+            if conn.idle_timer is not None:
+                conn.idle_timer.cancel()
+                conn.idle_timer = None
+            if not conn.closed:
+                return conn, True
+        return None
+
+    async def _connect(self, key: tuple[str, int]) -> _Connection:
+        loop = asyncio.get_running_loop()
+        host, port = key
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                _, conn = await loop.create_connection(lambda: _Connection(loop, self, key), host, port)
+        except TimeoutError:
+            raise TimeoutError(f"connecting timed out after {self._connect_timeout:g} s") from None
+        except OSError as exc:
+            if exc.errno == errno.ECONNREFUSED:
+                raise ConnectionRefusedError(errno.ECONNREFUSED, "connection refused") from None
+            raise OSError(exc.errno, exc.strerror or str(exc) or type(exc).__name__) from None
+        self._open.add(conn)
+        return conn
+
+    def _release(self, conn: _Connection) -> None:
+        if conn.closed or not conn.reusable:
+            conn.close()
+            return
+        idle = self._idle.setdefault(conn.key, [])
+        if len(idle) >= IDLE_PER_ORIGIN:
+            conn.close()
+            return
+        conn.idle_timer = asyncio.get_running_loop().call_later(IDLE_SECS, conn.close)
+        idle.append(conn)
+
+    def forget(self, conn: _Connection) -> None:
+        """A connection closed: drop it (and its origin's entry once nothing is idle there)."""
+        self._open.discard(conn)
+        idle = self._idle.get(conn.key)
+        if idle is not None:
+            if conn in idle:
+                idle.remove(conn)
+            if not idle:
+                del self._idle[conn.key]
+
+    @property
+    def idle_count(self) -> int:
+        """Idle connections kept, over every origin."""
+        return sum(len(v) for v in self._idle.values())
+
+    @property
+    def open_count(self) -> int:
+        """Connections open now, idle or busy."""
+        return len(self._open)
+
+    async def close(self) -> None:
+        """Close every connection, idle or busy, and wait until the transports are gone."""
+        conns = list(self._open)
+        for conn in conns:
+            conn.close()
+        if conns:
+            await asyncio.sleep(0)
