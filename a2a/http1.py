@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import re
 from collections.abc import Mapping
 
@@ -46,7 +47,6 @@ MAX_HEADERS = 128
 MAX_BODY_BYTES = 16 * 1024 * 1024
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_UNSAFE_VALUE = re.compile(r"[\r\n\0]")
 _METHODS = frozenset({"GET", "POST"})
 
 
@@ -62,28 +62,45 @@ def _too_large() -> str:
     return f"the peer's answer is larger than {MAX_BODY_BYTES // (1024 * 1024)} MiB"
 
 
-def _check_headers(headers: Mapping[str, str]) -> None:
-    for name, value in headers.items():
-        if not _TOKEN.fullmatch(name) or _UNSAFE_VALUE.search(value):
+_LOWERED: dict[str, str] = {}  # header names already checked, and their lower case; a client sends the same few
+
+
+def _lowered(name: str) -> str:
+    lowered = _LOWERED.get(name)
+    if lowered is None:
+        if not _TOKEN.fullmatch(name):
             raise ValueError(f"header {name[:40]!r} has a character that cannot be sent in HTTP/1.1")
+        if len(_LOWERED) >= 512:
+            _LOWERED.clear()
+        lowered = _LOWERED[name] = name.lower()
+    return lowered
 
 
-def _host(url: URL) -> str:
+@functools.lru_cache(maxsize=512)
+def _request_line(method: str, url: URL) -> str:
+    """The request line and ``Host`` (a client sends to the same few URLs over and over)."""
     host = url.raw_host or ""
     if ":" in host:
         host = f"[{host}]"
-    return host if url.port in (None, 80) else f"{host}:{url.port}"
+    if url.port not in (None, 80):
+        host = f"{host}:{url.port}"
+    return f"{method} {url.raw_path_qs or '/'} HTTP/1.1\r\nHost: {host}\r\n"
 
 
 def _head(method: str, url: URL, headers: Mapping[str, str], body: bytes | None) -> bytes:
-    lines = [f"{method} {url.raw_path_qs or '/'} HTTP/1.1\r\nHost: {_host(url)}\r\n"]
-    given = set()
+    """The request's head; ValueError for a header that could split the request (nothing is sent)."""
+    lines = [_request_line(method, url)]
+    encoding = length = False
     for name, value in headers.items():
-        given.add(name.lower())
+        lowered = _lowered(name)
+        if "\r" in value or "\n" in value or "\0" in value:
+            raise ValueError(f"header {name!r} has a character that cannot be sent in HTTP/1.1")
+        encoding = encoding or lowered == "accept-encoding"
+        length = length or lowered == "content-length"
         lines.append(f"{name}: {value}\r\n")
-    if "accept-encoding" not in given:
+    if not encoding:
         lines.append("Accept-Encoding: identity\r\n")
-    if body is not None and "content-length" not in given:
+    if body is not None and not length:
         lines.append(f"Content-Length: {len(body)}\r\n")
     lines.append("\r\n")
     return "".join(lines).encode("latin-1")
@@ -98,7 +115,7 @@ class _Connection(asyncio.Protocol):
         self.key = key
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self.idle_timer: asyncio.TimerHandle | None = None
+        self.idle_since = 0.0
         self._parser = httptools.HttpResponseParser(self)
         self._waiter: asyncio.Future[tuple[int, bytes, str | None]] | None = None
         self._reset()
@@ -142,8 +159,6 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._pool.forget(self)
-        if self.idle_timer is not None:
-            self.idle_timer.cancel()
         waiter = self._waiter
         if waiter is None or waiter.done():
             return
@@ -209,16 +224,18 @@ class _Connection(asyncio.Protocol):
 
     # -- the pool's side -------------------------------------------------------------------------
 
-    async def exchange(self, request: bytes) -> tuple[int, bytes, str | None]:
-        """Send one request and wait for its whole answer."""
+    async def exchange(self, request: bytes, deadline: float) -> tuple[int, bytes, str | None]:
+        """Send one request and wait for its whole answer, until ``deadline`` (the loop's clock)."""
         assert self.transport is not None
         self._reset()
         waiter: asyncio.Future[tuple[int, bytes, str | None]] = self._loop.create_future()
         self._waiter = waiter
+        timer = self._loop.call_at(deadline, self._fail, TimeoutError())
         self.transport.write(request)
         try:
             return await waiter
         finally:
+            timer.cancel()
             self._waiter = None
 
     def _fail(self, exc: Exception) -> None:
@@ -242,31 +259,33 @@ class Http1Pool:
         self._total_timeout = total_timeout
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
         self._open: set[_Connection] = set()
+        self._sweeper: asyncio.TimerHandle | None = None
 
     async def __call__(
         self, method: str, url: URL, body: bytes | None, headers: Mapping[str, str]
     ) -> tuple[int, bytes, str | None]:
         if method not in _METHODS:
             raise ValueError(f"this client sends GET and POST only, not {method}")
-        _check_headers(headers)
-        request = _head(method, url, headers, body) + (body or b"")
+        request = _head(method, url, headers, body)
+        if body:
+            request += body
         key = (url.raw_host or "", url.port or 80)
-        async with asyncio.timeout(self._total_timeout):
-            conn, reused = self._reuse(key) or (await self._connect(key), False)
-            try:
-                answer = await self._exchange(conn, request)
-            except _Closed as exc:
-                if not (reused and exc.before_answer and method == "GET"):
-                    raise
-                conn = await self._connect(key)
-                answer = await self._exchange(conn, request)
+        deadline = asyncio.get_running_loop().time() + self._total_timeout
+        conn, reused = self._reuse(key) or (await self._connect(key, deadline), False)
+        try:
+            answer = await self._exchange(conn, request, deadline)
+        except _Closed as exc:
+            if not (reused and exc.before_answer and method == "GET"):
+                raise
+            conn = await self._connect(key, deadline)
+            answer = await self._exchange(conn, request, deadline)
         self._release(conn)
         return answer
 
     @staticmethod
-    async def _exchange(conn: _Connection, request: bytes) -> tuple[int, bytes, str | None]:
+    async def _exchange(conn: _Connection, request: bytes, deadline: float) -> tuple[int, bytes, str | None]:
         try:
-            return await conn.exchange(request)
+            return await conn.exchange(request, deadline)
         except BaseException:  # cancelled, timed out or failed: the connection's state is unknown
             conn.close()
             raise
@@ -275,20 +294,20 @@ class Http1Pool:
         idle = self._idle.get(key)
         while idle:
             conn = idle.pop()
-            if conn.idle_timer is not None:
-                conn.idle_timer.cancel()
-                conn.idle_timer = None
             if not conn.closed:
                 return conn, True
         return None
 
-    async def _connect(self, key: tuple[str, int]) -> _Connection:
+    async def _connect(self, key: tuple[str, int], deadline: float) -> _Connection:
         loop = asyncio.get_running_loop()
         host, port = key
+        connect_by = loop.time() + self._connect_timeout
         try:
-            async with asyncio.timeout(self._connect_timeout):
+            async with asyncio.timeout_at(min(deadline, connect_by)):
                 _, conn = await loop.create_connection(lambda: _Connection(loop, self, key), host, port)
         except TimeoutError:
+            if deadline <= connect_by:
+                raise TimeoutError from None  # the whole request's time ran out
             raise TimeoutError(f"connecting timed out after {self._connect_timeout:g} s") from None
         except OSError as exc:
             if exc.errno == errno.ECONNREFUSED:
@@ -305,8 +324,26 @@ class Http1Pool:
         if len(idle) >= IDLE_PER_ORIGIN:
             conn.close()
             return
-        conn.idle_timer = asyncio.get_running_loop().call_later(IDLE_SECS, conn.close)
+        loop = asyncio.get_running_loop()
+        conn.idle_since = loop.time()
         idle.append(conn)
+        if self._sweeper is None:
+            self._sweeper = loop.call_later(IDLE_SECS, self._sweep)
+
+    def _sweep(self) -> None:
+        """Close connections idle for IDLE_SECS; come back when the next one will have been."""
+        self._sweeper = None
+        loop = asyncio.get_running_loop()
+        now, limit = loop.time(), IDLE_SECS
+        next_due: float | None = None
+        for idle in list(self._idle.values()):
+            for conn in list(idle):
+                if now - conn.idle_since >= limit:
+                    conn.close()
+                elif next_due is None or conn.idle_since + limit < next_due:
+                    next_due = conn.idle_since + limit
+        if next_due is not None:
+            self._sweeper = loop.call_at(next_due, self._sweep)
 
     def forget(self, conn: _Connection) -> None:
         """A connection closed: drop it (and its origin's entry once nothing is idle there)."""
@@ -330,6 +367,9 @@ class Http1Pool:
 
     async def close(self) -> None:
         """Close every connection, idle or busy, and wait until the transports are gone."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         conns = list(self._open)
         for conn in conns:
             conn.close()

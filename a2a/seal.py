@@ -35,7 +35,7 @@ _VERSION = "v2"
 
 def _mac(key: bytes, sender: str, receiver: str, origin: str, trust: str, tp: str, subject: str) -> str:
     text = "\n".join((_VERSION, sender, receiver, origin.lower(), trust.lower(), tp.lower(), subject))
-    return hmac.new(key, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+    return hmac.digest(key, text.encode("utf-8", "surrogatepass"), "sha256").hex()
 
 
 def _part(part: Any) -> list[Any]:

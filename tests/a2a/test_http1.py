@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 
 import httptools
@@ -449,7 +449,6 @@ class _Request:
     body=st.one_of(st.none(), st.binary(max_size=64)),
 )
 def test_head_parses_back_to_what_was_given(headers: dict[str, str], body: bytes | None) -> None:
-    http1._check_headers(headers)
     url = URL("http://127.0.0.1:8080/a2a/jsonrpc?q=1")
     raw = http1._head("POST" if body is not None else "GET", url, headers, body) + (body or b"")
     parsed = _Request()
@@ -467,10 +466,46 @@ def test_head_parses_back_to_what_was_given(headers: dict[str, str], body: bytes
 def test_any_line_break_or_nul_in_a_value_is_refused(value: str, bad: str, at: int) -> None:
     poisoned = value[:at] + bad + value[at:]
     with pytest.raises(ValueError, match="cannot be sent"):
-        http1._check_headers({"x-v": poisoned})
+        http1._head("GET", URL("http://127.0.0.1:1/"), {"x-v": poisoned}, None)
 
 
 def test_default_port_is_left_out_of_host() -> None:
-    assert http1._host(URL("http://door.example/")) == "door.example"
-    assert http1._host(URL("http://door.example:8080/")) == "door.example:8080"
-    assert http1._host(URL("http://[::1]:9/")) == "[::1]:9"
+    assert http1._request_line("GET", URL("http://door.example/")) == "GET / HTTP/1.1\r\nHost: door.example\r\n"
+    assert http1._request_line("GET", URL("http://door.example:8080/a")).endswith("Host: door.example:8080\r\n")
+    assert http1._request_line("POST", URL("http://[::1]:9/")).endswith("Host: [::1]:9\r\n")
+
+
+@contextlib.contextmanager
+def full_backlog() -> Iterator[int]:
+    """A port whose accept queue is full, so a new connect hangs (its SYN is dropped)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    try:
+        for _ in range(4):
+            s = socket.socket()
+            s.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                s.connect(("127.0.0.1", port))
+            fillers.append(s)
+        yield port
+    finally:
+        for s in fillers:
+            s.close()
+        listener.close()
+
+
+async def test_connect_timeout_and_total_timeout_say_which() -> None:
+    with full_backlog() as port:
+        url = URL(f"http://127.0.0.1:{port}/")
+        p = Http1Pool(connect_timeout=0.2, total_timeout=5.0)
+        with pytest.raises(TimeoutError) as info:
+            await p("GET", url, None, {})
+        assert str(info.value) == "connecting timed out after 0.2 s"
+        async with A2AClient(connect_timeout=5.0, total_timeout=0.3) as client:
+            with pytest.raises(errors.PeerUnreachable) as unreachable:
+                await client.get_task(str(url), "t", dialect="1.0")
+        assert str(unreachable.value) == f"could not reach {url}: timed out after 0.3 s"
+        assert p.open_count == 0
