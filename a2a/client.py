@@ -2,11 +2,10 @@
 
 Why this shape: the roost relay sends many short requests to a handful of peers, so one
 connection pool (:class:`a2a.http1.Http1Pool`, keep-alive HTTP/1.1) is reused for the client's
-life. The dialect is read once
-per peer from its card and cached as an :class:`Endpoint`: the JSON-RPC interface the card lists
-(1.0 preferred, else 0.3) and that interface's own URL, which may differ from the card's origin
-(A2A 1.0 §8.3.2). Errors never echo the request's headers or body, because the relay's headers
-may carry credentials.
+life. The dialect is read once per peer from its card and cached as an :class:`Endpoint` (at most
+:data:`ENDPOINT_CACHE` peers): the JSON-RPC interface the card lists (1.0 preferred, else 0.3)
+and that interface's own URL, which may differ from the card's origin (A2A 1.0 §8.3.2). Errors
+never echo the request's headers or body, because the relay's headers may carry credentials.
 
 Redirects are never followed: a 3xx is a :class:`~a2a.errors.PeerHTTPError`. Following one would
 send the request (and whatever the caller stamped on it) to a URL the caller never checked, so
@@ -51,6 +50,7 @@ _METHODS: dict[Dialect, dict[str, str]] = {
     "0.3": {"send": "message/send", "get": "tasks/get", "cancel": "tasks/cancel"},
     "1.0": {"send": "SendMessage", "get": "GetTask", "cancel": "CancelTask"},
 }
+ENDPOINT_CACHE = 4096  # peers whose selected interface is remembered; past it, all are read afresh
 IMMEDIATE: dict[Dialect, dict[str, bool]] = {"1.0": {"returnImmediately": True}, "0.3": {"blocking": False}}
 
 
@@ -181,6 +181,8 @@ class A2AClient:
         except (errors.PeerHTTPError, errors.InvalidResponse):
             return Endpoint(key, "0.3")
         endpoint = select_endpoint(card, key)
+        if len(self._endpoints) >= ENDPOINT_CACHE:  # doors come and go on new ports: stay bounded
+            self._endpoints.clear()
         self._endpoints[key] = endpoint
         return endpoint
 
@@ -277,9 +279,7 @@ class A2AClient:
         via = self.route(target, headers) if self.route is not None else None
         try:
             status, data, location = await (via or self._pool)(method, target, body, headers)
-        except TimeoutError as exc:
-            raise errors.PeerUnreachable(shown_url, _reason(exc, self._total)) from None
-        except OSError as exc:
+        except OSError as exc:  # TimeoutError included
             raise errors.PeerUnreachable(shown_url, _reason(exc, self._total)) from None
         if 300 <= status < 400:
             raise _redirect_refusal(shown_url, status, location)

@@ -223,6 +223,8 @@ class Relay:
             ),
             None,
         )
+        if len(self._doors) >= 4096:  # origins dialled since the last registration: stay bounded
+            self._doors.clear()
         self._doors[origin] = found
         return found
 

@@ -263,3 +263,31 @@ async def test_close_and_reopen() -> None:
         await client.get_task(url, "t", dialect="0.3")  # a closed client reopens lazily
         await client.close()
     assert json.dumps(rec.requests[0][2]["params"]) == '{"id": "t"}'
+
+
+async def test_endpoint_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Doors come and go on new ports; the remembered endpoints stay bounded and still correct."""
+    import a2a.client as client_module
+
+    monkeypatch.setattr(client_module, "ENDPOINT_CACHE", 3)
+    card = {
+        "name": "x",
+        "supportedInterfaces": [{"url": "/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+    }
+    fetched: list[int] = []
+
+    async def h(r: web.Request) -> web.Response:
+        assert r.path == "/.well-known/agent-card.json"
+        fetched.append(r.url.port or 0)
+        return web.json_response(card)
+
+    async with contextlib.AsyncExitStack() as stack:
+        urls = [await stack.enter_async_context(serve(h)) for _ in range(5)]
+        client = await stack.enter_async_context(A2AClient())
+        for url in urls:
+            assert await client.resolve(url) == client_module.Endpoint(url + "/rpc", "1.0")
+        assert len(client._endpoints) <= 3 and len(fetched) == 5
+        await client.resolve(urls[4])  # still remembered: no card read
+        assert len(fetched) == 5
+        assert await client.resolve(urls[0]) == client_module.Endpoint(urls[0] + "/rpc", "1.0")
+        assert len(fetched) == 6  # forgotten when the cache was emptied, read afresh

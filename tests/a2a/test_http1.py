@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import httptools
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from yarl import URL
 
@@ -509,3 +509,56 @@ async def test_connect_timeout_and_total_timeout_say_which() -> None:
                 await client.get_task(str(url), "t", dialect="1.0")
         assert str(unreachable.value) == f"could not reach {url}: timed out after 0.3 s"
         assert p.open_count == 0
+
+
+# -- a hostile peer: whatever it writes, the caller gets an answer or an OSError ------------------
+
+_PIECES = st.sampled_from(
+    [
+        b"HTTP/1.1 200 OK\r\n",
+        b"HTTP/1.0 404 Not Found\r\n",
+        b"HTTP/1.1 100 Continue\r\n\r\n",
+        b"HTTP/9.9 999 ?\r\n",
+        b"Content-Length: 5\r\n",
+        b"Content-Length: -1\r\n",
+        b"Content-Length: 99999999999999999999\r\n",
+        b"Transfer-Encoding: chunked\r\n",
+        b"Connection: close\r\n",
+        b"Location: /elsewhere\r\n",
+        b"X-A: \xff\xfe\r\n",
+        b"\r\n",
+        b"5\r\nhello\r\n",
+        b"zz\r\n",
+        b"0\r\n\r\n",
+        b"hello",
+        b"\x00\x01\x02",
+    ]
+)
+_HOSTILE = st.one_of(
+    st.binary(max_size=200),
+    st.lists(_PIECES, max_size=12).map(b"".join),
+    st.lists(_PIECES, max_size=8).map(lambda pieces: b"HTTP/1.1 200 OK\r\n" + b"".join(pieces)),
+    st.tuples(
+        st.sampled_from([b"", b"Connection: close\r\n", b"Transfer-Encoding: chunked\r\n"]), st.binary(max_size=40)
+    ).map(lambda t: b"HTTP/1.1 200 OK\r\n" + t[0] + b"\r\n" + t[1]),
+)
+
+
+@given(reply=_HOSTILE)
+@settings(max_examples=80, deadline=None)
+def test_whatever_a_peer_writes_the_caller_gets_an_answer_or_an_oserror(reply: bytes) -> None:
+    async def one() -> None:
+        async with peer(always(reply), close_after_reply=True) as (url, _seen):
+            p = pool(total=2.0)
+            try:
+                status, body, location = await p("POST", url, b"{}", POST_HEADERS)
+            except OSError as exc:  # TimeoutError included
+                assert isinstance(exc, TimeoutError) or str(exc)
+                assert "traceparent" not in str(exc)
+            else:
+                assert isinstance(status, int) and isinstance(body, bytes)
+                assert location is None or isinstance(location, str)
+            await p.close()
+            await until(lambda: p.open_count == 0)
+
+    asyncio.run(one())
