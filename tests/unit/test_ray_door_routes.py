@@ -11,35 +11,13 @@ from yarl import URL
 from a2a.client import A2AClient
 from a2a.door import COMPLETION_SESSION_HEADER
 from a2a.errors import PeerHTTPError, PeerUnreachable
-from roost.envelope import Envelope
 from roost.launcher.backend import ChildDir, NodeRef
-from roost.manifest import parse_manifest
 from roost.raybackend.doors import DoorRoutes, KeeperTransport
 from roost.sessions import SessionRecord, SessionTable
+from tests.support.records import running_session as _session
 
-MANIFEST = parse_manifest("name: worker\nversion: 0.1.0\n")
 NODE_A = NodeRef("a" * 56, "10.0.0.1")
 NODE_B = NodeRef("b" * 56, "10.0.0.2")
-
-
-def _session(sid: str, url: str | None, job_id: str | None) -> SessionRecord:
-    return SessionRecord(
-        session_id=sid,
-        name="worker",
-        version="0.1.0",
-        sha256="a" * 64,
-        status="running",
-        parent_id=None,
-        depth_remaining=2,
-        envelope=Envelope.from_manifest(MANIFEST),
-        manifest=MANIFEST,
-        trust="trusted",
-        cred_nonce="n" * 16,
-        handle_salt="s" * 32,
-        created_ms=1000,
-        capsule_url=url,
-        job_id=job_id,
-    )
 
 
 class Calls:

@@ -4,31 +4,9 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from roost.envelope import Envelope
-from roost.manifest import parse_manifest
 from roost.relay import Relay
-from roost.sessions import SessionRecord, SessionTable
-
-MANIFEST = parse_manifest("name: worker\nversion: 0.1.0\n")
-
-
-def _session(sid: str, url: str) -> SessionRecord:
-    return SessionRecord(
-        session_id=sid,
-        name="worker",
-        version="0.1.0",
-        sha256="a" * 64,
-        status="running",
-        parent_id=None,
-        depth_remaining=2,
-        envelope=Envelope.from_manifest(MANIFEST),
-        manifest=MANIFEST,
-        trust="trusted",
-        cred_nonce="n" * 16,
-        handle_salt="s" * 32,
-        created_ms=1000,
-        capsule_url=url,
-    )
+from roost.sessions import SessionTable
+from tests.support.records import running_session
 
 
 def _relay(table: SessionTable) -> Relay:
@@ -38,7 +16,7 @@ def _relay(table: SessionTable) -> Relay:
 
 def test_origins_dialled_between_registrations_stay_bounded_and_doors_are_still_found() -> None:
     table = SessionTable()
-    table.add(_session("ses_door", "http://127.0.0.1:40000"))
+    table.add(running_session("ses_door", "http://127.0.0.1:40000"))
     relay = _relay(table)
     assert relay._receiver("http://127.0.0.1:40000/a2a/jsonrpc") == "ses_door"
     for port in range(41000, 41000 + 5000):  # a session dialling every port it may
