@@ -8,10 +8,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from roost.sessions import SessionRecord, SessionTable
+from roost.sessions import SessionTable
 from roost.store import JOURNAL_SIZE_LIMIT
 from tests.support.daemon import FakeClock, RunningDaemon
 from tests.support.launcher import RUNTIME, add_doubles, job_final, wait_for
+from tests.support.records import running_session
 from tests.support.registry import RegistryBuilder
 
 CRED = "x-murmur-spawn-credential"
@@ -102,7 +103,7 @@ def test_forget_ended_walks_only_what_ended(tmp_path: Path) -> None:
     table = SessionTable()
     recs = []
     for i in range(5):
-        rec = _record(f"ses_{i:016x}")
+        rec = running_session(f"ses_{i:016x}", None)
         table.add(rec)
         recs.append(rec)
     for i, rec in enumerate(recs[:4]):
@@ -115,7 +116,7 @@ def test_forget_ended_walks_only_what_ended(tmp_path: Path) -> None:
 
 def test_forget_ended_keeps_what_is_named_until_it_is_not(tmp_path: Path) -> None:
     table = SessionTable()
-    recs = [_record(f"ses_{i:016x}") for i in range(3)]
+    recs = [running_session(f"ses_{i:016x}", None) for i in range(3)]
     for i, rec in enumerate(recs):
         table.add(rec)
         table.end(rec, "complete", 1000 * i)
@@ -125,28 +126,6 @@ def test_forget_ended_keeps_what_is_named_until_it_is_not(tmp_path: Path) -> Non
     assert table.forget_ended(20_000, named) == 0  # still named: still kept
     assert table.forget_ended(20_000, frozenset()) == 1  # a held one goes once nothing names it
     assert not table.sessions
-
-
-def _record(sid: str) -> SessionRecord:
-    from roost.envelope import Envelope
-    from roost.manifest import Manifest
-
-    manifest = Manifest.model_validate({"name": "w", "version": "0.1.0"})
-    return SessionRecord(
-        session_id=sid,
-        name="w",
-        version="0.1.0",
-        sha256="0" * 64,
-        status="running",
-        parent_id=None,
-        depth_remaining=1,
-        envelope=Envelope.from_manifest(manifest),
-        manifest=manifest,
-        trust="trusted",
-        cred_nonce="n",
-        handle_salt="s",
-        created_ms=0,
-    )
 
 
 async def test_restart_with_100k_ended_sessions_loads_only_the_live(
