@@ -137,8 +137,14 @@ def lane_for(origin: Origin) -> Lane:
 _DERIVED = {(o, t): Provenance._derive(o, t, _SEAL) for o in Origin for t in Trust}
 
 
+_OUTBOUND = {
+    (o, t): {ORIGIN_HEADER: o.value, TRUST_HEADER: t.value} for o in (Origin.PEER, Origin.COMPLETION) for t in Trust
+}
+
+
 def outbound_headers(origin: Origin, trust: Trust) -> dict[str, str]:
-    """Headers a sender stamps. Only ``peer`` and ``completion`` are meaningful on the wire."""
-    if origin not in (Origin.PEER, Origin.COMPLETION):
+    """Headers a sender stamps (a new dict). Only ``peer`` and ``completion`` are meaningful on the wire."""
+    headers = _OUTBOUND.get((origin, trust))
+    if headers is None:
         raise ValueError(f"origin {origin.value!r} cannot be sent on the wire; use peer or completion")
-    return {ORIGIN_HEADER: origin.value, TRUST_HEADER: trust.value}
+    return dict(headers)

@@ -33,9 +33,22 @@ SEAL_HEADER = "x-murmur-task-seal"
 _VERSION = "v2"
 
 
+_KEYED: dict[bytes, hmac.HMAC] = {}
+"""An HMAC-SHA256 already keyed, per key: copying one skips the key schedule and the digest's
+lookup that a one-shot ``hmac.digest`` repeats on every seal (a door has one key, the daemon one
+per receiving session)."""
+
+
 def _mac(key: bytes, sender: str, receiver: str, origin: str, trust: str, tp: str, subject: str) -> str:
     text = "\n".join((_VERSION, sender, receiver, origin.lower(), trust.lower(), tp.lower(), subject))
-    return hmac.digest(key, text.encode("utf-8", "surrogatepass"), "sha256").hex()
+    keyed = _KEYED.get(key)
+    if keyed is None:
+        if len(_KEYED) >= 1024:
+            _KEYED.clear()
+        keyed = _KEYED[key] = hmac.new(key, digestmod=hashlib.sha256)
+    mac = keyed.copy()
+    mac.update(text.encode("utf-8", "surrogatepass"))
+    return mac.hexdigest()
 
 
 def _part(part: Any) -> list[Any]:

@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import secrets
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from random import Random
 from typing import Literal
 
 from a2a.ids import uuid7_hex
-from roost.ids import span_hex
 
 __all__ = ["Category", "EventBus", "ObservedError", "Scalar", "Span", "Subscription"]
 
@@ -67,14 +68,15 @@ class ObservedError:
         return out
 
 
+_SCALAR_TYPES = frozenset({str, int, float, bool})
+
+
 def _scalars(attrs: dict[str, object]) -> dict[str, Scalar]:
-    out: dict[str, Scalar] = {}
+    """``attrs`` itself (a fresh ``**kwargs`` dict), once every value is checked to be a scalar."""
     for key, value in attrs.items():
-        if value is None or isinstance(value, (str, int, float, bool)):
-            out[key] = value
-        else:
+        if value is not None and type(value) not in _SCALAR_TYPES and not isinstance(value, (str, int, float, bool)):
             raise TypeError(f"event attribute {key!r} must be a scalar, not {type(value).__name__}")
-    return out
+    return attrs  # type: ignore[return-value]  # checked above
 
 
 class Subscription:
@@ -110,37 +112,74 @@ class Subscription:
         self._bus._subscribers.discard(self)
 
 
-@dataclass(slots=True)
 class Span:
-    """An operation in flight; finish it exactly once with :meth:`completed` or :meth:`failed`."""
+    """An operation in flight; finish it exactly once with :meth:`completed` or :meth:`failed`.
 
-    bus: EventBus
-    subsystem: str
-    operation: str
-    span_id: str
-    parent_span_id: str | None
-    started: float
-    attributes: dict[str, Scalar] = field(default_factory=dict)
-    done: bool = False
+    A plain slotted class rather than a dataclass: one is made per unit of daemon work, and a
+    generated ``__init__`` with defaults costs more than this one.
+    """
+
+    __slots__ = ("attributes", "bus", "done", "operation", "parent_span_id", "span_id", "started", "subsystem")
+
+    def __init__(
+        self,
+        bus: EventBus,
+        subsystem: str,
+        operation: str,
+        span_id: str,
+        parent_span_id: str | None,
+        started: float,
+        attributes: dict[str, Scalar],
+    ) -> None:
+        self.bus = bus
+        self.subsystem = subsystem
+        self.operation = operation
+        self.span_id = span_id
+        self.parent_span_id = parent_span_id
+        self.started = started
+        self.attributes = attributes
+        self.done = False
 
     def completed(self, *, result_count: int | None = None, **attributes: object) -> None:
         if self.done:
             return
         self.done = True
-        extra: dict[str, object] = {"durationMs": round((time.monotonic() - self.started) * 1000, 3)}
+        extra: dict[str, object] = {"durationMs": (time.monotonic() - self.started) * 1000}
         if result_count is not None:
             extra["resultCount"] = result_count
-        self.bus._emit("operation.completed", self, {**self.attributes, **_scalars(attributes)}, extra)
+        merged = {**self.attributes, **_scalars(attributes)} if attributes else self.attributes
+        self.bus._emit("operation.completed", self, merged, extra)
 
     def failed(self, error: ObservedError, **attributes: object) -> None:
         if self.done:
             return
         self.done = True
         extra: dict[str, object] = {
-            "durationMs": round((time.monotonic() - self.started) * 1000, 3),
+            "durationMs": (time.monotonic() - self.started) * 1000,
             "error": error.as_dict(),
         }
-        self.bus._emit("operation.failed", self, {**self.attributes, **_scalars(attributes)}, extra)
+        merged = {**self.attributes, **_scalars(attributes)} if attributes else self.attributes
+        self.bus._emit("operation.failed", self, merged, extra)
+
+
+_SPAN_IDS = Random()
+"""Span ids: 64 random bits each, as OpenTelemetry's SDKs draw them. They name an operation in
+the event stream and authorize nothing, so a seeded generator of their own serves (no system
+call per span) and nothing else draws from it."""
+
+_NO_EXTRA: dict[str, object] = {}  # shared by every event without extra fields; never mutated
+
+
+@functools.lru_cache(maxsize=256)
+def _subsystem(operation: str) -> str:
+    """``process`` of ``roost.process.start``: the span names are a fixed few."""
+    return operation.split(".")[1]
+
+
+_Record = tuple[str, int, int, Span, dict[str, object], dict[str, Scalar]]
+"""What the ring keeps of an event: kind, sequence, timestamp, span, extra fields, attributes.
+The event's dict is built when it is read (:meth:`EventBus.recent`, a subscriber): most events
+are never read, and a daemon emits two for every relayed send."""
 
 
 class EventBus:
@@ -157,7 +196,7 @@ class EventBus:
         self.execution_id = uuid7_hex()
         self.root_span = secrets.token_hex(8)
         self._sequence = 0
-        self._recent: deque[dict[str, object]] = deque(maxlen=keep)
+        self._recent: deque[_Record] = deque(maxlen=keep)
         self._subscribers: set[Subscription] = set()
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
 
@@ -171,31 +210,38 @@ class EventBus:
         **attributes: object,
     ) -> Span:
         """Report ``operation.started`` and return the span to finish later."""
-        sub = subsystem or operation.split(".")[1]
         span = Span(
-            bus=self,
-            subsystem=sub,
-            operation=operation,
-            span_id=span_hex(),  # pooled: no system call (and GIL release) per span
-            parent_span_id=parent.span_id if parent is not None else self.root_span,
-            started=time.monotonic(),
-            attributes=_scalars(attributes),
+            self,
+            subsystem or _subsystem(operation),
+            operation,
+            f"{_SPAN_IDS.getrandbits(64):016x}",
+            parent.span_id if parent is not None else self.root_span,
+            time.monotonic(),
+            _scalars(attributes),
         )
-        extra: dict[str, object] = {}
-        if item_count is not None:
-            extra["itemCount"] = item_count
+        extra: dict[str, object] = _NO_EXTRA if item_count is None else {"itemCount": item_count}
         self._emit("operation.started", span, span.attributes, extra)
         return span
 
     def _emit(self, kind: str, span: Span, attributes: dict[str, Scalar], extra: dict[str, object]) -> None:
         seq = self._sequence
-        self._sequence += 1
+        self._sequence = seq + 1
+        record: _Record = (kind, seq, self._clock(), span, extra, attributes)
+        self._recent.append(record)
+        if self._subscribers:
+            event = self._event(record)
+            for sub in list(self._subscribers):
+                sub._offer(event)
+
+    def _event(self, record: _Record) -> dict[str, object]:
+        """The ``ObserveEvent`` dict of a kept record (a new dict each time: readers may keep it)."""
+        kind, seq, timestamp, span, extra, attributes = record
         event: dict[str, object] = {
             "schemaVersion": 1,
             "type": kind,
             "eventId": f"{self.execution_id}:{seq}",
             "sequence": seq,
-            "timestamp": self._clock(),
+            "timestamp": timestamp,
             "runId": self.run_id,
             "executionId": self.execution_id,
             "spanId": span.span_id,
@@ -205,13 +251,14 @@ class EventBus:
             **extra,
             "attributes": dict(attributes),
         }
-        self._recent.append(event)
-        for sub in list(self._subscribers):
-            sub._offer(event)
+        duration = extra.get("durationMs")
+        if isinstance(duration, float):
+            event["durationMs"] = round(duration, 3)
+        return event
 
     def recent(self, limit: int | None = None) -> list[dict[str, object]]:
-        items = list(self._recent)
-        return items if limit is None else items[-limit:]
+        records = list(self._recent)
+        return [self._event(r) for r in (records if limit is None else records[-limit:])]
 
     def subscribe(self, *, maxsize: int = 1000, replay: int = 0) -> Subscription:
         sub = Subscription(self, maxsize)

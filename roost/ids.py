@@ -19,7 +19,6 @@ __all__ = [
     "job_id",
     "nonce_hex",
     "session_id",
-    "span_hex",
     "token_id",
     "uuid7_hex",
 ]
@@ -56,11 +55,6 @@ def nonce_hex() -> str:
     the referee's hot path every release hands the interpreter to a busy worker thread.
     """
     return _pooled_hex(16)
-
-
-def span_hex() -> str:
-    """8 CSPRNG bytes as 16 lowercase hex chars (an observation span id), from the same pool."""
-    return _pooled_hex(8)
 
 
 def _pooled_hex(n: int) -> str:

@@ -14,13 +14,18 @@ to 1024 levels.
 from __future__ import annotations
 
 import json
-import re
 
 import orjson
 
 __all__ = ["BodyError", "decode_body"]
 
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+_DIGIT_MAP = bytes(0x31 if 0x30 <= b <= 0x39 else 0x2E for b in range(256))  # digit -> "1", else "."
+_LONG_RUN = b"1" * 19
+
+
+def _has_long_digit_run(raw: bytes) -> bool:
+    """Whether ``raw`` has 19 digits in a row (two C passes; a regex search costs several times more)."""
+    return _LONG_RUN in raw.translate(_DIGIT_MAP)
 
 
 class BodyError(ValueError):
@@ -29,7 +34,7 @@ class BodyError(ValueError):
 
 def decode_body(raw: bytes) -> object:
     """The JSON value of ``raw``, as ``json.loads(raw)`` would return it, or :class:`BodyError`."""
-    if _LONG_DIGITS.search(raw) is None:
+    if not _has_long_digit_run(raw):
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:

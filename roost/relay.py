@@ -21,8 +21,7 @@ a failed or refused send records nothing.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import structlog
 from yarl import URL
@@ -53,9 +52,9 @@ def network_refusal(peer_url: str) -> str:
     return f"network policy: '{peer_url}' not in capabilities.network.allow"
 
 
-@dataclass(frozen=True, slots=True)
-class SendRequest:
-    """The only fields of a ``POST /a2a/send`` body the relay reads."""
+class SendRequest(NamedTuple):
+    """The only fields of a ``POST /a2a/send`` body the relay reads (a named tuple: one is made
+    per relayed send, and a frozen dataclass's ``__init__`` costs several times more)."""
 
     peer_url: str
     parts: tuple[Part, ...]
@@ -108,31 +107,39 @@ def parse_send(body: dict[str, Any]) -> SendRequest:
         parts.insert(0, text_part(text))
     if not parts:
         raise BadRequest("a send needs 'text' or 'parts'")
-    size = sum(len(p.text.encode()) for p in parts if p.text is not None)
+    size = 0
+    for p in parts:
+        if p.text is not None:
+            size += len(p.text.encode())
     if size > MAX_TEXT_BYTES:
         raise BadRequest(f"the message text is {size} bytes; the relay carries at most {MAX_TEXT_BYTES}")
+    get = body.get
+    fields = (get("context_id"), get("task_id"), get("message_id"), get("traceparent"), get("tracestate"))
+    for key, value in zip(_OPTIONAL, fields, strict=True):
+        if value is not None and not isinstance(value, str):
+            raise BadRequest(f"invalid JSON: field '{key}' must be a string")
+    context_id, task_id, message_id, tp, tracestate = fields
     return SendRequest(
-        peer_url=peer_url,
-        parts=tuple(parts),
-        context_id=_optional_str(body, "context_id") or None,
-        task_id=_optional_str(body, "task_id") or None,
-        message_id=_optional_str(body, "message_id") or prefixed("msg"),
-        traceparent=_optional_str(body, "traceparent"),
-        tracestate=_optional_str(body, "tracestate"),
+        peer_url, tuple(parts), context_id or None, task_id or None, message_id or prefixed("msg"), tp, tracestate
     )
+
+
+_OPTIONAL = ("context_id", "task_id", "message_id", "traceparent", "tracestate")
 
 
 def stamp(trust: Trust, caller_traceparent: str | None, caller_tracestate: str | None) -> tuple[str, dict[str, str]]:
     """The outgoing headers (pure): trace context continued or new, origin ``peer``, the given trust."""
     caller = traceparent.parse(caller_traceparent.strip().lower() if caller_traceparent else None)
-    tp = caller.child() if caller is not None else traceparent.new()
-    headers = {"traceparent": tp.format(), **outbound_headers(Origin.PEER, trust)}
+    sent = (caller.child() if caller is not None else traceparent.new()).format()
+    headers = outbound_headers(Origin.PEER, trust)
+    headers["traceparent"] = sent
     if caller is not None and caller_tracestate and traceparent.valid_tracestate(caller_tracestate):
         headers["tracestate"] = caller_tracestate
-    return tp.format(), headers
+    return sent, headers
 
 
 _TRUST = {t.value: t for t in Trust}
+_PEER = Origin.PEER.value
 
 
 @functools.lru_cache(maxsize=4096)
@@ -236,7 +243,7 @@ class Relay:
             self._door_keys.door_key_for(receiver),
             sender=sender.session_id,
             receiver=receiver,
-            origin=Origin.PEER.value,
+            origin=_PEER,
             trust=sender.trust,
             traceparent=tp,
             subject=subject,
@@ -299,7 +306,8 @@ class Relay:
             count("send", "failed")
             log.info("relay_failed", session_id=rec.session_id, method="send", error=observed.name)
             raise BadGateway(sentence) from None
-        state = task.status.state.value
+        state = str(task.status.state)  # a StrEnum's str() is its value, without the enum property's cost
+        trust_value = str(trust)
         await self._traces.write(
             rec,
             "a2a_send",
@@ -309,7 +317,7 @@ class Relay:
                 "task_id": task.id,
                 "context_id": task.context_id,
                 "traceparent": sent_tp,
-                "trust": trust.value,
+                "trust": trust_value,
             },
         )
         done: dict[str, Any] = {"roost.relay.task_id": task.id, "roost.relay.state": state}
@@ -320,7 +328,7 @@ class Relay:
             "context_id": task.context_id,
             "message_id": req.message_id,
             "traceparent": sent_tp,
-            "trust": trust.value,
+            "trust": trust_value,
             "state": state,
         }
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roost.jsonbody import BodyError, decode_body
+from roost.jsonbody import BodyError, _has_long_digit_run, decode_body
 
 
 def stdlib(raw: bytes) -> tuple[str, Any]:
@@ -120,3 +121,18 @@ def test_agrees_on_damaged_documents(value: Any, junk: bytes, at: int) -> None:
     raw = json.dumps(value).encode("utf-8", "surrogatepass")
     at = min(at, len(raw))
     agree(raw[:at] + junk + raw[at:])
+
+
+_PIECES = [b"0", b"7", b"9", b"a", b"/", b":", b" ", b"\xff", b"1" * 18, b"5" * 19]
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=40))
+def test_the_long_digit_run_check_is_the_regex_it_replaces(pieces: list[bytes]) -> None:
+    raw = b"".join(pieces)
+    assert _has_long_digit_run(raw) == (re.search(rb"[0-9]{19}", raw) is not None)
+
+
+def test_a_wide_integer_anywhere_is_read_as_the_stdlib_reads_it() -> None:
+    raw = b'{"a": "x", "n": 1234567890123456789012}'
+    assert decode_body(raw) == {"a": "x", "n": 1234567890123456789012}
+    assert type(decode_body(raw)["n"]) is int  # type: ignore[index]
