@@ -62,3 +62,14 @@ async def test_slow_subscriber_gets_a_lag_marker() -> None:
     sub.close()
     bus.start("roost.process.start")
     assert sub._queue.empty()
+
+
+def test_each_read_is_a_new_event_and_durations_are_rounded_to_microseconds() -> None:
+    bus = EventBus()
+    bus.start("roost.relay.send", session="ses_a").completed(state="submitted")
+    first, second = bus.recent(), bus.recent()
+    first[1]["attributes"]["state"] = "tampered"  # type: ignore[index]
+    assert second[1]["attributes"] == {"session": "ses_a", "state": "submitted"}
+    assert bus.recent(1)[0]["type"] == "operation.completed"
+    duration = second[1]["durationMs"]
+    assert isinstance(duration, float) and round(duration, 3) == duration
