@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import os
 import secrets
 import time
 from collections import deque
@@ -165,7 +166,9 @@ class Span:
 _SPAN_IDS = Random()
 """Span ids: 64 random bits each, as OpenTelemetry's SDKs draw them. They name an operation in
 the event stream and authorize nothing, so a seeded generator of their own serves (no system
-call per span) and nothing else draws from it."""
+call per span) and nothing else draws from it. Reseeded in a forked child, so the two never
+repeat each other's ids."""
+os.register_at_fork(after_in_child=_SPAN_IDS.seed)
 
 _NO_EXTRA: dict[str, object] = {}  # shared by every event without extra fields; never mutated
 

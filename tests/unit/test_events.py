@@ -73,3 +73,21 @@ def test_each_read_is_a_new_event_and_durations_are_rounded_to_microseconds() ->
     assert bus.recent(1)[0]["type"] == "operation.completed"
     duration = second[1]["durationMs"]
     assert isinstance(duration, float) and round(duration, 3) == duration
+
+
+def test_a_forked_child_draws_other_span_ids_than_its_parent() -> None:
+    import os
+
+    bus = EventBus()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next span ids, to the parent
+        os.close(read)
+        os.write(write, ",".join(bus.start("roost.relay.send").span_id for _ in range(4)).encode())
+        os._exit(0)
+    os.close(write)
+    mine = {bus.start("roost.relay.send").span_id for _ in range(4)}
+    with os.fdopen(read) as pipe:
+        theirs = set(pipe.read().split(","))
+    os.waitpid(pid, 0)
+    assert len(theirs) == 4 and not mine & theirs
