@@ -61,6 +61,8 @@ def redact_text(text: str) -> str:
 
 def redact(value: object) -> object:
     """Recursively redact tokens from every string inside a JSON-like value."""
+    if type(value) is str and "1." not in value:  # the usual field: no token (redact_text's first test)
+        return value
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, Mapping):
@@ -106,8 +108,7 @@ def build_line(
     for key, val in payload.items():
         if key in line:
             raise ValueError(f"payload field '{key}' collides with the trace envelope")
-        # A plain string without "1." holds no token (redact_text's own first test), inline.
-        line[key] = val if type(val) is str and "1." not in val else redact(val)
+        line[key] = redact(val)
     return eid, orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE)
 
 
