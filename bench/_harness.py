@@ -70,9 +70,15 @@ class Proc:
                 self.proc.wait()
 
 
-def start_daemon(args: list[str], cpu: str = SERVER_CPU, env: dict[str, str] | None = None) -> Proc:
-    """Start ``mur-roost``; its log goes to a file, as journald would take it, not a slow pipe."""
-    cmd = [*taskset(cpu), sys.executable, "-m", "roost", "--port", "0", "--log-format", "json", *args]
+def start_daemon(
+    args: list[str], cpu: str = SERVER_CPU, env: dict[str, str] | None = None, launcher: str | None = None
+) -> Proc:
+    """Start ``mur-roost``; its log goes to a file, as journald would take it, not a slow pipe.
+
+    ``launcher``: Python code that runs the daemon instead of ``-m roost`` (it gets the daemon's
+    arguments in ``sys.argv[1:]``), for a baseline that changes the daemon in its own process."""
+    run = ["-m", "roost"] if launcher is None else ["-c", launcher]
+    cmd = [*taskset(cpu), sys.executable, *run, "--port", "0", "--log-format", "json", *args]
     log_path = Path(tempfile.mkdtemp(prefix="roost-bench-")) / "daemon.log"
     with open(log_path, "wb") as log_file:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file, env=env)

@@ -2,8 +2,10 @@
 launch latency with and without a per-job cgroup.
 
 Two daemons on the same core in the same run: one looks up the uid behind every connection
-(``NETLINK_SOCK_DIAG``, the shipped behaviour), the baseline skips it
-(``ROOST_BENCH_NO_IDENTITY_LOOKUP=1``, benchmarks only). wrk sends ``Connection: close``, so
+(``NETLINK_SOCK_DIAG``, the shipped behaviour), the baseline skips it (``NO_LOOKUP``: the
+daemon started through a launcher that replaces the lookup in its own process, believing every
+loopback peer is the daemon's own uid as roost did before it asked; the shipped daemon has no
+switch for that). wrk sends ``Connection: close``, so
 every request is a new connection and pays the lookup; 5,000 idle connections are held open
 to each daemon meanwhile (the lookup is exact, so their number must not matter). Rounds
 alternate (baseline, lookup, baseline, …); the median of each is reported with the ratio
@@ -31,6 +33,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import Proc, make_registry, post_json, start_daemon, start_script, wrk
+
+NO_LOOKUP = """
+import os, runpy, sys
+import roost.http.caller as caller
+from roost.loopback import is_loopback_peer
+caller.owner_uid = lambda remote, local: os.geteuid() if is_loopback_peer(str(remote[0])) else None
+caller.tcp_peer_uid = lambda sock: os.geteuid()  # the baseline serves loopback TCP only
+sys.argv = ["roost", *sys.argv[1:]]
+runpy.run_module("roost", run_name="__main__", alter_sys=True)
+"""
+"""The baseline daemon: ``python -c NO_LOOKUP <daemon arguments>``."""
 
 CARD_SERVER = """
 import asyncio
@@ -129,9 +142,8 @@ def main() -> None:
         (workdir / "share").mkdir(parents=True)
         (workdir / "share" / "small.bin").write_bytes(os.urandom(4096))
         card = start_script(CARD_SERVER, cpu="1")
-        base_env = {**os.environ, "ROOST_BENCH_NO_IDENTITY_LOOKUP": "1"}
         looked = start_daemon(["--config", str(_config(tmp, "lookup", registry))])
-        plain = start_daemon(["--config", str(_config(tmp, "baseline", registry))], env=base_env)
+        plain = start_daemon(["--config", str(_config(tmp, "baseline", registry))], launcher=NO_LOOKUP)
         idle: list[socket.socket] = []
         spawn: dict[str, list[float]] = {"baseline": [], "lookup": []}
         redeem: dict[str, list[float]] = {"baseline": [], "lookup": []}

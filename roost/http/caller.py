@@ -11,7 +11,6 @@ nothing. docs/security.md says what each endpoint does with it.
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import weakref
 from dataclasses import dataclass
@@ -44,11 +43,6 @@ _UNKNOWN_TCP = Caller(uid=None, via="tcp", loopback=False)
 _CACHE: weakref.WeakKeyDictionary[object, Caller] = weakref.WeakKeyDictionary()
 
 
-# Benchmarks only (bench/bench_identity.py): the baseline without the kernel lookup, which
-# believes every loopback TCP peer is the daemon's own uid, as roost did before it asked.
-_BENCH_NO_LOOKUP = os.environ.get("ROOST_BENCH_NO_IDENTITY_LOOKUP") == "1"
-
-
 def identify(sock: socket.socket | None) -> Caller:
     """The caller behind ``sock`` (blocking for microseconds: one netlink round trip)."""
     if sock is None:
@@ -60,8 +54,6 @@ def identify(sock: socket.socket | None) -> Caller:
     except OSError:
         return _UNKNOWN_TCP
     loopback = is_loopback_peer(str(remote[0]))
-    if _BENCH_NO_LOOKUP:
-        return Caller(uid=os.geteuid() if loopback else None, via="tcp", loopback=loopback)
     return Caller(uid=tcp_peer_uid(sock), via="tcp", loopback=loopback)
 
 
@@ -84,8 +76,6 @@ def _identify_transport(transport: asyncio.BaseTransport) -> Caller:
     if not remote or not local:
         return identify(sock)
     loopback = is_loopback_peer(str(remote[0]))
-    if _BENCH_NO_LOOKUP:
-        return Caller(uid=os.geteuid() if loopback else None, via="tcp", loopback=loopback)
     # The other end's socket has the peer's address as its own and ours as its peer.
     uid = owner_uid((str(remote[0]), int(remote[1])), (str(local[0]), int(local[1])))
     return Caller(uid=uid, via="tcp", loopback=loopback)

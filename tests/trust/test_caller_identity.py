@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import time
+from pathlib import Path
 
 import pytest
 from trust.attacker import NOBODY, request_as
 
 from roost.http.caller import identify
 from roost.peercred import SockDiag, tcp_peer_uid, unix_peer_uid
-from tests.support.daemon import RunningDaemon
+from tests.support.daemon import DaemonProcess, RunningDaemon, start_daemon_process
+from tests.support.registry import RegistryBuilder
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="acting as another uid needs root")
 
@@ -129,3 +132,26 @@ async def test_a_session_may_not_claim_another_users_process(daemon: RunningDaem
     finally:
         own.kill()
         await own.wait()
+
+
+async def test_no_environment_turns_the_lookup_off(
+    tmp_path: Path, registry: RegistryBuilder, daemon_processes: list[DaemonProcess]
+) -> None:
+    """The daemon asks the kernel whose a connection is, whatever its environment says: a
+    benchmark switch that believed every loopback peer was the daemon's own uid (root here) is
+    gone from the daemon, and setting it changes nothing."""
+    registry.add("orchestrator")
+    env = {**os.environ, "ROOST_BENCH_NO_IDENTITY_LOOKUP": "1"}
+    args = ["--registry-path", str(registry.root), "--state-dir", str(tmp_path / "state")]
+    d = start_daemon_process([*args, "--spawn-allow", "orchestrator"], env=env)
+    daemon_processes.append(d)
+    sid = "ses_" + os.urandom(8).hex()
+    body = {"session_id": sid, "name": "orchestrator", "version": "0.1.0"}
+    status, answer = await request_as(NOBODY, d.url, "POST", "/register", body)
+    assert status == 200, answer
+    for _ in range(100):  # the log line may land just after the answer
+        registered = [json.loads(line) for line in d.stderr_lines if '"session_registered"' in line]
+        if registered:
+            break
+        await asyncio.sleep(0.05)
+    assert [(r["session_id"], r["uid"]) for r in registered] == [(sid, NOBODY)]
