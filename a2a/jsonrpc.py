@@ -25,9 +25,14 @@ _DIGITS_ONLY = bytes(ord("0") if chr(b).isdigit() and b < 128 else ord(" ") for 
 _LONG_RUN = b"0" * 19
 
 
+def has_long_digit_run(body: bytes) -> bool:
+    """Whether ``body`` has 19 ASCII digits in a row, where orjson and the stdlib part ways."""
+    return _LONG_RUN in body.translate(_DIGITS_ONLY)
+
+
 def loads(body: bytes) -> Any:
     """``json.loads(body)``, by orjson when it would give the same value."""
-    if _LONG_RUN not in body.translate(_DIGITS_ONLY):
+    if not has_long_digit_run(body):
         try:
             return orjson.loads(body)
         except orjson.JSONDecodeError:

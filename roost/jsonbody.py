@@ -13,19 +13,9 @@ to 1024 levels.
 
 from __future__ import annotations
 
-import json
-
-import orjson
+from a2a.jsonrpc import loads
 
 __all__ = ["BodyError", "decode_body"]
-
-_DIGIT_MAP = bytes(0x31 if 0x30 <= b <= 0x39 else 0x2E for b in range(256))  # digit -> "1", else "."
-_LONG_RUN = b"1" * 19
-
-
-def _has_long_digit_run(raw: bytes) -> bool:
-    """Whether ``raw`` has 19 digits in a row (two C passes; a regex search costs several times more)."""
-    return _LONG_RUN in raw.translate(_DIGIT_MAP)
 
 
 class BodyError(ValueError):
@@ -33,14 +23,13 @@ class BodyError(ValueError):
 
 
 def decode_body(raw: bytes) -> object:
-    """The JSON value of ``raw``, as ``json.loads(raw)`` would return it, or :class:`BodyError`."""
-    if not _has_long_digit_run(raw):
-        try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            pass
+    """The JSON value of ``raw``, as ``json.loads(raw)`` would return it, or :class:`BodyError`.
+
+    :func:`a2a.jsonrpc.loads` does the parsing (orjson, or the stdlib wherever the two differ);
+    this gives its refusals the stdlib's sentence.
+    """
     try:
-        return json.loads(raw)
+        return loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise BodyError(str(exc)) from None
     except RecursionError:

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roost.jsonbody import BodyError, _has_long_digit_run, decode_body
+from a2a.jsonrpc import has_long_digit_run
+from roost.jsonbody import BodyError, decode_body
 
 
 def stdlib(raw: bytes) -> tuple[str, Any]:
@@ -129,7 +130,7 @@ _PIECES = [b"0", b"7", b"9", b"a", b"/", b":", b" ", b"\xff", b"1" * 18, b"5" * 
 @given(st.lists(st.sampled_from(_PIECES), max_size=40))
 def test_the_long_digit_run_check_is_the_regex_it_replaces(pieces: list[bytes]) -> None:
     raw = b"".join(pieces)
-    assert _has_long_digit_run(raw) == (re.search(rb"[0-9]{19}", raw) is not None)
+    assert has_long_digit_run(raw) == (re.search(rb"[0-9]{19}", raw) is not None)
 
 
 def test_a_wide_integer_anywhere_is_read_as_the_stdlib_reads_it() -> None:
