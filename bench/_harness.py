@@ -71,18 +71,28 @@ class Proc:
 
 
 def start_daemon(
-    args: list[str], cpu: str = SERVER_CPU, env: dict[str, str] | None = None, launcher: str | None = None
+    args: list[str],
+    cpu: str = SERVER_CPU,
+    env: dict[str, str] | None = None,
+    launcher: str | None = None,
+    *,
+    prefix: list[str] | None = None,
+    timeout: float = 30,
+    cwd: str | None = None,
 ) -> Proc:
     """Start ``mur-roost``; its log goes to a file, as journald would take it, not a slow pipe.
 
     ``launcher``: Python code that runs the daemon instead of ``-m roost`` (it gets the daemon's
-    arguments in ``sys.argv[1:]``), for a baseline that changes the daemon in its own process."""
+    arguments in ``sys.argv[1:]``), for a baseline that changes the daemon in its own process.
+    ``prefix``: a command the interpreter runs under (e.g. valgrind), given ``timeout`` s to listen.
+    ``cwd``: where it runs; ``-m`` puts it first on the import path, so a daemon from another
+    checkout (``PYTHONPATH`` in ``env``) must run there too."""
     run = ["-m", "roost"] if launcher is None else ["-c", launcher]
-    cmd = [*taskset(cpu), sys.executable, *run, "--port", "0", "--log-format", "json", *args]
+    cmd = [*taskset(cpu), *(prefix or []), sys.executable, *run, "--port", "0", "--log-format", "json", *args]
     log_path = Path(tempfile.mkdtemp(prefix="roost-bench-")) / "daemon.log"
     with open(log_path, "wb") as log_file:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file, env=env)
-    deadline = time.monotonic() + 30
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file, env=env, cwd=cwd)
+    deadline = time.monotonic() + timeout
     pat = re.compile(rb"listening on \S+:(\d+)")
     while time.monotonic() < deadline:
         m = pat.search(log_path.read_bytes())

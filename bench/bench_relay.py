@@ -35,13 +35,29 @@ to each other drift together, so many short rounds pair better than a few long o
 counts as met only when both ratios meet it. Every round's p50 and the front server's CPU per
 request (from /proc) are printed too.
 
-Run: python bench/bench_relay.py [--seconds 1] [--rounds 20] [--layout shared|split|none]
+``--before PATH`` adds a path: a second daemon imported from another checkout (e.g. a ``git
+worktree`` of the previous commit), with a door of its own registered with it, so a change to the
+relay is measured before/after in the same run; it runs beside the floor and the relay.
+
+``--instructions`` counts instead of timing: each front server (the floor, the pooled floor, the
+pooled floor with the guarantee, roost, and ``--before``) runs under valgrind's callgrind and
+forwards ``--small`` and then, in a second process, ``--large`` sends one at a time over one
+kept-alive connection; the difference of the two totals over the difference of the counts is
+what one send costs that process (start-up, registration and shutdown cancel out). It counts
+work, not waiting: the executor hop's thread switches cost time the count does not show.
+
+Run: python bench/bench_relay.py [--seconds 1] [--rounds 20] [--layout shared|split|none] [--before PATH]
+     python bench/bench_relay.py --instructions [--small 200] [--large 1000] [--before PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
+import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -105,9 +121,10 @@ DOOR_SERVER = app_script(
 )
 
 
-def start_door(cpu: str | None) -> Proc:
+def start_door(cpu: str | None, env: dict[str, str] | None = None) -> Proc:
     cmd = [*(taskset(cpu) if cpu else []), sys.executable, "-c", DOOR_SERVER]
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    cwd = env["PYTHONPATH"] if env else None  # -c puts the cwd first on the import path
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=cwd)
     assert proc.stdout is not None
     return Proc(proc, int(proc.stdout.readline().decode().strip()))
 
@@ -118,6 +135,35 @@ def seal_door(door: Proc, key_hex: str) -> None:
     door.proc.stdin.flush()
     if door.proc.stdout.readline().strip() != b"sealed":
         raise SystemExit("the bench door did not install its seal key")
+
+
+def relay_target(daemon: Proc, door: Proc, workdir: Path) -> tuple[str, dict[str, str]]:
+    """Register ``door`` as the receiving session's door with ``daemon`` (sealing it) and a sender
+    whose trace lives in ``workdir``; the relay's request body and headers for that sender."""
+    workdir.mkdir()
+    (workdir / "door").mkdir()
+    registered = post_json(
+        daemon.url + "/register",
+        {
+            "session_id": DOOR_SESSION,
+            "name": "receiver",
+            "version": "0.1.0",
+            "workdir": str(workdir / "door"),
+            "capsule_url": door.url,
+        },
+    )
+    seal_door(door, registered["door_key"])
+    cred = post_json(
+        daemon.url + "/register",
+        {"session_id": "ses_bench", "name": "sender", "version": "0.1.0", "workdir": str(workdir)},
+    )["credential"]
+    body = json.dumps({"peer_url": door.url, "text": "hello", "message_id": "msg-" + COUNTER})
+    probe = post_json(
+        daemon.url + "/a2a/send", json.loads(body.replace(COUNTER, "probe")), {"x-murmur-spawn-credential": cred}
+    )
+    if unsealed_sees(door.url, probe["task_id"]):
+        raise SystemExit("the relay's send reached the door unsealed: the seal is not being measured")
+    return body, {"content-type": "application/json", "x-murmur-spawn-credential": cred}
 
 
 def unsealed_sees(door_url: str, task_id: str) -> bool:
@@ -288,9 +334,11 @@ def fresh(body: str) -> str:
 
 
 def round_order(names: list[str], r: int) -> list[str]:
-    """Round ``r``'s order: the paths rotated, the floor and the relay always next to each other
-    (which goes first alternates), so the pair the target compares drifts together."""
-    pair = ["floor", "roost"] if r % 2 == 0 else ["roost", "floor"]
+    """Round ``r``'s order: the paths rotated, the floor and the relay (and ``before``) always next
+    to each other (which goes first alternates), so the ones compared drift together."""
+    pair = ["floor", "roost", *(["before"] if "before" in names else [])]
+    if r % 2:
+        pair.reverse()
     units = [pair] + [[n] for n in names if n not in pair]
     k = r % len(units)
     return [n for unit in units[k:] + units[:k] for n in unit]
@@ -301,56 +349,146 @@ def paired_ratio(runs: dict[str, list[WrkResult]], num: str, den: str) -> float:
     return statistics.median(x.p50_ms / y.p50_ms for x, y in zip(runs[num], runs[den], strict=True))
 
 
+def _send_all(port: int, path: str, body: str, headers: dict[str, str], n: int) -> None:
+    """``n`` sends, one at a time on one kept-alive connection, each a new message; all must be 200."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    tag = uuid.uuid4().hex[:12]
+    try:
+        for i in range(n):
+            conn.request("POST", path, body.replace(COUNTER, f"{tag}-{i}").encode(), headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            if resp.status != 200:
+                raise SystemExit(f"a send under callgrind failed: {resp.status} {data[:300]!r}")
+    finally:
+        conn.close()
+
+
+def _callgrind_totals(out: Path) -> int:
+    found = re.search(r"^totals: (\d+)", out.read_text(), re.MULTILINE)
+    if found is None:
+        raise SystemExit(f"callgrind wrote no totals to {out}")
+    return int(found.group(1))
+
+
+def _finish(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=600)  # valgrind writes its totals as the process exits
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def callgrind_sends(name: str, tmp: Path, registry: Path, n: int, tree: str | None) -> int:
+    """The instructions the front server of path ``name`` executes from start to end, forwarding
+    ``n`` sends to a door of its own (the door itself is not counted)."""
+    run = tmp / f"{name}-{n}"
+    run.mkdir()
+    out = run / "callgrind.out"
+    grind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+    door = start_door(None)
+    try:
+        if name in ("roost", "before"):
+            env = dict(os.environ, PYTHONPATH=os.path.abspath(tree), PYTHONSAFEPATH="1") if tree else None
+            daemon_args = ["--registry-path", str(registry), "--state-dir", str(run / "state")]
+            daemon_args += ["--spawn-allow", "sender", "--spawn-allow", "receiver"]
+            daemon = start_daemon(
+                daemon_args, cpu="0-1", env=env, prefix=grind, timeout=600, cwd=os.path.abspath(tree) if tree else None
+            )
+            try:
+                body, headers = relay_target(daemon, door, run / "work")
+                _send_all(daemon.port, "/a2a/send", body, headers, n)
+            finally:
+                _finish(daemon.proc)
+        else:
+            code = {"floor": proxy_server, "pooled": pool_proxy_server, "pooled+g": traced_pool_proxy_server}[name]
+            proc = subprocess.Popen(
+                [*grind, sys.executable, "-c", code(door.url)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+            )
+            assert proc.stdout is not None
+            try:
+                port = int(proc.stdout.readline().decode().strip())
+                _send_all(port, "/", DIRECT_BODY, DIRECT_HEADERS, n)
+            finally:
+                _finish(proc)
+    finally:
+        door.stop()
+    return _callgrind_totals(out)
+
+
+def instructions(before: str | None, small: int, large: int) -> None:
+    """Instructions per send of each front server, by callgrind (see the module's docstring)."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+    if large <= small:
+        raise SystemExit("--large must be more sends than --small")
+    names = ["floor", "pooled", "pooled+g", "roost", *(["before"] if before else [])]
+    per: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        registry = Path(tmp) / "registry"
+        allow = {"capabilities": {"network": {"allow": ["127.0.0.1"]}}}
+        make_registry(registry, {"sender": allow, "receiver": allow})
+        for name in names:
+            low, high = (
+                callgrind_sends(name, Path(tmp), registry, n, before if name == "before" else None)
+                for n in (small, large)
+            )
+            per[name] = (high - low) / (large - small)
+            print(f"  {name:8}: {low:,} instructions for {small} sends, {high:,} for {large}", flush=True)
+    for name in names:
+        print(f"{name:8} : {per[name] / 1000:7.1f}k instructions/send  (this/floor {per[name] / per['floor']:4.2f})")
+    own = per["roost"] - per["pooled+g"]
+    print(
+        f"roost's own work: {own / 1000:.1f}k instructions/send over the pooled floor with the guarantee"
+        f" ({own / per['roost']:.0%} of roost's)"
+    )
+    if before:
+        print(f"this/before (instructions): {per['roost'] / per['before']:5.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--connections", type=int, default=1)
     ap.add_argument("--layout", choices=("shared", "split", "none"), default="shared")
+    ap.add_argument("--before", help="another checkout whose relay is measured in the same run")
+    ap.add_argument("--instructions", action="store_true", help="instructions per send, counted by callgrind")
+    ap.add_argument("--small", type=int, default=200, help="--instructions: sends in the first count")
+    ap.add_argument("--large", type=int, default=1000, help="--instructions: sends in the second count")
     args = ap.parse_args()
+    if args.instructions:
+        instructions(args.before, args.small, args.large)
+        return
     front: str | None = None if args.layout == "none" else FRONT_CPU
     door_cpu: str | None = {"split": "1", "shared": FRONT_CPU, "none": None}[args.layout]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "registry"
         allow = {"capabilities": {"network": {"allow": ["127.0.0.1"]}}}
         make_registry(root, {"sender": allow, "receiver": allow})
-        workdir = Path(tmp) / "work"
-        workdir.mkdir()
-        (Path(tmp) / "door").mkdir()
-        daemon_args = ["--registry-path", str(root), "--state-dir", str(Path(tmp) / "state")]
-        daemon_args += ["--spawn-allow", "sender", "--spawn-allow", "receiver"]
-        daemon = start_daemon(daemon_args, cpu=front) if front else start_daemon(daemon_args, cpu="0-1")
+        daemon_args = ["--registry-path", str(root), "--spawn-allow", "sender", "--spawn-allow", "receiver"]
+        front_cpu = front or "0-1"
+        daemon = start_daemon([*daemon_args, "--state-dir", str(Path(tmp) / "state")], cpu=front_cpu)
         door = start_door(door_cpu)
+        before: tuple[Proc, Proc] | None = None
+        if args.before:
+            tree = os.path.abspath(args.before)
+            env = dict(os.environ, PYTHONPATH=tree, PYTHONSAFEPATH="1")
+            before = (
+                start_daemon(
+                    [*daemon_args, "--state-dir", str(Path(tmp) / "state-before")], cpu=front_cpu, env=env, cwd=tree
+                ),
+                start_door(door_cpu, env),
+            )
         proxy = start_script(proxy_server(door.url), cpu=front or "0-1")
         pooled = start_script(pool_proxy_server(door.url), cpu=front or "0-1")
         traced = start_script(traced_proxy_server(door.url), cpu=front or "0-1")
         traced_pool = start_script(traced_pool_proxy_server(door.url), cpu=front or "0-1")
         try:
-            registered = post_json(
-                daemon.url + "/register",
-                {
-                    "session_id": DOOR_SESSION,
-                    "name": "receiver",
-                    "version": "0.1.0",
-                    "workdir": str(Path(tmp) / "door"),
-                    "capsule_url": door.url,
-                },
-            )
-            seal_door(door, registered["door_key"])
-            cred = post_json(
-                daemon.url + "/register",
-                {"session_id": "ses_bench", "name": "sender", "version": "0.1.0", "workdir": str(workdir)},
-            )["credential"]
-            relay_body = json.dumps({"peer_url": door.url, "text": "hello", "message_id": "msg-" + COUNTER})
+            workdir = Path(tmp) / "work"
+            relay_body, relay_hdr = relay_target(daemon, door, workdir)
             direct_body = DIRECT_BODY
-            relay_hdr = {"content-type": "application/json", "x-murmur-spawn-credential": cred}
-            probe = post_json(
-                daemon.url + "/a2a/send",
-                json.loads(relay_body.replace(COUNTER, "probe")),
-                {"x-murmur-spawn-credential": cred},
-            )
-            if unsealed_sees(door.url, probe["task_id"]):
-                raise SystemExit("the relay's send reached the door unsealed: the seal is not being measured")
             targets = {
                 "direct": (door.url + "/", direct_body, DIRECT_HEADERS),
                 "floor": (proxy.url + "/", direct_body, DIRECT_HEADERS),
@@ -359,6 +497,18 @@ def main() -> None:
                 "pooled+g": (traced_pool.url + "/", direct_body, DIRECT_HEADERS),
                 "roost": (daemon.url + "/a2a/send", relay_body, relay_hdr),
             }
+            fronts = {
+                "direct": door,
+                "floor": proxy,
+                "pooled": pooled,
+                "traced": traced,
+                "pooled+g": traced_pool,
+                "roost": daemon,
+            }
+            if before is not None:
+                before_body, before_hdr = relay_target(before[0], before[1], Path(tmp) / "work-before")
+                targets["before"] = (before[0].url + "/a2a/send", before_body, before_hdr)
+                fronts["before"] = before[0]
             for url, body, hdr in targets.values():  # warm-up
                 wrk(
                     url,
@@ -371,14 +521,6 @@ def main() -> None:
                 )
             runs: dict[str, list[WrkResult]] = {name: [] for name in targets}
             cpu: dict[str, list[float]] = {name: [] for name in targets}
-            fronts = {
-                "direct": door,
-                "floor": proxy,
-                "pooled": pooled,
-                "traced": traced,
-                "pooled+g": traced_pool,
-                "roost": daemon,
-            }
             names = list(targets)
             for r in range(args.rounds):
                 for name in round_order(names, r):
@@ -405,6 +547,8 @@ def main() -> None:
             pooled.stop()
             traced.stop()
             traced_pool.stop()
+            for proc in before or ():
+                proc.stop()
     d, f, t, r = (median_by(runs[name], "p50_ms") for name in ("direct", "floor", "traced", "roost"))
     pf = median_by(runs["pooled"], "p50_ms")
     pg = median_by(runs["pooled+g"], "p50_ms")
@@ -448,6 +592,13 @@ def main() -> None:
         f"p50 ratio relay/pooled floor   : {r.p50_ms / pf.p50_ms:6.2f}  (the same forward through roost's transport;"
         f" roost's work and the guarantee +{r.p50_ms - pf.p50_ms:.3f} ms)"
     )
+    if "before" in runs:
+        b = median_by(runs["before"], "p50_ms")
+        print(
+            f"client -> roost (--before)     : p50 {b.p50_ms:6.3f} ms  p99 {b.p99_ms:6.3f} ms  {b.rps:7.0f} req/s;"
+            f" this/before {r.p50_ms / b.p50_ms:.3f}, paired {paired_ratio(runs, 'roost', 'before'):.3f};"
+            f" before/floor {b.p50_ms / f.p50_ms:.2f}, paired {paired_ratio(runs, 'before', 'floor'):.2f}"
+        )
     print(
         "front process CPU per request (µs, median): "
         + "  ".join(f"{n} {sorted(cpu[n])[(len(cpu[n]) - 1) // 2]:.0f}" for n in names)
