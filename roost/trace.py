@@ -61,7 +61,10 @@ def redact_text(text: str) -> str:
 
 def redact(value: object) -> object:
     """Recursively redact tokens from every string inside a JSON-like value."""
-    if type(value) is str and "1." not in value:  # the usual field: no token (redact_text's first test)
+    if type(value) is str:  # "1." is redact_text's first test: the usual field has none, and no token
+        return value if "1." not in value else redact_text(value)
+    kind = type(value)
+    if value is None or kind is int or kind is bool or kind is float:  # before the Mapping test, an ABC's
         return value
     if isinstance(value, str):
         return redact_text(value)

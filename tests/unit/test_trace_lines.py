@@ -61,6 +61,36 @@ def test_every_family_the_daemon_mints_is_redacted(token: str) -> None:
     assert redact_text(f"got {token} here") == f"got <token:{token_id(token)}> here"
 
 
+def _redacted_slowly(value: object) -> object:
+    """What :func:`redact` must return, written plainly: every string through ``redact_text``."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: _redacted_slowly(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redacted_slowly(v) for v in value]
+    return value
+
+
+_TOKENS = st.sampled_from(["mh1.eyJ2IjoxfQ.AAAA_-bb", "msc1.eyJ2IjoxfQ.CCCC", "msa1.x.y", "mnk1.a.b", "mra1.j.k"])
+_JSON_LIKE = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text()
+    | st.builds(lambda a, t, b: f"{a}{t}{b}", st.text(max_size=8), _TOKENS, st.text(max_size=8))
+    | st.sampled_from(["http://127.0.0.1:8080", "v1.2", "1."]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(_JSON_LIKE)
+def test_redact_is_redact_text_on_every_string_and_leaves_the_rest(value: object) -> None:
+    assert redact(value) == _redacted_slowly(value)
+
+
 @given(st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-", min_size=1), st.text())
 def test_no_handle_survives_redaction(segment: str, noise: str) -> None:
     token = f"mh1.{segment}.{segment}"
