@@ -36,8 +36,9 @@ counts as met only when both ratios meet it. Every round's p50 and the front ser
 request (from /proc) are printed too.
 
 ``--before PATH`` adds a path: a second daemon imported from another checkout (e.g. a ``git
-worktree`` of the previous commit), with a door of its own registered with it, so a change to the
-relay is measured before/after in the same run; it runs beside the floor and the relay.
+worktree`` of the previous commit), holding the same key and so sealing to the same door, so a
+change to the relay is measured before/after in the same run; it runs beside the floor and the
+relay.
 
 ``--instructions`` counts instead of timing: each front server (the floor, the pooled floor, the
 pooled floor with the guarantee, roost, and ``--before``) runs under valgrind's callgrind and
@@ -121,10 +122,9 @@ DOOR_SERVER = app_script(
 )
 
 
-def start_door(cpu: str | None, env: dict[str, str] | None = None) -> Proc:
+def start_door(cpu: str | None) -> Proc:
     cmd = [*(taskset(cpu) if cpu else []), sys.executable, "-c", DOOR_SERVER]
-    cwd = env["PYTHONPATH"] if env else None  # -c puts the cwd first on the import path
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=cwd)
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdout is not None
     return Proc(proc, int(proc.stdout.readline().decode().strip()))
 
@@ -137,9 +137,10 @@ def seal_door(door: Proc, key_hex: str) -> None:
         raise SystemExit("the bench door did not install its seal key")
 
 
-def relay_target(daemon: Proc, door: Proc, workdir: Path) -> tuple[str, dict[str, str]]:
-    """Register ``door`` as the receiving session's door with ``daemon`` (sealing it) and a sender
-    whose trace lives in ``workdir``; the relay's request body and headers for that sender."""
+def relay_target(daemon: Proc, door: Proc, workdir: Path, sealed: str | None = None) -> tuple[str, dict[str, str], str]:
+    """Register ``door`` as the receiving session's door with ``daemon`` and a sender whose trace
+    lives in ``workdir``; the relay's request body and headers for that sender, and the door's key.
+    The door is sealed with the key unless it already is (``sealed``: a daemon with the same key)."""
     workdir.mkdir()
     (workdir / "door").mkdir()
     registered = post_json(
@@ -152,7 +153,11 @@ def relay_target(daemon: Proc, door: Proc, workdir: Path) -> tuple[str, dict[str
             "capsule_url": door.url,
         },
     )
-    seal_door(door, registered["door_key"])
+    key: str = registered["door_key"]
+    if sealed is None:
+        seal_door(door, key)
+    elif key != sealed:
+        raise SystemExit("the --before daemon does not hold the same key: it cannot seal to the shared door")
     cred = post_json(
         daemon.url + "/register",
         {"session_id": "ses_bench", "name": "sender", "version": "0.1.0", "workdir": str(workdir)},
@@ -163,7 +168,7 @@ def relay_target(daemon: Proc, door: Proc, workdir: Path) -> tuple[str, dict[str
     )
     if unsealed_sees(door.url, probe["task_id"]):
         raise SystemExit("the relay's send reached the door unsealed: the seal is not being measured")
-    return body, {"content-type": "application/json", "x-murmur-spawn-credential": cred}
+    return body, {"content-type": "application/json", "x-murmur-spawn-credential": cred}, key
 
 
 def unsealed_sees(door_url: str, task_id: str) -> bool:
@@ -397,7 +402,7 @@ def callgrind_sends(name: str, tmp: Path, registry: Path, n: int, tree: str | No
                 daemon_args, cpu="0-1", env=env, prefix=grind, timeout=600, cwd=os.path.abspath(tree) if tree else None
             )
             try:
-                body, headers = relay_target(daemon, door, run / "work")
+                body, headers, _ = relay_target(daemon, door, run / "work")
                 _send_all(daemon.port, "/a2a/send", body, headers, n)
             finally:
                 _finish(daemon.proc)
@@ -471,23 +476,23 @@ def main() -> None:
         front_cpu = front or "0-1"
         daemon = start_daemon([*daemon_args, "--state-dir", str(Path(tmp) / "state")], cpu=front_cpu)
         door = start_door(door_cpu)
-        before: tuple[Proc, Proc] | None = None
+        before: Proc | None = None
         if args.before:
+            # The same key as the daemon's, so it seals to the same door: a door of its own would
+            # be colder than the one every other path keeps busy, which favours this checkout.
             tree = os.path.abspath(args.before)
+            state = Path(tmp) / "state-before"
+            state.mkdir(mode=0o700)
+            shutil.copy2(Path(tmp) / "state" / "master.key", state / "master.key")
             env = dict(os.environ, PYTHONPATH=tree, PYTHONSAFEPATH="1")
-            before = (
-                start_daemon(
-                    [*daemon_args, "--state-dir", str(Path(tmp) / "state-before")], cpu=front_cpu, env=env, cwd=tree
-                ),
-                start_door(door_cpu, env),
-            )
+            before = start_daemon([*daemon_args, "--state-dir", str(state)], cpu=front_cpu, env=env, cwd=tree)
         proxy = start_script(proxy_server(door.url), cpu=front or "0-1")
         pooled = start_script(pool_proxy_server(door.url), cpu=front or "0-1")
         traced = start_script(traced_proxy_server(door.url), cpu=front or "0-1")
         traced_pool = start_script(traced_pool_proxy_server(door.url), cpu=front or "0-1")
         try:
             workdir = Path(tmp) / "work"
-            relay_body, relay_hdr = relay_target(daemon, door, workdir)
+            relay_body, relay_hdr, door_key = relay_target(daemon, door, workdir)
             direct_body = DIRECT_BODY
             targets = {
                 "direct": (door.url + "/", direct_body, DIRECT_HEADERS),
@@ -506,9 +511,9 @@ def main() -> None:
                 "roost": daemon,
             }
             if before is not None:
-                before_body, before_hdr = relay_target(before[0], before[1], Path(tmp) / "work-before")
-                targets["before"] = (before[0].url + "/a2a/send", before_body, before_hdr)
-                fronts["before"] = before[0]
+                before_body, before_hdr, _ = relay_target(before, door, Path(tmp) / "work-before", sealed=door_key)
+                targets["before"] = (before.url + "/a2a/send", before_body, before_hdr)
+                fronts["before"] = before
             for url, body, hdr in targets.values():  # warm-up
                 wrk(
                     url,
@@ -547,8 +552,8 @@ def main() -> None:
             pooled.stop()
             traced.stop()
             traced_pool.stop()
-            for proc in before or ():
-                proc.stop()
+            if before is not None:
+                before.stop()
     d, f, t, r = (median_by(runs[name], "p50_ms") for name in ("direct", "floor", "traced", "roost"))
     pf = median_by(runs["pooled"], "p50_ms")
     pg = median_by(runs["pooled+g"], "p50_ms")
