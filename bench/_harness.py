@@ -70,6 +70,22 @@ class Proc:
                 self.proc.wait()
 
 
+def checkout_env(tree: str) -> dict[str, str]:
+    """The environment in which Python imports ``roost`` and ``a2a`` from the checkout ``tree``.
+
+    ``PYTHONPATH`` alone is not enough: ``-m`` and ``-c`` put the current directory first on the
+    import path, ahead of it, so a process started from this checkout would import this one."""
+    return dict(os.environ, PYTHONPATH=os.path.abspath(tree), PYTHONSAFEPATH="1")
+
+
+def callgrind_totals(out: Path) -> int:
+    """The instructions callgrind counted in the run that wrote ``out``."""
+    found = re.search(r"^totals: (\d+)", out.read_text(), re.MULTILINE)
+    if found is None:
+        raise SystemExit(f"callgrind wrote no totals to {out}")
+    return int(found.group(1))
+
+
 def start_daemon(
     args: list[str],
     cpu: str = SERVER_CPU,
@@ -78,16 +94,18 @@ def start_daemon(
     *,
     prefix: list[str] | None = None,
     timeout: float = 30,
-    cwd: str | None = None,
+    tree: str | None = None,
 ) -> Proc:
     """Start ``mur-roost``; its log goes to a file, as journald would take it, not a slow pipe.
 
     ``launcher``: Python code that runs the daemon instead of ``-m roost`` (it gets the daemon's
     arguments in ``sys.argv[1:]``), for a baseline that changes the daemon in its own process.
     ``prefix``: a command the interpreter runs under (e.g. valgrind), given ``timeout`` s to listen.
-    ``cwd``: where it runs; ``-m`` puts it first on the import path, so a daemon from another
-    checkout (``PYTHONPATH`` in ``env``) must run there too."""
+    ``tree``: another checkout whose daemon runs (:func:`checkout_env`)."""
     run = ["-m", "roost"] if launcher is None else ["-c", launcher]
+    if tree is not None:
+        env = {**checkout_env(tree), **(env or {})}
+    cwd = os.path.abspath(tree) if tree is not None else None
     cmd = [*taskset(cpu), *(prefix or []), sys.executable, *run, "--port", "0", "--log-format", "json", *args]
     log_path = Path(tempfile.mkdtemp(prefix="roost-bench-")) / "daemon.log"
     with open(log_path, "wb") as log_file:

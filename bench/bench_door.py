@@ -41,7 +41,6 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -52,7 +51,18 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import SERVER_CPU, Proc, WrkResult, app_script, median_by, start_script, taskset, wrk
+from _harness import (
+    SERVER_CPU,
+    Proc,
+    WrkResult,
+    app_script,
+    callgrind_totals,
+    checkout_env,
+    median_by,
+    start_script,
+    taskset,
+    wrk,
+)
 
 DOOR_SERVER = app_script(
     """
@@ -144,9 +154,8 @@ def run_wrk(url: str, seconds: int, connections: int = 50) -> WrkResult:
 
 def start_from(code: str, tree: str) -> Proc:
     """:func:`start_script` with ``tree`` first on the import path (another checkout's code)."""
-    env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
     cmd = [*taskset(SERVER_CPU), sys.executable, "-c", code]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env, cwd=tree)  # -c puts the cwd first on the path
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=checkout_env(tree))
     assert proc.stdout is not None
     return Proc(proc, int(proc.stdout.readline().decode().strip()))
 
@@ -206,9 +215,8 @@ def inproc(before: str | None, rounds: int) -> None:
     figures: dict[str, list[float]] = {name: [] for name in trees}
     for _ in range(rounds):
         for name, tree in trees.items():
-            env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
             cmd = [*taskset(SERVER_CPU), sys.executable, "-c", INPROC, arg]
-            out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tree, check=True)
+            out = subprocess.run(cmd, capture_output=True, text=True, env=checkout_env(tree), check=True)
             figures[name].append(float(out.stdout))
     for name, values in figures.items():
         print(f"{name:22}: {statistics.median(values):6.2f} us CPU/request  (rounds: {[round(v, 2) for v in values]})")
@@ -245,7 +253,7 @@ def callgrind_total(code: str, tree: str | None, n: int) -> int:
     """The instructions a server process executes from its start to its end, serving ``n`` requests."""
     with tempfile.TemporaryDirectory(prefix="roost-bench-cg-") as tmp:
         out = Path(tmp) / "callgrind.out"
-        env = dict(os.environ, PYTHONPATH=os.path.abspath(tree)) if tree else None
+        env = checkout_env(tree) if tree else None
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-c", code]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=tree)
         assert proc.stdout is not None
@@ -256,10 +264,7 @@ def callgrind_total(code: str, tree: str | None, n: int) -> int:
         finally:
             proc.terminate()
             proc.wait(timeout=300)
-        found = re.search(r"^totals: (\d+)", out.read_text(), re.MULTILINE)
-        if found is None:
-            raise SystemExit(f"callgrind wrote no totals to {out}")
-        return int(found.group(1))
+        return callgrind_totals(out)
 
 
 def instructions(before: str | None, small: int, large: int) -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -72,8 +71,7 @@ def main() -> None:
         daemon = start_daemon(daemon_args("state"))
         before = None
         if args.before:
-            env = {**os.environ, "PYTHONPATH": str(Path(args.before).resolve())}
-            before = start_daemon(daemon_args("state-before"), env=env)
+            before = start_daemon(daemon_args("state-before"), tree=args.before)
         bare = start_script(BARE_JSON_SERVER)
         servers = [("bare", bare)] + [("roost", daemon)] + ([("before", before)] if before is not None else [])
         results: dict[str, list[WrkResult]] = {name: [] for name, _ in servers}

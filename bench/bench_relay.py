@@ -56,8 +56,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -73,6 +71,7 @@ from _harness import (
     Proc,
     WrkResult,
     app_script,
+    callgrind_totals,
     make_registry,
     median_by,
     post_json,
@@ -369,13 +368,6 @@ def _send_all(port: int, path: str, body: str, headers: dict[str, str], n: int) 
         conn.close()
 
 
-def _callgrind_totals(out: Path) -> int:
-    found = re.search(r"^totals: (\d+)", out.read_text(), re.MULTILINE)
-    if found is None:
-        raise SystemExit(f"callgrind wrote no totals to {out}")
-    return int(found.group(1))
-
-
 def _finish(proc: subprocess.Popen[bytes]) -> None:
     proc.terminate()
     try:
@@ -395,12 +387,9 @@ def callgrind_sends(name: str, tmp: Path, registry: Path, n: int, tree: str | No
     door = start_door(None)
     try:
         if name in ("roost", "before"):
-            env = dict(os.environ, PYTHONPATH=os.path.abspath(tree), PYTHONSAFEPATH="1") if tree else None
             daemon_args = ["--registry-path", str(registry), "--state-dir", str(run / "state")]
             daemon_args += ["--spawn-allow", "sender", "--spawn-allow", "receiver"]
-            daemon = start_daemon(
-                daemon_args, cpu="0-1", env=env, prefix=grind, timeout=600, cwd=os.path.abspath(tree) if tree else None
-            )
+            daemon = start_daemon(daemon_args, cpu="0-1", prefix=grind, timeout=600, tree=tree)
             try:
                 body, headers, _ = relay_target(daemon, door, run / "work")
                 _send_all(daemon.port, "/a2a/send", body, headers, n)
@@ -419,7 +408,7 @@ def callgrind_sends(name: str, tmp: Path, registry: Path, n: int, tree: str | No
                 _finish(proc)
     finally:
         door.stop()
-    return _callgrind_totals(out)
+    return callgrind_totals(out)
 
 
 def instructions(before: str | None, small: int, large: int) -> None:
@@ -479,13 +468,11 @@ def main() -> None:
         before: Proc | None = None
         if args.before:
             # The same key as the daemon's, so it seals to the same door: a door of its own would
-            # be colder than the one every other path keeps busy, which favours this checkout.
-            tree = os.path.abspath(args.before)
+            # be colder than the one every other path keeps busy, which likely favours this checkout.
             state = Path(tmp) / "state-before"
             state.mkdir(mode=0o700)
             shutil.copy2(Path(tmp) / "state" / "master.key", state / "master.key")
-            env = dict(os.environ, PYTHONPATH=tree, PYTHONSAFEPATH="1")
-            before = start_daemon([*daemon_args, "--state-dir", str(state)], cpu=front_cpu, env=env, cwd=tree)
+            before = start_daemon([*daemon_args, "--state-dir", str(state)], cpu=front_cpu, tree=args.before)
         proxy = start_script(proxy_server(door.url), cpu=front or "0-1")
         pooled = start_script(pool_proxy_server(door.url), cpu=front or "0-1")
         traced = start_script(traced_proxy_server(door.url), cpu=front or "0-1")
