@@ -5,11 +5,13 @@ Who may see a job: a delegated job answers only its parent session's credential
 host (loopback) — the same callers that may launch one. Unknown and not-yours are the same 404.
 
 ``GET /debug/loop-lag`` (loopback only) gives the daemon's event-loop lag samples for the storm
-benchmark; ``?reset=1`` clears them.
+benchmark; ``?reset=1`` clears them, for the daemon's own user or root only: another local user
+may read the samples but not erase the record of a stall.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 
 from aiohttp import web
@@ -81,9 +83,14 @@ async def cancel_job(request: web.Request) -> web.Response:
 async def loop_lag(request: web.Request) -> web.Response:
     if not is_loopback_peer(request.remote):
         raise Refused("the loop-lag probe answers only this host")
+    reset = bool(request.query.get("reset"))
+    if reset:
+        uid, me = caller_of(request).uid, os.geteuid()
+        if uid not in (me, 0):
+            raise Refused(f"only the daemon's own user (uid {me}) or root may reset the loop-lag samples")
     probes = request.app[PROBES]
     samples = sorted(probes.lag_samples)
-    if request.query.get("reset"):
+    if reset:
         probes.lag_samples.clear()
     if not samples:
         return web.json_response({"samples": 0})

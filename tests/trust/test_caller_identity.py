@@ -155,3 +155,22 @@ async def test_no_environment_turns_the_lookup_off(
             break
         await asyncio.sleep(0.05)
     assert [(r["session_id"], r["uid"]) for r in registered] == [(sid, NOBODY)]
+
+
+async def test_another_user_reads_the_loop_lag_but_cannot_erase_it(daemon: RunningDaemon) -> None:
+    """A stall's record is evidence: any local user may read the lag samples, only the daemon's
+    own user (or root) may clear them."""
+    samples = daemon.roost.probes.lag_samples
+    samples.extend([0.001, 0.002, 0.250])
+    status, body = await request_as(NOBODY, daemon.url, "GET", "/debug/loop-lag")
+    assert status == 200, body
+    assert body["samples"] >= 3 and body["max_ms"] >= 250.0
+    status, body = await request_as(NOBODY, daemon.url, "GET", "/debug/loop-lag?reset=1")
+    assert status == 403, body
+    assert body == {
+        "error": f"only the daemon's own user (uid {os.geteuid()}) or root may reset the loop-lag samples"
+    }
+    assert max(samples) == 0.250
+    async with daemon.http.get(daemon.url + "/debug/loop-lag?reset=1") as resp:
+        assert resp.status == 200
+    assert not any(s == 0.250 for s in samples)
