@@ -167,9 +167,7 @@ async def test_another_user_reads_the_loop_lag_but_cannot_erase_it(daemon: Runni
     assert body["samples"] >= 3 and body["max_ms"] >= 250.0
     status, body = await request_as(NOBODY, daemon.url, "GET", "/debug/loop-lag?reset=1")
     assert status == 403, body
-    assert body == {
-        "error": f"only the daemon's own user (uid {os.geteuid()}) or root may reset the loop-lag samples"
-    }
+    assert body == {"error": f"only the daemon's own user (uid {os.geteuid()}) or root may reset the loop-lag samples"}
     assert max(samples) == 0.250
     async with daemon.http.get(daemon.url + "/debug/loop-lag?reset=1") as resp:
         assert resp.status == 200
