@@ -80,10 +80,18 @@ def checkout_env(tree: str) -> dict[str, str]:
 
 def callgrind_totals(out: Path) -> int:
     """The instructions callgrind counted in the run that wrote ``out``."""
-    found = re.search(r"^totals: (\d+)", out.read_text(), re.MULTILINE)
-    if found is None:
+    return callgrind_events(out)["Ir"]
+
+
+def callgrind_events(out: Path) -> dict[str, int]:
+    """Every event callgrind counted in the run that wrote ``out``, by its name: ``Ir`` (instructions),
+    and with ``--cache-sim=yes --branch-sim=yes`` the simulated cache misses and mispredicted branches."""
+    text = out.read_text()
+    names = re.search(r"^events: (.+)$", text, re.MULTILINE)
+    totals = re.search(r"^totals: ([\d ]+)$", text, re.MULTILINE)
+    if names is None or totals is None:
         raise SystemExit(f"callgrind wrote no totals to {out}")
-    return int(found.group(1))
+    return dict(zip(names.group(1).split(), map(int, totals.group(1).split()), strict=False))
 
 
 def start_daemon(

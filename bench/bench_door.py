@@ -30,9 +30,12 @@ a message id of its own); the difference of the two totals over the difference o
 the instructions one request costs, start-up and shutdown cancelled out. Counts do not depend
 on what else the machine is doing, so the ratio bare/door is the same on a busy box and a quiet
 one, where req/s on this shared 2-vCPU VM swings by a quarter between rounds of one run. It
-counts the whole server process: aiohttp, the door, and the task run after the answer.
+counts the whole server process: aiohttp, the door, and the task run after the answer. With
+``--cache-sim`` callgrind also simulates the caches and the branch predictor, and the report gives
+door/bare per request for each event (first-level and last-level misses, mispredicted branches):
+whether the door's misses grow faster than its instructions, which the count alone would hide.
 
-Run: python bench/bench_door.py [--seconds 2] [--rounds 9] [--before PATH] [--inproc | --instructions]
+Run: python bench/bench_door.py [--seconds 2] [--rounds 9] [--before PATH] [--inproc | --instructions [--cache-sim]]
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ from _harness import (
     Proc,
     WrkResult,
     app_script,
-    callgrind_totals,
+    callgrind_events,
     checkout_env,
     median_by,
     start_script,
@@ -249,12 +252,14 @@ async def _serve_requests(port: int, n: int, concurrency: int = 50) -> None:
         raise SystemExit(f"{len(failures)} of {n} requests failed under callgrind, e.g. {failures[0]}")
 
 
-def callgrind_total(code: str, tree: str | None, n: int) -> int:
-    """The instructions a server process executes from its start to its end, serving ``n`` requests."""
+def callgrind_total(code: str, tree: str | None, n: int, cache_sim: bool = False) -> dict[str, int]:
+    """The events (``Ir``: instructions; with ``cache_sim`` also cache misses and mispredicted
+    branches) of a server process from its start to its end, serving ``n`` requests."""
     with tempfile.TemporaryDirectory(prefix="roost-bench-cg-") as tmp:
         out = Path(tmp) / "callgrind.out"
         env = checkout_env(tree) if tree else None
-        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-c", code]
+        sim = ["--cache-sim=yes", "--branch-sim=yes"] if cache_sim else []
+        cmd = ["valgrind", "--tool=callgrind", *sim, f"--callgrind-out-file={out}", sys.executable, "-c", code]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=tree)
         assert proc.stdout is not None
         try:
@@ -264,10 +269,10 @@ def callgrind_total(code: str, tree: str | None, n: int) -> int:
         finally:
             proc.terminate()
             proc.wait(timeout=300)
-        return callgrind_totals(out)
+        return callgrind_events(out)
 
 
-def instructions(before: str | None, small: int, large: int) -> None:
+def instructions(before: str | None, small: int, large: int, cache_sim: bool = False) -> None:
     """Instructions per request of the door and the bare handler (and ``before``), by callgrind."""
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
@@ -277,10 +282,18 @@ def instructions(before: str | None, small: int, large: int) -> None:
     if before:
         servers["before"] = (DOOR_SERVER, before)
     per: dict[str, float] = {}
+    events: dict[str, dict[str, float]] = {}
     for name, (code, tree) in servers.items():
-        low, high = (callgrind_total(code, tree, n) for n in (small, large))
-        per[name] = (high - low) / (large - small)
-        print(f"  {name:7}: {low:,} instructions for {small} requests, {high:,} for {large}", flush=True)
+        low, high = (callgrind_total(code, tree, n, cache_sim) for n in (small, large))
+        events[name] = {e: (high[e] - low[e]) / (large - small) for e in high}
+        per[name] = events[name]["Ir"]
+        print(f"  {name:7}: {low['Ir']:,} instructions for {small} requests, {high['Ir']:,} for {large}", flush=True)
+    if cache_sim:
+        # I1mr/D1mr/D1mw: first-level misses; ILmr/DLmr/DLmw: last-level; Bcm/Bim: mispredicted branches.
+        for event in events["door"]:
+            door, bare = events["door"][event], events["bare"][event]
+            ratio = f"{door / bare:5.2f}" if bare >= 1.0 else "    -"
+            print(f"  {event:5} per request: door {door:10.1f}  bare {bare:10.1f}  door/bare {ratio}")
     for name, count in per.items():
         print(f"{name:7} : {count / 1000:8.1f}k instructions/request  (bare/this {per['bare'] / count:4.2f})")
     ratio = per["bare"] / per["door"]
@@ -299,9 +312,12 @@ def main() -> None:
     ap.add_argument("--instructions", action="store_true", help="instructions per request, counted by callgrind")
     ap.add_argument("--small", type=int, default=500, help="--instructions: requests in the first count")
     ap.add_argument("--large", type=int, default=2500, help="--instructions: requests in the second count")
+    ap.add_argument("--cache-sim", action="store_true", help="--instructions: also simulated cache and branch misses")
     args = ap.parse_args()
+    if args.cache_sim and not args.instructions:
+        raise SystemExit("--cache-sim goes with --instructions")
     if args.instructions:
-        instructions(args.before, args.small, args.large)
+        instructions(args.before, args.small, args.large, args.cache_sim)
         return
     if args.inproc:
         inproc(args.before, args.rounds or 3)
