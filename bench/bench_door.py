@@ -34,8 +34,12 @@ counts the whole server process: aiohttp, the door, and the task run after the a
 ``--cache-sim`` callgrind also simulates the caches and the branch predictor, and the report gives
 door/bare per request for each event (first-level and last-level misses, mispredicted branches):
 whether the door's misses grow faster than its instructions, which the count alone would hide.
+``--ll BYTES`` simulates a last-level cache of that size (16-way, 64-byte lines) instead of the
+host's: a VM whose neighbours share its L3 has far less of it than ``lscpu`` says.
 
-Run: python bench/bench_door.py [--seconds 2] [--rounds 9] [--before PATH] [--inproc | --instructions [--cache-sim]]
+Run: python bench/bench_door.py [--seconds 2] [--rounds 9] [--before PATH]
+     python bench/bench_door.py --inproc [--before PATH]
+     python bench/bench_door.py --instructions [--cache-sim [--ll BYTES]] [--small 500] [--large 2500] [--before PATH]
 """
 
 from __future__ import annotations
@@ -252,13 +256,17 @@ async def _serve_requests(port: int, n: int, concurrency: int = 50) -> None:
         raise SystemExit(f"{len(failures)} of {n} requests failed under callgrind, e.g. {failures[0]}")
 
 
-def callgrind_total(code: str, tree: str | None, n: int, cache_sim: bool = False) -> dict[str, int]:
+def callgrind_total(
+    code: str, tree: str | None, n: int, cache_sim: bool = False, ll: int | None = None
+) -> dict[str, int]:
     """The events (``Ir``: instructions; with ``cache_sim`` also cache misses and mispredicted
     branches) of a server process from its start to its end, serving ``n`` requests."""
     with tempfile.TemporaryDirectory(prefix="roost-bench-cg-") as tmp:
         out = Path(tmp) / "callgrind.out"
         env = checkout_env(tree) if tree else None
         sim = ["--cache-sim=yes", "--branch-sim=yes"] if cache_sim else []
+        if cache_sim and ll is not None:
+            sim.append(f"--LL={ll},16,64")
         cmd = ["valgrind", "--tool=callgrind", *sim, f"--callgrind-out-file={out}", sys.executable, "-c", code]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=tree)
         assert proc.stdout is not None
@@ -272,7 +280,7 @@ def callgrind_total(code: str, tree: str | None, n: int, cache_sim: bool = False
         return callgrind_events(out)
 
 
-def instructions(before: str | None, small: int, large: int, cache_sim: bool = False) -> None:
+def instructions(before: str | None, small: int, large: int, cache_sim: bool = False, ll: int | None = None) -> None:
     """Instructions per request of the door and the bare handler (and ``before``), by callgrind."""
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
@@ -284,7 +292,7 @@ def instructions(before: str | None, small: int, large: int, cache_sim: bool = F
     per: dict[str, float] = {}
     events: dict[str, dict[str, float]] = {}
     for name, (code, tree) in servers.items():
-        low, high = (callgrind_total(code, tree, n, cache_sim) for n in (small, large))
+        low, high = (callgrind_total(code, tree, n, cache_sim, ll) for n in (small, large))
         events[name] = {e: (high[e] - low[e]) / (large - small) for e in high}
         per[name] = events[name]["Ir"]
         print(f"  {name:7}: {low['Ir']:,} instructions for {small} requests, {high['Ir']:,} for {large}", flush=True)
@@ -313,11 +321,14 @@ def main() -> None:
     ap.add_argument("--small", type=int, default=500, help="--instructions: requests in the first count")
     ap.add_argument("--large", type=int, default=2500, help="--instructions: requests in the second count")
     ap.add_argument("--cache-sim", action="store_true", help="--instructions: also simulated cache and branch misses")
+    ap.add_argument("--ll", type=int, metavar="BYTES", help="--cache-sim: the simulated last-level cache's size")
     args = ap.parse_args()
     if args.cache_sim and not args.instructions:
         raise SystemExit("--cache-sim goes with --instructions")
+    if args.ll is not None and (not args.cache_sim or args.ll < 65536 or args.ll & (args.ll - 1)):
+        raise SystemExit("--ll goes with --cache-sim and is a power of two of at least 65536 bytes")
     if args.instructions:
-        instructions(args.before, args.small, args.large, args.cache_sim)
+        instructions(args.before, args.small, args.large, args.cache_sim, args.ll)
         return
     if args.inproc:
         inproc(args.before, args.rounds or 3)
