@@ -91,7 +91,7 @@ def callgrind_events(out: Path) -> dict[str, int]:
     totals = re.search(r"^totals: ([\d ]+)$", text, re.MULTILINE)
     if names is None or totals is None:
         raise SystemExit(f"callgrind wrote no totals to {out}")
-    return dict(zip(names.group(1).split(), map(int, totals.group(1).split()), strict=False))
+    return dict(zip(names.group(1).split(), map(int, totals.group(1).split()), strict=True))
 
 
 def start_daemon(
