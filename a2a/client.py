@@ -7,12 +7,12 @@ life. The dialect is read once per peer from its card and cached as an :class:`E
 and that interface's own URL, which may differ from the card's origin (A2A 1.0 §8.3.2). Errors
 never echo the request's headers or body, because the relay's headers may carry credentials.
 
-Redirects are never followed: a 3xx is a :class:`~a2a.errors.PeerHTTPError`. Following one would
+Redirects are never followed: a 3xx is a :class:`~a2a.protocol.errors.PeerHTTPError`. Following one would
 send the request (and whatever the caller stamped on it) to a URL the caller never checked, so
 a relay's network rule would only hold for the first hop.
 
 Peer URLs: ``host:port`` or ``http://host:port[/path]``. ``https://`` is refused with
-:class:`~a2a.errors.UnsupportedPeerURL`: murmur doors are plain HTTP on loopback/LAN, and
+:class:`~a2a.protocol.errors.UnsupportedPeerURL`: murmur doors are plain HTTP on loopback/LAN, and
 silently downgrading an https URL to clear text (what murmur does) would leak whatever the
 caller meant to protect. The card is read from the origin root; a peer without a usable card is
 spoken to in 0.3 at the given URL.
@@ -40,11 +40,11 @@ from urllib.parse import urljoin
 from multidict import CIMultiDict
 from yarl import URL
 
-from a2a import errors, jsonrpc
-from a2a.card import CARD_PATH, interface_candidates
 from a2a.http1 import Http1Pool
-from a2a.models import AgentCard, Dialect, Message, Task, dump_message, parse_send_result, parse_task
-from a2a.rpcmethods import VERSION_HEADER
+from a2a.protocol import errors, jsonrpc
+from a2a.protocol.card import CARD_PATH, interface_candidates
+from a2a.protocol.models import AgentCard, Dialect, Message, Task, dump_message, parse_send_result, parse_task
+from a2a.protocol.rpcmethods import VERSION_HEADER
 
 _METHODS: dict[Dialect, dict[str, str]] = {
     "0.3": {"send": "message/send", "get": "tasks/get", "cancel": "tasks/cancel"},
@@ -167,10 +167,10 @@ class A2AClient:
     async def resolve(self, peer_url: str) -> Endpoint:
         """The interface to speak to ``peer_url``, from its card (cached per peer URL).
 
-        Unreachable peers raise :class:`~a2a.errors.PeerUnreachable`; a missing or broken card
+        Unreachable peers raise :class:`~a2a.protocol.errors.PeerUnreachable`; a missing or broken card
         means 0.3 at the given URL (murmur era-B doors speak it), not cached. A card whose only
         JSON-RPC interfaces are at URLs this client does not dial raises
-        :class:`~a2a.errors.UnsupportedPeerURL`.
+        :class:`~a2a.protocol.errors.UnsupportedPeerURL`.
         """
         key = str(normalize_peer_url(peer_url))
         cached = self._endpoints.get(key)

@@ -9,7 +9,7 @@ Why it looks like this (``docs/a2a.md`` has the whole contract):
   immediate answer (1.0 ``returnImmediately: true``; 0.3 blocks only on ``blocking: true``),
   and never longer than ``blocking_cap_secs``: then the task is answered as it stands.
 * The door believes ``x-murmur-task-origin``/``-trust`` only under a valid relay seal
-  (:mod:`a2a.seal`); anything else is untrusted. Tasks belong to their creator — the sealing
+  (:mod:`a2a.protocol.seal`); anything else is untrusted. Tasks belong to their creator — the sealing
   session, or the identity the pluggable ``identify`` callable finds for a direct caller — and
   are visible (get, list, cancel, continue) only to it; others get -32001.
 * No exception text or traceback ever reaches a client (-32603 ``internal error``).
@@ -27,11 +27,11 @@ from typing import Any, NamedTuple
 from aiohttp import HttpVersion11, web
 from multidict import CIMultiDictProxy
 
-from a2a import errors, inbound, jsonrpc, listing, seal, traceparent
-from a2a.card import CARD_PATH, LEGACY_CARD_PATH, build_card
-from a2a.models import Dialect, Message, Task, dump_task
-from a2a.origin import ORIGIN_HEADER, TRUST_HEADER, Origin, Provenance
-from a2a.rpcmethods import (
+from a2a.protocol import errors, inbound, jsonrpc, listing, seal, traceparent
+from a2a.protocol.card import CARD_PATH, LEGACY_CARD_PATH, build_card
+from a2a.protocol.models import Dialect, Message, Task, dump_task
+from a2a.protocol.origin import ORIGIN_HEADER, TRUST_HEADER, Origin, Provenance
+from a2a.protocol.rpcmethods import (
     OPS,
     UNSUPPORTED,
     is_v1,
@@ -40,9 +40,7 @@ from a2a.rpcmethods import (
     supported_version,
     task_id_param,
 )
-from a2a.taskqueue import TaskQueue
-from a2a.taskrecord import TaskRecord
-from a2a.tasktypes import (
+from a2a.protocol.tasktypes import (
     BUSY,
     CLOSING,
     DEFAULT_MAX_WAITING,
@@ -56,6 +54,8 @@ from a2a.tasktypes import (
     TaskAcceptance,
     TaskOutcome,
 )
+from a2a.taskqueue import TaskQueue
+from a2a.taskrecord import TaskRecord
 
 __all__ = [
     "BUSY",

@@ -23,13 +23,11 @@ import time
 from collections import deque
 from typing import Any
 
-from a2a import errors, traceparent
-from a2a.ids import prefixed, prefixed_pair
-from a2a.models import Dialect, Message, TaskState, build, text_part
-from a2a.origin import LANE_ORDER, Provenance
-from a2a.taskrecord import TaskRecord
-from a2a.taskstore import Shelf
-from a2a.tasktypes import (
+from a2a.protocol import errors, traceparent
+from a2a.protocol.ids import prefixed, prefixed_pair
+from a2a.protocol.models import Dialect, Message, TaskState, build, text_part
+from a2a.protocol.origin import LANE_ORDER, Provenance
+from a2a.protocol.tasktypes import (
     BUSY,
     CLOSING,
     DEFAULT_MAX_FINISHED,
@@ -47,6 +45,8 @@ from a2a.tasktypes import (
     TaskAcceptance,
     TaskOutcome,
 )
+from a2a.taskrecord import TaskRecord
+from a2a.taskstore import Shelf
 
 log = logging.getLogger("a2a.door")
 

@@ -12,7 +12,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from a2a.models import (
+from a2a.protocol.models import (
     Artifact,
     Dialect,
     Message,
@@ -26,7 +26,7 @@ from a2a.models import (
 )
 
 if TYPE_CHECKING:
-    from a2a.tasktypes import DoorTask
+    from a2a.protocol.tasktypes import DoorTask
 
 _SETTLED = frozenset(
     {

@@ -33,7 +33,7 @@ def make_registry(root: Path, capsules: dict[str, dict[str, Any]]) -> None:
     """Pack ``{name: manifest-extras}`` capsules (version 0.1.0) into ``root``."""
     import yaml
 
-    from roost.packing import pack_capsule
+    from roost.state.registry.packing import pack_capsule
 
     src = root.parent / "src"
     for name, extra in capsules.items():

@@ -30,7 +30,7 @@ from _harness import make_registry, start_daemon
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from a2a.client import A2AClient
-from a2a.models import Message, Part
+from a2a.protocol.models import Message, Part
 from roost.capsule.probe import probe_host
 
 CLASSES = ("advisory", "scoped", "sealed")

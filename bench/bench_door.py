@@ -176,7 +176,7 @@ INPROC = """
 import asyncio, json, sys, time
 from aiohttp.test_utils import make_mocked_request
 from multidict import CIMultiDict
-from a2a import jsonrpc
+from a2a.protocol import jsonrpc
 from a2a.door import Door, TaskOutcome
 
 BODY, HEADERS, COUNTER = json.loads(sys.argv[1]).values()

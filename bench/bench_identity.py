@@ -37,7 +37,7 @@ from _harness import Proc, make_registry, post_json, start_daemon, start_script,
 NO_LOOKUP = """
 import os, runpy, sys
 import roost.http.caller as caller
-from roost.loopback import is_loopback_peer
+from roost.core.loopback import is_loopback_peer
 caller.owner_uid = lambda remote, local: os.geteuid() if is_loopback_peer(str(remote[0])) else None
 caller.tcp_peer_uid = lambda sock: os.geteuid()  # the baseline serves loopback TCP only
 sys.argv = ["roost", *sys.argv[1:]]

@@ -33,9 +33,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from roost.artifactfetch import fetch_artifact_blocking
-from roost.artifacts import keeper_token
-from roost.keys import KeyRing
+from roost.backends.ray.node.artifactfetch import fetch_artifact_blocking
+from roost.services.artifactserve import keeper_token
+from roost.state.keys import KeyRing
 
 
 def make_pki(d: Path) -> tuple[Path, Path, Path]:
@@ -99,7 +99,7 @@ def main() -> None:
     big.mkdir(parents=True)
     (big / "murmur.yaml").write_text("name: big\nversion: 0.1.0\n")
     (big / "payload.bin").write_bytes(os.urandom(args.mib * 1024 * 1024))  # incompressible
-    from roost.packing import pack_capsule
+    from roost.state.registry.packing import pack_capsule
 
     sha = pack_capsule(big, registry).sha256
     ca, cert, key = make_pki(tmp)

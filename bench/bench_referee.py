@@ -3,7 +3,7 @@
 Both servers run pinned to the same core in the same run; wrk (-t1 -c50) runs on the other
 core. Target: roost >= 0.5x the bare handler's requests/s, p99 < 10 ms at 50 connections.
 Every /spawn here is a real grant: credential verified, envelope compared, approval minted,
-slot reserved and journalled to SQLite behind the answer (roost/reservelog.py). Requests take
+slot reserved and journalled to SQLite behind the answer (roost/services/referee/reservelog.py). Requests take
 the credentials of 8 orchestrators in turn; nothing is redeemed, so the pending table grows by
 every grant of the run (about 400k slots after a minute), as a flood would make it. Rounds
 alternate bare and roost; the median round and the median ratio are reported.

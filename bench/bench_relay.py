@@ -241,8 +241,8 @@ def traced_proxy_server(door_url: str) -> str:
         import aiohttp
         from aiohttp import web
 
-        from roost.blocking import BlockingExecutor
-        from roost.trace import TraceWriter
+        from roost.system.blocking import BlockingExecutor
+        from roost.observe.tracelines import TraceWriter
 
         DOOR = {door_url + "/"!r}
         HEADERS = {DIRECT_HEADERS!r}
@@ -283,8 +283,8 @@ def traced_pool_proxy_server(door_url: str) -> str:
         from yarl import URL
 
         from a2a.http1 import Http1Pool
-        from roost.blocking import BlockingExecutor
-        from roost.trace import TraceWriter
+        from roost.system.blocking import BlockingExecutor
+        from roost.observe.tracelines import TraceWriter
 
         DOOR = URL({door_url + "/"!r})
         HEADERS = {DIRECT_HEADERS!r}

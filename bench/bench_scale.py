@@ -27,7 +27,7 @@ from bench_spawn import write_setup
 def keeper_rss(state_dir: Path) -> float:
     for proc in psutil.process_iter(["cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
-        if "roost.launcher.keeper" in cmd and str(state_dir) in cmd:
+        if "roost.backends.local.holder" in cmd and str(state_dir) in cmd:
             return proc.memory_info().rss / 2**20
     return float("nan")
 

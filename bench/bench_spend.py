@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from roost.sessions import SessionTable
+from roost.state.sessions import SessionTable
 
 SIZES = (1_000, 100_000, 1_000_000)
 NOW_MS = 1_000_000_000

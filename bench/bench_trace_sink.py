@@ -31,10 +31,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from roost.blocking import BlockingExecutor
-from roost.launcher.backend import ChildDir, NodeRef
-from roost.trace import append_lines
-from roost.traces import JobNodes, TraceFiles
+from roost.backends.base import ChildDir, NodeRef
+from roost.backends.jobnodes import JobNodes
+from roost.observe.tracelines import append_lines
+from roost.observe.tracesink import TraceFiles
+from roost.system.blocking import BlockingExecutor
 
 
 class NodeDouble:

@@ -1,4 +1,4 @@
-"""``mur-roost`` command line: maps flags onto :class:`roost.config.Config`, then runs the daemon.
+"""``mur-roost`` command line: maps flags onto :class:`roost.state.config.Config`, then runs the daemon.
 
 The flag grammar and its error sentences follow upstream (``unknown argument: <flag>``,
 ``<flag> requires a value``, ``invalid <flag>: <reason>``; printed as ``mur-roost: <msg>``,
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from roost import __version__
-from roost.config import Config, ConfigError, build_config, load_toml
+from roost.state.config import Config, ConfigError, build_config, load_toml
 
 __all__ = ["main", "parse_args"]
 
@@ -202,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ConfigError) as exc:
         print(f"mur-roost: {exc}", file=sys.stderr)
         return 1
-    from roost.daemon import run
+    from roost.daemon.serve import run
 
     # SIGHUP re-reads the same --config file under the same flags.
     return run(config, config_loader=lambda: resolve_config(dict(values)))

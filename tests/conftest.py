@@ -1,6 +1,6 @@
 """Shared fixtures: real registries on disk, real daemons on ephemeral loopback ports.
 
-``daemon_factory`` runs a :class:`roost.daemon.Roost` inside the test's event loop (real TCP,
+``daemon_factory`` runs a :class:`roost.daemon.compose.Roost` inside the test's event loop (real TCP,
 real SQLite, real registry) with an injectable clock; ``daemon_processes`` collects ``mur-roost``
 child processes (:func:`tests.support.daemon.start_daemon_process`) and kills what is left. The
 helpers themselves live in ``tests/support/`` so each exists once, whatever imports it.
@@ -16,8 +16,8 @@ import aiohttp
 import pytest
 from hypothesis import HealthCheck, settings
 
-from roost.config import Config
-from roost.daemon import Roost
+from roost.daemon.compose import Roost
+from roost.state.config import Config
 from tests.support.daemon import DaemonProcess, FakeClock, RunningDaemon
 from tests.support.registry import RegistryBuilder
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from roost.envelope import Envelope, violation
-from roost.manifest import Manifest
-from roost.packing import pack_capsule
-from roost.registry import Registry
+from roost.core.envelope import Envelope, violation
+from roost.core.manifest import Manifest
+from roost.state.registry import Registry
+from roost.state.registry.packing import pack_capsule
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "deploy" / "examples"

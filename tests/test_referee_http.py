@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from roost.errors import IDENTITY_REFUSAL
-from roost.referee import refusals
+from roost.core.errors import IDENTITY_REFUSAL
+from roost.services.referee.service import refusals
 from tests.support.daemon import FakeClock, RunningDaemon
 from tests.support.registry import RegistryBuilder
 

@@ -14,11 +14,11 @@ import pytest
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from a2a import traceparent
 from a2a.door import Door, DoorTask, TaskOutcome
-from a2a.origin import Trust
-from roost.errors import IDENTITY_REFUSAL, BadRequest
-from roost.relay import parse_send, stamp
+from a2a.protocol import traceparent
+from a2a.protocol.origin import Trust
+from roost.core.errors import IDENTITY_REFUSAL, BadRequest
+from roost.services.relay import parse_send, stamp
 from tests.support.daemon import RunningDaemon
 from tests.support.registry import RegistryBuilder
 

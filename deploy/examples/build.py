@@ -6,7 +6,7 @@ byte-identical (tests/test_examples.py fails if the two ever drift). Artifacts w
 directory is gone are removed, so the registry holds exactly the example capsules.
 
     python deploy/examples/build.py            # from the repository root
-    python -m roost.packing deploy/examples/capsules/* --registry deploy/examples/registry
+    python -m roost.state.registry.packing deploy/examples/capsules/* --registry deploy/examples/registry
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))  # run from a checkout without installing
 
-from roost.packing import PackError, pack_capsule  # noqa: E402
+from roost.state.registry.packing import PackError, pack_capsule  # noqa: E402
 
 CAPSULES = HERE / "capsules"
 REGISTRY = HERE / "registry"

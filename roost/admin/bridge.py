@@ -14,17 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from roost.errors import NotFound, Unavailable
-from roost.launcher.backend import ChildDir
-from roost.launcher.completer import child_dir
-from roost.launcher.jobs import Job
-from roost.launcher.records import LOG_FILE
-from roost.launcher.request import LaunchRequest
-from roost.sessions import SessionRecord, SessionTable
-from roost.wire import ACTIVE_JOB_STATES, JOB_STATES
+from roost.backends.base import ChildDir
+from roost.core.errors import NotFound, Unavailable
+from roost.core.jobs import Job
+from roost.core.wire import ACTIVE_JOB_STATES, JOB_STATES
+from roost.services.launcher.childrecords import LOG_FILE
+from roost.services.launcher.finalizer import child_dir
+from roost.services.launcher.request import LaunchRequest
+from roost.state.sessions import SessionRecord, SessionTable
 
 if TYPE_CHECKING:
-    from roost.launcher.service import Launcher
+    from roost.services.launcher.service import Launcher
 
 __all__ = [
     "ACTIVE_STATES",

@@ -9,8 +9,8 @@ from aiohttp import web
 if TYPE_CHECKING:
     from roost.admin.bridge import JobSources
     from roost.admin.control import Control
-    from roost.events import EventBus
-    from roost.sessions import SessionTable
+    from roost.observe.events import EventBus
+    from roost.state.sessions import SessionTable
 
 __all__ = ["CONTROL", "EVENTS", "JOBS", "TABLE"]
 

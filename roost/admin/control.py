@@ -15,13 +15,13 @@ from typing import Protocol
 
 import structlog
 
-from roost import sdnotify
-from roost.keys import KeyHolder
-from roost.lifecycle import Lifecycle
-from roost.probes import LiveJob, counts_by_state
-from roost.sessions import Reservation, SessionTable
-from roost.settings import Settings
-from roost.wire import ACTIVE_JOB_STATES
+from roost.core.wire import ACTIVE_JOB_STATES
+from roost.daemon.lifecycle import Lifecycle
+from roost.observe.probes import LiveJob, counts_by_state
+from roost.state.keys import KeyHolder
+from roost.state.sessions import Reservation, SessionTable
+from roost.state.settings import Settings
+from roost.system import sdnotify
 
 __all__ = ["Control", "DrainedJob", "DrainedJobs", "DrainingReferee"]
 

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from roost import __version__
 from roost.admin.context import CONTROL, EVENTS, TABLE
-from roost.errors import BadRequest
+from roost.core.errors import BadRequest
 from roost.http import ops_routes
 from roost.http.context import KEYS, LIFECYCLE, PROBES, REFEREE, SETTINGS
 from roost.http.middleware import read_json

@@ -14,10 +14,10 @@ from aiohttp import web
 
 from roost.admin import bridge
 from roost.admin.context import JOBS
-from roost.errors import BadRequest
+from roost.core.errors import BadRequest
+from roost.core.ids import require_id
 from roost.http.middleware import read_json
-from roost.identifiers import require_id
-from roost.launcher.request import parse_request
+from roost.services.launcher.request import parse_request
 
 __all__ = ["routes"]
 

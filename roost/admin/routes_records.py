@@ -23,18 +23,18 @@ from aiohttp import web
 
 from roost.admin import bridge
 from roost.admin.context import JOBS
-from roost.blocking import BlockingExecutor
-from roost.errors import BadRequest
-from roost.fsutil import Place
+from roost.backends.base import ChildDir
+from roost.core.errors import BadRequest
+from roost.core.ids import require_id
+from roost.core.jobs import Job
+from roost.core.wire import RECORD_START_HEADER
 from roost.http.context import EXECUTOR
-from roost.identifiers import require_id
-from roost.launcher import childfiles
-from roost.launcher.backend import ChildDir
-from roost.launcher.completer import child_dir
-from roost.launcher.jobs import Job
-from roost.launcher.records import place_of
-from roost.sessions import SessionRecord
-from roost.wire import RECORD_START_HEADER
+from roost.services.launcher import childrecords
+from roost.services.launcher.childrecords import place_of
+from roost.services.launcher.finalizer import child_dir
+from roost.state.sessions import SessionRecord
+from roost.system.blocking import BlockingExecutor
+from roost.system.fsutil import Place
 
 __all__ = ["routes"]
 
@@ -44,7 +44,7 @@ routes = web.RouteTableDef()
 def _name(request: web.Request, key: str) -> str:
     value = request.query[key]
     try:
-        childfiles.record_parts(value)
+        childrecords.record_parts(value)
     except ValueError as exc:
         raise BadRequest(f"{key} must be a relative path below the job's directory ({exc})") from None
     return value
@@ -82,7 +82,7 @@ async def _read(
     if isinstance(where, ChildDir):
         return await jobs.launcher.backend.read_file(where, name, offset, size)
     if isinstance(where, Place):
-        return await executor.run(childfiles.read_at, where, name, offset, size)
+        return await executor.run(childrecords.read_at, where, name, offset, size)
     return 0, b""
 
 
@@ -92,7 +92,7 @@ async def _list(
     if isinstance(where, ChildDir):
         return await jobs.launcher.backend.list_files(where, sub)
     if isinstance(where, Place):
-        return await executor.run(childfiles.list_names, where, sub)
+        return await executor.run(childrecords.list_names, where, sub)
     return []
 
 
@@ -108,9 +108,9 @@ async def records(request: web.Request) -> web.Response:
         return web.json_response({"files": await _list(jobs, executor, where, sub)})
     name = _name(request, "name")
     offset = _int(request, "offset", 0)
-    max_bytes = _int(request, "max_bytes", childfiles.READ_MAX)
-    if not 0 <= max_bytes <= childfiles.READ_MAX:
-        raise BadRequest(f"max_bytes must be between 0 and {childfiles.READ_MAX}")
+    max_bytes = _int(request, "max_bytes", childrecords.READ_MAX)
+    if not 0 <= max_bytes <= childrecords.READ_MAX:
+        raise BadRequest(f"max_bytes must be between 0 and {childrecords.READ_MAX}")
     where = _where(await executor.run(bridge.log_target, jobs, ident))
     start, data = await _read(jobs, executor, where, name, offset, max_bytes)
     return web.Response(body=data, content_type="application/octet-stream", headers={RECORD_START_HEADER: str(start)})

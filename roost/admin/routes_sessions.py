@@ -14,12 +14,12 @@ from aiohttp import web
 
 from roost.admin import views
 from roost.admin.context import TABLE
-from roost.errors import BadRequest, Conflict, NotFound
+from roost.core.errors import BadRequest, Conflict, NotFound
+from roost.core.ids import require_id
+from roost.core.wire import SESSION_STATES
 from roost.http.context import LAUNCHER, REFEREE
 from roost.http.middleware import read_json
-from roost.identifiers import require_id
-from roost.sessions import SessionRecord
-from roost.wire import SESSION_STATES
+from roost.state.sessions import SessionRecord
 
 __all__ = ["routes"]
 

@@ -28,12 +28,12 @@ from aiohttp import web
 
 from roost.admin import bridge
 from roost.admin.context import EVENTS, JOBS
-from roost.blocking import BlockingExecutor
-from roost.errors import BadRequest
+from roost.backends.base import ChildDir
+from roost.core.errors import BadRequest
+from roost.core.ids import require_id
 from roost.http.context import EXECUTOR, LIFECYCLE
-from roost.identifiers import require_id
-from roost.launcher.backend import ChildDir
-from roost.launcher.records import LOG_FILE, STDOUT_PREFIX
+from roost.services.launcher.childrecords import LOG_FILE, STDOUT_PREFIX
+from roost.system.blocking import BlockingExecutor
 
 __all__ = ["routes"]
 

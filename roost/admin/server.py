@@ -33,14 +33,14 @@ from roost.admin.routes_jobs import routes as job_routes
 from roost.admin.routes_records import routes as record_routes
 from roost.admin.routes_sessions import routes as session_routes
 from roost.admin.routes_stream import routes as stream_routes
-from roost.blocking import BlockingExecutor
-from roost.events import EventBus
 from roost.http.caller import caller_of
 from roost.http.context import Services
 from roost.http.middleware import MAX_BODY_BYTES, error_middleware, json_error
 from roost.http.server import QuietRunner
-from roost.peercred import unix_peer_uid
-from roost.sessions import SessionTable
+from roost.observe.events import EventBus
+from roost.state.sessions import SessionTable
+from roost.system.blocking import BlockingExecutor
+from roost.system.peercred import unix_peer_uid
 
 __all__ = ["AdminServer", "AdminSocketError", "build_admin_app", "peer_uid", "unix_address"]
 

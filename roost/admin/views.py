@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from roost.sessions import SessionRecord
+from roost.state.sessions import SessionRecord
 
 __all__ = ["session_view", "tree"]
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from roost import __version__
-from roost.wire import FINAL_JOB_STATES, HOST_ERROR_HEADER
+from roost.core.wire import FINAL_JOB_STATES, HOST_ERROR_HEADER
 
 __all__ = ["main"]
 

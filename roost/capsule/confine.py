@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from roost.capsule.probe import Decision, HostProbe
-from roost.manifest import Manifest
-from roost.netrule import NetworkAllowRule
+from roost.core.manifest import Manifest
+from roost.core.netrule import NetworkAllowRule
 
 __all__ = ["Grants", "effective_grants", "plan_grants"]
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import aiohttp
 
 from roost.capsule.prepare import LaunchRefused, Prepared, register_refusal, say
-from roost.tlsclient import TrustError, context_for, untrusted_sentence
-from roost.wire import APPROVAL_HEADER, CREDENTIAL_HEADER
+from roost.core.wire import APPROVAL_HEADER, CREDENTIAL_HEADER
+from roost.system.tlsclient import TrustError, context_for, untrusted_sentence
 
 __all__ = ["DaemonLink", "Registration"]
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roost.capsule.reaper import KILL_GRACE_SECS, descendants, kill_tree
-from roost.completionrecord import cut_detail
+from roost.core.completion import cut_detail
 
 __all__ = ["EntrypointResult", "Launch", "resolve_argv", "run_entrypoint", "stop_tree", "task_env"]
 

@@ -31,8 +31,8 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from a2a.client import A2AClient
-from a2a.errors import JsonRpcError
-from a2a.models import TaskState
+from a2a.protocol.errors import JsonRpcError
+from a2a.protocol.models import TaskState
 from roost.capsule.confine import effective_grants, plan_grants
 from roost.capsule.daemonlink import DaemonLink
 from roost.capsule.entrypoint import task_env
@@ -44,11 +44,11 @@ from roost.capsule.reaper import KILL_GRACE_SECS, become_subreaper, descendants,
 from roost.capsule.sandbox import Confinement
 from roost.capsule.serving import EXIT_STATUS, TaskServer, build_door
 from roost.capsule.taskinput import read_initial_task, read_job_id
-from roost.completion import report, write_completion
-from roost.completionrecord import CompletionRecord
+from roost.core.completion import CompletionRecord
+from roost.core.manifest import Manifest
 from roost.http.server import QuietHandlerRunner
-from roost.manifest import Manifest
-from roost.trace import TraceWriter
+from roost.observe.tracelines import TraceWriter
+from roost.services.completionfile import report, write_completion
 
 __all__ = ["LaunchRefused", "Prepared", "RunOptions", "prepare", "run"]
 

@@ -26,9 +26,9 @@ import aiohttp
 from aiohttp import web
 
 from roost.capsule.prepare import door_note
+from roost.core.wire import CREDENTIAL_HEADER, HOST_ERROR_HEADER
 from roost.http.server import QuietRunner
-from roost.tlsclient import context_for, untrusted_sentence
-from roost.wire import CREDENTIAL_HEADER, HOST_ERROR_HEADER
+from roost.system.tlsclient import context_for, untrusted_sentence
 
 __all__ = ["HOST_ERROR_HEADER", "ROUTES", "HostSocket", "socket_dir"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import resource
 from collections.abc import Sequence
 
-from roost.manifest import ResourceCaps
+from roost.core.manifest import ResourceCaps
 
 __all__ = ["RLIMITS", "apply_rlimits", "rlimit_plan"]
 

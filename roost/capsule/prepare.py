@@ -19,12 +19,12 @@ from roost.capsule.entrypoint import EntrypointError, resolve_argv
 from roost.capsule.lifeline import ENV as LIFELINE_ENV
 from roost.capsule.lifeline import LifelineError, lifeline_refusal, take_lifeline
 from roost.capsule.probe import Decision, HostProbe, decide, probe_host, refusal
-from roost.completionrecord import SpawnerHandle, SpawnerHandleError
-from roost.ids import session_id as mint_session_id
-from roost.manifest import Manifest, outside_workdir, scope_refusal
-from roost.registry import Registry
-from roost.registry.errors import RegistryError
-from roost.trace import TRACE_FILE, records_dir
+from roost.core.completion import SpawnerHandle, SpawnerHandleError
+from roost.core.ids import session_id as mint_session_id
+from roost.core.manifest import Manifest, outside_workdir, scope_refusal
+from roost.observe.tracelines import TRACE_FILE, records_dir
+from roost.state.registry import Registry
+from roost.state.registry.errors import RegistryError
 
 __all__ = [
     "ContainmentRefused",
@@ -155,7 +155,7 @@ def prepare(opts: RunOptions) -> Prepared:
     )
     if not decision.floor_met:
         raise ContainmentRefused(refusal(manifest.coordinates, decision), prepared)
-    # Parsing refuses such a manifest already (roost/manifest.py); kept for a manifest that
+    # Parsing refuses such a manifest already (roost/core/manifest.py); kept for a manifest that
     # reached here another way, before any containment is drawn from it.
     bad = outside_workdir(manifest) if decision.achieved != "advisory" else None
     if bad is not None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from roost.capsule import landlock
-from roost.manifest import CONTAINMENT_ORDER, Containment
+from roost.core.manifest import CONTAINMENT_ORDER, Containment
 
 __all__ = ["CONTAINMENT_MAX_ENV", "Decision", "HostProbe", "decide", "probe_host", "refusal"]
 

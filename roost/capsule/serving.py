@@ -23,16 +23,16 @@ from pathlib import Path
 from aiohttp import web
 
 from a2a.door import DEFAULT_BLOCKING_CAP_SECS, Door, DoorTask, TaskOutcome
-from a2a.models import TaskState
-from a2a.origin import Origin
+from a2a.protocol.models import TaskState
+from a2a.protocol.origin import Origin
 from roost.capsule.entrypoint import Launch, run_entrypoint
 from roost.capsule.limits import apply_rlimits
 from roost.capsule.prepare import Prepared
 from roost.capsule.sandbox import Confinement
 from roost.capsule.taskinput import write_results
+from roost.core.wire import BLOCKING_CAP_ENV
 from roost.http.caller import caller_of
-from roost.trace import TraceWriter
-from roost.wire import BLOCKING_CAP_ENV
+from roost.observe.tracelines import TraceWriter
 
 __all__ = [
     "BLOCKING_CAP_ENV",

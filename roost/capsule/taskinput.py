@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from roost.fsutil import write_atomic
+from roost.system.fsutil import write_atomic
 
 __all__ = [
     "REQUEST_TYPE",

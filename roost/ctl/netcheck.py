@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from roost.loopback import is_loopback_host
+from roost.core.loopback import is_loopback_host
 
 __all__ = ["check_network"]
 
@@ -32,7 +32,7 @@ def check_network(add: Add, status: dict[str, object] | None, ca: str | None, *,
     import urllib.error
     import urllib.request
 
-    from roost.tlsclient import CA_ENV, TrustError, context_for, untrusted_sentence
+    from roost.system.tlsclient import CA_ENV, TrustError, context_for, untrusted_sentence
 
     network = status.get("network_url")
     advertised = str(status.get("advertise_url") or status.get("url") or "")

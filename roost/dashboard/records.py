@@ -16,9 +16,9 @@ from typing import TypeVar
 from urllib.parse import quote, urlencode
 
 from roost.capsule.taskinput import MAX_TASK_BYTES, TASK_FILES, initial_task_from
+from roost.core.wire import RECORD_START_HEADER
 from roost.dashboard.admin import AdminError, AdminSocket
-from roost.launcher.childfiles import READ_MAX
-from roost.wire import RECORD_START_HEADER
+from roost.services.launcher.childrecords import READ_MAX
 
 __all__ = ["FILE_MAX", "TRACE_MAX", "Records", "read_records"]
 

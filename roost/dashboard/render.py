@@ -12,9 +12,9 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
+from roost.core.wire import FINAL_JOB_STATES
 from roost.dashboard.gauges import Gauges
 from roost.dashboard.timeline import LANES, Item
-from roost.wire import FINAL_JOB_STATES
 
 __all__ = ["SYMBOLS", "detail_fragment", "home_fragment", "page", "state_badge"]
 

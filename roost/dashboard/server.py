@@ -1,7 +1,7 @@
 """The dashboard's web server: loopback only, one operator, every answer from the admin socket.
 
 Request checks run in one middleware, in this order: the TCP peer's uid must be the uid that
-started the dashboard (looked up in the kernel, see ``roost/peercred.py``); ``Host`` must be our
+started the dashboard (looked up in the kernel, see ``roost/system/peercred.py``); ``Host`` must be our
 loopback address and port; then the cookie (or, on ``GET /``, the token from the printed URL,
 exchanged for the cookie). ``POST`` also needs our ``Origin`` and the page's CSRF value. Any
 failure is a bare 403 that tells nothing about the daemon.
@@ -26,7 +26,7 @@ from roost.dashboard.gauges import gauges
 from roost.dashboard.guard import COOKIE, CSRF_HEADER, Guard
 from roost.dashboard.records import read_records
 from roost.dashboard.timeline import layout, parse_trace
-from roost.peercred import tcp_peer_uid
+from roost.system.peercred import tcp_peer_uid
 
 __all__ = ["build_app"]
 

@@ -1,4 +1,4 @@
-"""``GET /artifacts/{sha256}``: a registry artifact's bytes for a node keeper (:mod:`roost.artifacts`).
+"""``GET /artifacts/{sha256}``: a registry artifact's bytes for a node keeper (:mod:`roost.services.artifactserve`).
 
 The keeper token is checked before the digest is looked at; an unknown digest is 404. The body
 is streamed from the executor in 256 KiB reads, with ``Content-Length``, and hashed on the way:
@@ -15,9 +15,9 @@ from typing import Final
 import structlog
 from aiohttp import web
 
-from roost.artifacts import SHA256_HEADER, ArtifactIndex, keeper_node, require_sha256
-from roost.errors import NotFound
+from roost.core.errors import NotFound
 from roost.http.context import EXECUTOR, KEYS, SETTINGS
+from roost.services.artifactserve import SHA256_HEADER, ArtifactIndex, keeper_node, require_sha256
 
 __all__ = ["ARTIFACT_INDEX", "install"]
 

@@ -2,7 +2,7 @@
 
 ``caller_of(request)`` answers a :class:`Caller` with the uid of the process at the other end
 of the request's connection — ``SO_PEERCRED`` on a unix socket, an exact sock_diag lookup on a
-loopback TCP connection (:mod:`roost.peercred`) — or ``uid=None`` when the kernel cannot say
+loopback TCP connection (:mod:`roost.system.peercred`) — or ``uid=None`` when the kernel cannot say
 (a peer on another host). The answer is worked out once per connection and cached with it:
 a connection's owner cannot change while it is open, and keep-alive requests then cost
 nothing. docs/security.md says what each endpoint does with it.
@@ -18,8 +18,8 @@ from typing import Literal
 
 from aiohttp import web
 
-from roost.loopback import is_loopback_peer
-from roost.peercred import owner_uid, tcp_peer_uid, unix_peer_uid
+from roost.core.loopback import is_loopback_peer
+from roost.system.peercred import owner_uid, tcp_peer_uid, unix_peer_uid
 
 __all__ = ["Caller", "caller_of", "forget_callers", "identify", "remember"]
 

@@ -12,16 +12,16 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 if TYPE_CHECKING:
-    from roost.blocking import BlockingExecutor
-    from roost.keys import KeyHolder
-    from roost.launcher.service import Launcher
-    from roost.lifecycle import Lifecycle
-    from roost.metrics import Metrics
-    from roost.peer.plane import PeerPlane
-    from roost.probes import Probes
-    from roost.referee import Referee
-    from roost.relay import Relay
-    from roost.settings import Settings
+    from roost.daemon.lifecycle import Lifecycle
+    from roost.observe.metrics import Metrics
+    from roost.observe.probes import Probes
+    from roost.services.launcher.service import Launcher
+    from roost.services.peer.plane import PeerPlane
+    from roost.services.referee.service import Referee
+    from roost.services.relay import Relay
+    from roost.state.keys import KeyHolder
+    from roost.state.settings import Settings
+    from roost.system.blocking import BlockingExecutor
 
 __all__ = [
     "EXECUTOR",

@@ -16,14 +16,14 @@ import statistics
 
 from aiohttp import web
 
-from roost.errors import BadGateway, Conflict, Refused
+from roost.core.errors import BadGateway, Conflict, Refused
+from roost.core.ids import require_id
+from roost.core.loopback import is_loopback_peer
+from roost.core.wire import CREDENTIAL_HEADER
 from roost.http.caller import caller_of
 from roost.http.context import LAUNCHER, PROBES, REFEREE
 from roost.http.middleware import read_json
-from roost.identifiers import require_id
-from roost.launcher.request import parse_request
-from roost.loopback import is_loopback_peer
-from roost.wire import CREDENTIAL_HEADER
+from roost.services.launcher.request import parse_request
 
 __all__ = ["routes"]
 

@@ -1,6 +1,6 @@
 """The one place exceptions become HTTP answers.
 
-Handlers raise :class:`roost.errors.RoostError`; this renders ``{"error": "<sentence>"}`` with
+Handlers raise :class:`roost.core.errors.RoostError`; this renders ``{"error": "<sentence>"}`` with
 its status. aiohttp's own HTTP exceptions (unknown route, wrong method, body too large) get the
 same JSON shape. Anything else is logged with its traceback and answered with a fixed 500
 sentence: no traceback and no exception text ever reaches a client.
@@ -16,8 +16,8 @@ import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from roost.errors import BadRequest, RoostError
-from roost.jsonbody import BodyError, decode_body
+from roost.core.errors import BadRequest, RoostError
+from roost.http.jsonbody import BodyError, decode_body
 
 __all__ = ["INTERNAL_ERROR", "MAX_BODY_BYTES", "error_middleware", "json_error", "json_ok", "read_json"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from roost.health import readiness, render
 from roost.http.context import EXECUTOR, LIFECYCLE, PROBES, REFEREE, SETTINGS
-from roost.openapi import openapi_document
+from roost.http.health import readiness, render
+from roost.http.openapi import openapi_document
 
 __all__ = ["routes"]
 

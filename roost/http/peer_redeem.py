@@ -1,7 +1,7 @@
 """The HTTP half of ``GET /resources/peer/{handle}``: read the request, render the decision.
 
-:mod:`roost.peer.redeem` decides (the check order, the trace lines) from a typed
-:class:`~roost.peer.redeem.RedeemRequest`; this module turns the aiohttp request into one and
+:mod:`roost.services.peer.redeem` decides (the check order, the trace lines) from a typed
+:class:`~roost.services.peer.redeem.RedeemRequest`; this module turns the aiohttp request into one and
 the decision into headers and bytes. A large file is streamed from the descriptor the plane
 opened; when its bytes can no longer be vouched for once sent (the file changed, its node
 stopped answering, or the handle stopped verifying meanwhile) the connection is aborted, so
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from roost.core.wire import AUDIENCE_HEADER, GENERATION_HEADER, HANDLE_ID_HEADER, MTIME_HEADER
 from roost.http.middleware import json_error
-from roost.peer.errors import MethodNotAllowed
-from roost.peer.redeem import PREFIX, LargeFile, RedeemRequest, Refusal, SmallFile
-from roost.wire import AUDIENCE_HEADER, GENERATION_HEADER, HANDLE_ID_HEADER, MTIME_HEADER
+from roost.services.peer.errors import MethodNotAllowed
+from roost.services.peer.redeem import PREFIX, LargeFile, RedeemRequest, Refusal, SmallFile
 
 __all__ = ["read_redeem", "render"]
 

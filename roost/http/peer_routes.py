@@ -1,4 +1,4 @@
-"""HTTP routes of the peer plane; handlers stay thin and call :class:`roost.peer.plane.PeerPlane`.
+"""HTTP routes of the peer plane; handlers stay thin and call :class:`roost.services.peer.plane.PeerPlane`.
 
 ``/resources/peer`` and everything below it is routed to one handler for *every* method, so the
 405 (``allow: GET``) is decided by the plane before anything else, identically for every path,
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from roost.core.wire import CREDENTIAL_HEADER
 from roost.http.context import PEER_PLANE, REFEREE
 from roost.http.middleware import read_json
 from roost.http.peer_redeem import read_redeem, render
-from roost.peer.errors import PeerError
-from roost.peer.fetch import parse_fetch_body
-from roost.peer.mint import parse_mint_body
-from roost.wire import CREDENTIAL_HEADER
+from roost.services.peer.errors import PeerError
+from roost.services.peer.fetch import parse_fetch_body
+from roost.services.peer.mint import parse_mint_body
 
 __all__ = ["routes"]
 

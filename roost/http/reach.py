@@ -22,9 +22,9 @@ from typing import Final
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from roost.errors import Refused
+from roost.core.errors import Refused
+from roost.core.wire import APPROVAL_HEADER, CREDENTIAL_HEADER
 from roost.http.caller import caller_of
-from roost.wire import APPROVAL_HEADER, CREDENTIAL_HEADER
 
 __all__ = ["REMOTE_ROUTES", "Need", "reach_middleware", "remote_need"]
 

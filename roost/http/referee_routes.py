@@ -1,23 +1,23 @@
 """Upstream-compatible referee endpoints: /health, /spawn, /register, /deregister, /status.
 
-Each handler parses its body into a typed request (:mod:`roost.bodies`), does the checks that
-need I/O, and hands typed values to :class:`roost.referee.Referee`."""
+Each handler parses its body into a typed request (:mod:`roost.http.bodies`), does the checks that
+need I/O, and hands typed values to :class:`roost.services.referee.service.Referee`."""
 
 from __future__ import annotations
 
 import structlog
 from aiohttp import web
 
-from roost.bodies import parse_deregister, parse_register, parse_spawn
-from roost.errors import NotFound, Refused, RoostError
+from roost.core.errors import NotFound, Refused, RoostError
+from roost.core.ids import require_id
+from roost.core.wire import APPROVAL_HEADER, CREDENTIAL_HEADER
+from roost.http.bodies import parse_deregister, parse_register, parse_spawn
 from roost.http.caller import caller_of
 from roost.http.context import EXECUTOR, KEYS, LAUNCHER, METRICS, REFEREE, SETTINGS
 from roost.http.middleware import json_ok, read_json
-from roost.identifiers import require_id
-from roost.launcher.tickets import is_ticket
-from roost.procstart import process_identity, process_owner
-from roost.sessionwatch import pid_holds_connection
-from roost.wire import APPROVAL_HEADER, CREDENTIAL_HEADER
+from roost.services.launcher.tickets import is_ticket
+from roost.services.sessionwatch import pid_holds_connection
+from roost.system.procstart import process_identity, process_owner
 
 __all__ = ["routes"]
 
@@ -108,7 +108,7 @@ async def register(request: web.Request) -> web.Response:
     if job is not None and job.delegated and job.parent_id == _rec.parent_id:
         # The launcher delivers this child's completion, sealed, once it exits: the child only
         # writes its record (docs/security.md, "Sealed origin and trust"). A parent on another
-        # node is reached through that node's keeper (roost/raybackend/doors.py).
+        # node is reached through that node's keeper (roost/backends/ray/doors.py).
         answer["completion_delivery"] = "launcher"
     return json_ok(answer)
 

@@ -1,4 +1,4 @@
-"""HTTP routes of the A2A relay; handlers stay thin and call :class:`roost.relay.Relay`.
+"""HTTP routes of the A2A relay; handlers stay thin and call :class:`roost.services.relay.Relay`.
 
 Each handler parses its body into a typed request here (a malformed one is counted as a refused
 relay call). Only the session credential header is read from the request; every other header
@@ -12,11 +12,11 @@ from typing import TypeVar
 
 from aiohttp import web
 
-from roost.errors import BadRequest
+from roost.core.errors import BadRequest
+from roost.core.wire import CREDENTIAL_HEADER
 from roost.http.context import METRICS, RELAY
 from roost.http.middleware import json_ok, read_json
-from roost.relay import SendRequest, parse_send, parse_task_call
-from roost.wire import CREDENTIAL_HEADER
+from roost.services.relay import SendRequest, parse_send, parse_task_call
 
 __all__ = ["routes"]
 

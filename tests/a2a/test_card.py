@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from a2a.card import CAPSULE_EXTENSION_URI, DOOR_EXTENSION_URI, build_card, card_dialect
+from a2a.protocol.card import CAPSULE_EXTENSION_URI, DOOR_EXTENSION_URI, build_card, card_dialect
 
 
 def test_card_shape() -> None:

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from a2a import errors
 from a2a.client import A2AClient, normalize_peer_url
-from a2a.models import Message, Part, TaskState
+from a2a.protocol import errors
+from a2a.protocol.models import Message, Part, TaskState
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 MSG = Message(message_id="m1", role="user", parts=[Part(kind="text", text="hi")])

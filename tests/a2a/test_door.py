@@ -11,11 +11,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from a2a import seal, traceparent
 from a2a.client import A2AClient
 from a2a.door import PEER_NOT_ACCEPTED_BODY, TAKES_NO_TASKS, Door, DoorTask, TaskOutcome
-from a2a.models import Message, Part, TaskState, parse_message_lean
-from a2a.origin import Lane, Origin, Provenance, Trust
+from a2a.protocol import seal, traceparent
+from a2a.protocol.models import Message, Part, TaskState, parse_message_lean
+from a2a.protocol.origin import Lane, Origin, Provenance, Trust
 from tests.support.doorserve import serve_door
 
 SESSION = "ses_0123456789abcdef0123456789abcdef"
@@ -397,7 +397,7 @@ HEADER_CASES = [
 
 
 def subject_of(params: dict[str, Any], delegation_id: str | None = None) -> str:
-    """What the daemon's seal covers for a send of ``params``' message (:func:`a2a.seal.send_subject`)."""
+    """What the daemon's seal covers for a send of ``params``' message (:func:`a2a.protocol.seal.send_subject`)."""
     return seal.send_subject(parse_message_lean(params["message"]), delegation_id)
 
 

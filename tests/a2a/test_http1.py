@@ -19,10 +19,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from yarl import URL
 
-from a2a import errors, http1
+from a2a import http1
 from a2a.client import A2AClient
 from a2a.http1 import Http1Pool
-from a2a.models import Message, Part
+from a2a.protocol import errors
+from a2a.protocol.models import Message, Part
 
 OK_BODY = b'{"ok": true}'
 

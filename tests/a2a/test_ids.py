@@ -8,7 +8,7 @@ import time
 from hypothesis import given
 from hypothesis import strategies as st
 
-from a2a import ids
+from a2a.protocol import ids
 
 UUID7 = re.compile(r"[0-9a-f]{12}7[0-9a-f]{3}[89ab][0-9a-f]{15}")
 

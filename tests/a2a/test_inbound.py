@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from a2a.inbound import parse_message
-from a2a.models import DIALECTS, Dialect, FileContent, Message, Part, build, dump_message
+from a2a.protocol.inbound import parse_message
+from a2a.protocol.models import DIALECTS, Dialect, FileContent, Message, Part, build, dump_message
 
 _text = st.text(max_size=20)
 _json = st.recursive(

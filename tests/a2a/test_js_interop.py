@@ -23,7 +23,7 @@ import pytest
 
 from a2a.client import A2AClient
 from a2a.door import Door
-from a2a.models import Message, Part, TaskState
+from a2a.protocol.models import Message, Part, TaskState
 from tests.a2a.conformance.harness import SESSION, Script, serve
 from tests.support.registry import RegistryBuilder
 

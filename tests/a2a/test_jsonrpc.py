@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from a2a import errors, jsonrpc
+from a2a.protocol import errors, jsonrpc
 
 
 def test_parse_request_ok() -> None:

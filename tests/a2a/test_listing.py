@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from a2a import errors, listing
-from a2a.models import TaskState
+from a2a.protocol import errors, listing
+from a2a.protocol.models import TaskState
 
 
 @dataclass

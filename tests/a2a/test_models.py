@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from a2a.models import (
+from a2a.protocol.models import (
     Artifact,
     Message,
     Part,

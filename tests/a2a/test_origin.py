@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from a2a.origin import (
+from a2a.protocol.origin import (
     LANE_ORDER,
     Lane,
     Origin,

@@ -26,7 +26,7 @@ import pytest
 
 from a2a.client import A2AClient
 from a2a.door import Door
-from a2a.models import Message, Part, Task, TaskState
+from a2a.protocol.models import Message, Part, Task, TaskState
 from tests.a2a.conformance.harness import Script
 from tests.support.doorserve import serve_door
 from tests.support.registry import RegistryBuilder

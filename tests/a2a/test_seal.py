@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from a2a import seal
+from a2a.protocol import seal
 
 KEY = bytes(range(32))
 FIELDS = {"origin": "peer", "trust": "trusted", "traceparent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01"}

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import time
 
-from a2a import traceparent
-from a2a.models import Message, TaskState, build, text_part
-from a2a.origin import Lane, Provenance
+from a2a.protocol import traceparent
+from a2a.protocol.models import Message, TaskState, build, text_part
+from a2a.protocol.origin import Lane, Provenance
+from a2a.protocol.tasktypes import DoorTask, Incoming, TaskOutcome
 from a2a.taskqueue import TaskQueue
-from a2a.tasktypes import DoorTask, Incoming, TaskOutcome
 
 
 async def _interrupt(_task: DoorTask) -> TaskOutcome:

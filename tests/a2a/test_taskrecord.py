@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from a2a import traceparent
-from a2a.models import Message, TaskState, build, dump_task, text_part
-from a2a.origin import Provenance
+from a2a.protocol import traceparent
+from a2a.protocol.models import Message, TaskState, build, dump_task, text_part
+from a2a.protocol.origin import Provenance
+from a2a.protocol.tasktypes import DoorTask
 from a2a.taskrecord import TaskRecord, iso
-from a2a.tasktypes import DoorTask
 
 TASK = DoorTask(
     id="tsk_1",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from a2a.models import TaskState
+from a2a.protocol.models import TaskState
 from a2a.taskrecord import TaskRecord
 from a2a.taskstore import Shelf
 from tests.a2a.test_taskrecord import TASK

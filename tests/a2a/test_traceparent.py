@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from a2a import traceparent
-from a2a.traceparent import TraceParent
+from a2a.protocol import traceparent
+from a2a.protocol.traceparent import TraceParent
 
 VALID = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 hex_chars = st.text(alphabet="0123456789abcdef", min_size=1, max_size=1)

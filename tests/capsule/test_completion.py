@@ -12,8 +12,8 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from a2a.door import Door, DoorTask, TaskOutcome
-from roost.completion import SpawnerHandle
-from roost.ids import delegation_id
+from roost.core.ids import delegation_id
+from roost.services.completionfile import SpawnerHandle
 from tests.support.capsules import Capsules, add_examples, base_env, trace_events, wait_for
 from tests.support.registry import RegistryBuilder
 from tests.trace_checks import assert_trace_guarantees

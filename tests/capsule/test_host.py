@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from a2a import seal
 from a2a.client import A2AClient
-from a2a.models import Message, Part, TaskState
+from a2a.protocol import seal
+from a2a.protocol.models import Message, Part, TaskState
 from tests.support.capsules import Capsules, add_examples, base_env
 from tests.support.registry import RegistryBuilder
 from tests.trace_checks import assert_trace_guarantees

@@ -29,7 +29,7 @@ import aiohttp
 import psutil
 import pytest
 
-from roost.trace import read_trace, trace_path
+from roost.observe.tracelines import read_trace, trace_path
 from tests.support.daemon import DaemonProcess, start_daemon_process
 from tests.support.launcher import DOUBLE, add_doubles, wait_for
 from tests.support.registry import RegistryBuilder

@@ -16,9 +16,9 @@ from typing import Any
 import psutil
 import pytest
 
-from roost import ids
-from roost.blocking import BlockingExecutor
-from roost.raybackend.cluster import RayCluster
+from roost.backends.ray.cluster import RayCluster
+from roost.core import ids
+from roost.system.blocking import BlockingExecutor
 
 # Above the test's worst-case waits, plus the session cluster's start for the first test.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]

@@ -18,8 +18,8 @@ from typing import Any
 import psutil
 import pytest
 
-from roost.launcher.cgroups import JobCgroups, find_v2_mount
-from roost.raybackend.placement import keeper_name
+from roost.backends.process.cgroups import JobCgroups, find_v2_mount
+from roost.backends.ray.placement import keeper_name
 from tests.support.cluster import add_doubles, job_final, ray_settings, wait_for
 from tests.support.daemon import RunningDaemon
 from tests.support.launcher import DOUBLE

@@ -25,7 +25,7 @@ from aiohttp import web
 from roost.dashboard.admin import AdminSocket
 from roost.dashboard.guard import Guard
 from roost.dashboard.server import build_app
-from roost.trace import trace_path
+from roost.observe.tracelines import trace_path
 from tests.support.cluster import job_final, ray_settings
 from tests.support.daemon import RunningDaemon
 from tests.support.nodewatch import daemon_stays_off

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from yarl import URL
 
-from roost.trace import trace_path
+from roost.observe.tracelines import trace_path
 from tests.support.cluster import job_final, ray_settings, wait_for
 from tests.support.daemon import RunningDaemon
 from tests.support.registry import EXAMPLES

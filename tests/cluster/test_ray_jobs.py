@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from roost import __version__
-from roost.completionrecord import crash_detail
-from roost.launcher.backend import NodeRef
-from roost.raybackend.keepers import keeper_gone_sentence, node_gone_sentence
-from roost.trace import read_trace, trace_path
+from roost.backends.base import NodeRef
+from roost.backends.ray.keepers import keeper_gone_sentence, node_gone_sentence
+from roost.core.completion import crash_detail
+from roost.observe.tracelines import read_trace, trace_path
 from tests.support.cluster import (
     add_doubles,
     delegated_final,

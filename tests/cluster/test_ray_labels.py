@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from roost.raybackend.placement import node_root_name
+from roost.backends.ray.placement import node_root_name
 from tests.support.cluster import PLACEMENT, add_doubles, job_final, ray_settings
 from tests.support.daemon import RunningDaemon
 from tests.support.registry import RegistryBuilder

@@ -18,11 +18,11 @@ from typing import Any
 import psutil
 import pytest
 
-from roost.completionrecord import crash_detail
-from roost.launcher.backend import NodeRef
-from roost.raybackend.cluster import PG_PREFIX
-from roost.raybackend.keepers import keeper_gone_sentence, node_gone_sentence
-from roost.raybackend.placement import keeper_name
+from roost.backends.base import NodeRef
+from roost.backends.ray.cluster import PG_PREFIX
+from roost.backends.ray.keepers import keeper_gone_sentence, node_gone_sentence
+from roost.backends.ray.placement import keeper_name
+from roost.core.completion import crash_detail
 from tests.support.cluster import (
     add_doubles,
     job_final,

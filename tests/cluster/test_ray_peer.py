@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 import ray
 
-from roost import tokens
-from roost.raybackend.peerkeeper import NOT_ITS_DIR
-from roost.raybackend.placement import keeper_name
-from roost.trace import read_trace, trace_path
+from roost.backends.ray.node.peers import NOT_ITS_DIR
+from roost.backends.ray.placement import keeper_name
+from roost.core import tokens
+from roost.observe.tracelines import read_trace, trace_path
 from tests.cluster.test_ray_records import daemon_stays_off
 from tests.support.cluster import no_process_left, ray_settings, wait_for
 from tests.support.daemon import RunningDaemon

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from roost.blocking import BlockingExecutor
-from roost.launcher.backend import BackendError, NodeRef
-from roost.peer.errors import IoError
-from roost.peer.files import Export
-from roost.peer.localfiles import LocalSessionFiles
-from roost.raybackend.peerfiles import RaySessionFiles
+from roost.backends.base import BackendError, NodeRef
+from roost.backends.local.sessionfiles import LocalSessionFiles
+from roost.backends.ray.peerfiles import RaySessionFiles
+from roost.services.peer.errors import IoError
+from roost.services.peer.files import Export
+from roost.system.blocking import BlockingExecutor
 
 NODE = NodeRef("node-w1", "10.0.0.2")
 

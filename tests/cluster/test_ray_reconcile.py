@@ -20,8 +20,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from roost.raybackend.cluster import PG_PREFIX, start_keeper
-from roost.raybackend.placement import keeper_name
+from roost.backends.ray.cluster import PG_PREFIX, start_keeper
+from roost.backends.ray.placement import keeper_name
 from tests.support.cluster import RUNTIME, add_doubles, job_processes, no_process_left, wait_for
 from tests.support.daemon import DaemonProcess, start_daemon_process
 from tests.support.registry import RegistryBuilder

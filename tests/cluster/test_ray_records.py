@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from roost.trace import trace_path
+from roost.observe.tracelines import trace_path
 from tests.support.cluster import add_doubles, job_final, ray_settings, wait_for
 from tests.support.daemon import RunningDaemon
 from tests.support.nodewatch import daemon_stays_off

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from roost.tlsclient import CA_ENV
+from roost.system.tlsclient import CA_ENV
 from tests.net.support import make_pki
 from tests.support.cluster import free_port, job_final, own_address, ray_settings, wait_for
 from tests.support.daemon import RunningDaemon

@@ -1,7 +1,7 @@
 """A top-level job placed on a Ray node registers over the network with an approval bound to it.
 
 From another host ``/register`` needs an approval; a top-level job's child gets a single-use one
-of its own on stdin (roost/launcher/tickets.py). The test cluster shares this machine, so the
+of its own on stdin (roost/services/launcher/tickets.py). The test cluster shares this machine, so the
 daemon's network listener is put on a non-loopback address of this machine and the children are
 given it as ``advertise_url``: their registration then arrives from a non-loopback address, as
 from another host, and the reach rules apply to it.

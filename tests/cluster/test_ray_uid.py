@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from roost.raybackend.cluster import start_keeper
-from roost.raybackend.placement import node_root_name
+from roost.backends.ray.cluster import start_keeper
+from roost.backends.ray.placement import node_root_name
 from tests.support.cluster import add_doubles, job_final, ray_settings
 from tests.support.daemon import RunningDaemon
 from tests.support.launcher import DOUBLE

@@ -29,7 +29,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from roost.launcher.jobs import Job
+from roost.core.jobs import Job
 from tests.support.cluster import RUNTIME, add_doubles, ray_settings, wait_for
 from tests.support.daemon import DaemonProcess, RunningDaemon, start_daemon_process
 from tests.support.nodewatch import daemon_stays_off

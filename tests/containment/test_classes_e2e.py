@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from roost.capsule.probe import probe_host
-from roost.packing import pack_capsule
-from roost.trace import read_trace, trace_path
+from roost.observe.tracelines import read_trace, trace_path
+from roost.state.registry.packing import pack_capsule
 from tests.support.capsules import wait_for
 from tests.support.launcher import parent_door
 from tests.support.registry import EXAMPLES

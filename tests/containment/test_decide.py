@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from roost.capsule.probe import HostProbe, decide, refusal
-from roost.manifest import CONTAINMENT_ORDER
+from roost.core.manifest import CONTAINMENT_ORDER
 
 CLASSES = ("advisory", "scoped", "sealed")
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from roost.capsule.probe import probe_host
-from roost.packing import PackError
+from roost.state.registry.packing import PackError
 from tests.support.capsules import Capsules, base_env, trace_events
 from tests.support.registry import RegistryBuilder
 
@@ -285,7 +285,7 @@ async def test_examples_run_unchanged_under_scoped_hosts(
 
     import yaml
 
-    from roost.packing import pack_capsule
+    from roost.state.registry.packing import pack_capsule
     from tests.support.registry import EXAMPLES
 
     src = tmp_path / "src" / name

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from roost.capsule import landlock
 from roost.capsule.confine import _ports
-from roost.manifest import Manifest, _relative_inside, parse_manifest
+from roost.core.manifest import Manifest, _relative_inside, parse_manifest
 
 segment = st.sampled_from(["a", "b", "out", "..", ".", "x.y"])
 

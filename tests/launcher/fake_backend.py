@@ -1,9 +1,9 @@
 """A process backend for tests: children that are scripts of events, directories in memory.
 
-:class:`FakeBackend` implements :class:`roost.launcher.backend.ProcessBackend` (a test double of
+:class:`FakeBackend` implements :class:`roost.backends.base.ProcessBackend` (a test double of
 that interface, nothing of the launcher's own): a :class:`FakeChild` prints the stdout lines it
 is given, exits when told, reacts to SIGTERM and to its lifeline closing as configured, and
-records what was done to it, so a test can drive a :class:`roost.launcher.runner.JobRunner`
+records what was done to it, so a test can drive a :class:`roost.services.launcher.runner.JobRunner`
 through every path a real child can take without starting one.
 """
 
@@ -13,16 +13,16 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from roost.completionrecord import CompletionRecord
-from roost.launcher.backend import (
+from roost.backends.base import (
     ChildDir,
     ChildRef,
     NodeRef,
     RunningChild,
     StartSpec,
 )
-from roost.launcher.records import LOG_FILE
-from roost.manifest import ResourceCaps
+from roost.core.completion import CompletionRecord
+from roost.core.manifest import ResourceCaps
+from roost.services.launcher.childrecords import LOG_FILE
 
 __all__ = ["FakeBackend", "FakeChild", "FakeDir"]
 

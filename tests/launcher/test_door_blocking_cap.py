@@ -11,9 +11,9 @@ from typing import Any
 import aiohttp
 
 from a2a.door import DEFAULT_BLOCKING_CAP_SECS
-from roost.config import Config
-from roost.launcher.spawn import capsule_host_env
-from roost.wire import BLOCKING_CAP_ENV
+from roost.backends.process.spawn import capsule_host_env
+from roost.core.wire import BLOCKING_CAP_ENV
+from roost.state.config import Config
 from tests.support.launcher import job_final
 from tests.support.registry import RegistryBuilder
 

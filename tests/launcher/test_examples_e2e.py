@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from trace_checks import assert_trace_guarantees
 
-from roost.trace import read_trace, trace_path
+from roost.observe.tracelines import read_trace, trace_path
 from tests.support.daemon import RunningDaemon
 from tests.support.launcher import job_final, wait_for
 from tests.support.registry import EXAMPLES

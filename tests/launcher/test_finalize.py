@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roost.completion import OPERATOR_CANCEL_DETAIL, TERMINATED_DETAIL, deadline_detail
-from roost.launcher.finalize import PARENT_ENDED_REASON, Decision, Existing, Facts, decide, wants_own_session_end
-from roost.launcher.jobs import Delivery, StopReason, state_for_status
+from roost.core.finalize import PARENT_ENDED_REASON, Decision, Existing, Facts, decide, wants_own_session_end
+from roost.core.jobs import Delivery, StopReason, state_for_status
+from roost.services.completionfile import OPERATOR_CANCEL_DETAIL, TERMINATED_DETAIL, deadline_detail
 
 UNKNOWN = "exit status unknown: the process ended while the daemon was not running"
 STATUSES = ("ok", "error", "crashed", "terminated")

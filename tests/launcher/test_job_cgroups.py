@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from roost.launcher.cgroups import JobCgroups
+from roost.backends.process.cgroups import JobCgroups
 from tests.support.daemon import RunningDaemon
 from tests.support.launcher import job_final
 from tests.support.registry import EXAMPLES

@@ -17,8 +17,8 @@ from typing import Any
 import psutil
 import pytest
 
-from roost.completion import TERMINATED_DETAIL, SpawnerHandle
-from roost.trace import read_trace, trace_path
+from roost.observe.tracelines import read_trace, trace_path
+from roost.services.completionfile import TERMINATED_DETAIL, SpawnerHandle
 from tests.support.daemon import RunningDaemon
 from tests.support.launcher import DOUBLE, RUNTIME, add_doubles, job_final, wait_for
 from tests.support.registry import RegistryBuilder
@@ -346,7 +346,7 @@ async def test_completion_delivery_asks_for_an_immediate_answer(
 ) -> None:
     """A blocking parent door must never hold a delivery open (or time it out into a second one):
     the launcher's completion says so on the wire. A spawner handle names a murmur door, which is
-    spoken to in 0.3 (roost/completion.py), so the ask is ``blocking: false``."""
+    spoken to in 0.3 (roost/services/completionfile.py), so the ask is ``blocking: false``."""
     d = await start(daemon_factory, registry)
     door = await parent_door("x")
     _, cred, _ = await boss(d, tmp_path, door.url)

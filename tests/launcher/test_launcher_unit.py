@@ -18,24 +18,24 @@ from pathlib import Path
 import pytest
 
 from a2a.client import A2AClient
-from roost.blocking import BlockingExecutor
-from roost.completionrecord import OPERATOR_CANCEL_DETAIL, CompletionRecord
-from roost.config import Config
-from roost.errors import BadGateway, Refused
-from roost.events import EventBus
-from roost.keys import KeyHolder, KeyRing
-from roost.launcher.context import LaunchServices
-from roost.launcher.jobs import Job
-from roost.launcher.request import LaunchRequest, parse_request
-from roost.launcher.service import Launcher
-from roost.metrics import Metrics
-from roost.referee import Referee
-from roost.refusals import DRAINING_LAUNCH, refusals
-from roost.repos.jobs import JobRepository
-from roost.sessions import SessionRecord, SessionTable
-from roost.settings import Settings
-from roost.store import Store
-from roost.traces import TraceFiles
+from roost.core.completion import OPERATOR_CANCEL_DETAIL, CompletionRecord
+from roost.core.errors import BadGateway, Refused
+from roost.core.jobs import Job
+from roost.core.refusals import DRAINING_LAUNCH, refusals
+from roost.observe.events import EventBus
+from roost.observe.metrics import Metrics
+from roost.observe.tracesink import TraceFiles
+from roost.services.launcher.context import LaunchServices
+from roost.services.launcher.request import LaunchRequest, parse_request
+from roost.services.launcher.service import Launcher
+from roost.services.referee.service import Referee
+from roost.state.config import Config
+from roost.state.keys import KeyHolder, KeyRing
+from roost.state.repos.jobs import JobRepository
+from roost.state.sessions import SessionRecord, SessionTable
+from roost.state.settings import Settings
+from roost.state.store import Store
+from roost.system.blocking import BlockingExecutor
 from tests.launcher.fake_backend import FakeBackend, FakeChild
 from tests.support.registry import RegistryBuilder
 

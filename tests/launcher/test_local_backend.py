@@ -1,6 +1,6 @@
 """The local process backend on its own: real children, a real keeper, real files.
 
-What the launcher relies on from any :class:`roost.launcher.backend.ProcessBackend`, checked
+What the launcher relies on from any :class:`roost.backends.base.ProcessBackend`, checked
 against the one that runs children on this host: the child directory's records, a child's
 stdin/stdout/stderr, its lifeline, its exit status, stopping its group, finishing off what it
 left, and finding it again as another daemon instance would.
@@ -18,10 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from roost import ids
-from roost.blocking import BlockingExecutor
-from roost.completion import CompletionRecord
-from roost.launcher.backend import (
+from roost.backends.base import (
     CannotRunAs,
     ChildDir,
     ChildDirError,
@@ -30,9 +27,12 @@ from roost.launcher.backend import (
     StartFailed,
     StartSpec,
 )
-from roost.launcher.keeper import KeeperClient, keeper_address
-from roost.launcher.local import LocalBackend
-from roost.manifest import ResourceCaps
+from roost.backends.local.backend import LocalBackend
+from roost.backends.local.holder import KeeperClient, keeper_address
+from roost.core import ids
+from roost.core.manifest import ResourceCaps
+from roost.services.completionfile import CompletionRecord
+from roost.system.blocking import BlockingExecutor
 
 # Reads its stdin (the approval line) and its lifeline; says both on stdout, one line each;
 # then writes to stderr and waits until its lifeline closes (EOF), exiting 7, or for a signal.
@@ -155,7 +155,7 @@ async def test_a_keeper_waits_for_its_first_daemon(tmp_path: Path) -> None:
     could start with no keeper and hold its children's lifelines itself)."""
     address = keeper_address(tmp_path)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "roost.launcher.keeper", address, stdout=subprocess.PIPE, start_new_session=True
+        sys.executable, "-m", "roost.backends.local.holder", address, stdout=subprocess.PIPE, start_new_session=True
     )
     try:
         assert proc.stdout is not None
@@ -227,7 +227,7 @@ async def test_refusals_are_one_sentence(backend: LocalBackend, tmp_path: Path) 
 def test_the_keepers_own_lines_are_json_events_without_a_traceback(tmp_path: Path) -> None:
     """What the keeper says on its stderr (keeper.log) is one JSON event per line, like the
     daemon's: a socket it cannot bind, a wrong command line, never a traceback."""
-    keeper = [sys.executable, "-m", "roost.launcher.keeper"]
+    keeper = [sys.executable, "-m", "roost.backends.local.holder"]
     unbindable = str(tmp_path / "no-such-dir" / "keeper.sock")
     for args, event in (([unbindable], "keeper_bind_failed"), ([], "keeper_usage")):
         proc = subprocess.run([*keeper, *args], capture_output=True, text=True, timeout=60)
@@ -237,4 +237,4 @@ def test_the_keepers_own_lines_are_json_events_without_a_traceback(tmp_path: Pat
         assert len(lines) == 1, proc.stderr
         said = json.loads(lines[0])
         assert (said["event"], said["level"], said["logger"]) == (event, "error", "roost.keeper"), said
-    assert said["usage"].startswith("python -m roost.launcher.keeper")
+    assert said["usage"].startswith("python -m roost.backends.local.holder")

@@ -25,7 +25,7 @@ from hostile import alive as _alive
 from hostile import hostile_payload
 from hostile import recorded_pids as _pids
 
-from roost.launcher.cgroups import JobCgroups
+from roost.backends.process.cgroups import JobCgroups
 from tests.support.daemon import RunningDaemon, start_daemon_process
 from tests.support.launcher import job_final, wait_for
 from tests.support.registry import RegistryBuilder

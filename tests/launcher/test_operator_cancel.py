@@ -9,8 +9,8 @@ from typing import Any
 
 from ops.support import admin_http
 
-from roost.packing import pack_capsule
-from roost.trace import read_trace, trace_path
+from roost.observe.tracelines import read_trace, trace_path
+from roost.state.registry.packing import pack_capsule
 from tests.support.launcher import job_final
 from tests.support.registry import EXAMPLES, RegistryBuilder
 

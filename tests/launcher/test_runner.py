@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 
-from roost import ids
-from roost.launcher.backend import ChildDir, ChildHandle, ProcessBackend, StartSpec
-from roost.launcher.runner import JobRunner, NotReady, Ready, parse_ready
-from roost.manifest import ResourceCaps
+from roost.backends.base import ChildDir, ChildHandle, ProcessBackend, StartSpec
+from roost.core import ids
+from roost.core.manifest import ResourceCaps
+from roost.services.launcher.runner import JobRunner, NotReady, Ready, parse_ready
 from tests.launcher.fake_backend import FakeBackend, FakeChild
 
 SESSION = "ses_" + "a" * 16

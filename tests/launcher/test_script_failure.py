@@ -1,7 +1,7 @@
 """A script capsule whose script fails (a non-zero exit, a signal) under any containment class
 reports ``error``, and its job reads ``failed``: its session ran and failed, and its host said so.
 ``crashed`` is only for a child process that ended without recording a completion
-(roost/launcher/finalize.py, rule 5)."""
+(roost/core/finalize.py, rule 5)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from roost.packing import pack_capsule
+from roost.state.registry.packing import pack_capsule
 from tests.support.launcher import job_final
 from tests.support.registry import EXAMPLES, RegistryBuilder
 

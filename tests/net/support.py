@@ -35,9 +35,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from roost.config import Config
-from roost.daemon import Roost
-from roost.packing import pack_capsule
+from roost.daemon.compose import Roost
+from roost.state.config import Config
+from roost.state.registry.packing import pack_capsule
 
 T = TypeVar("T")
 

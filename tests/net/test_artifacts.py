@@ -16,11 +16,16 @@ from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roost.artifactfetch import ArtifactFetchError, cached_path, fetch_artifact, fetch_artifact_blocking
-from roost.artifacts import keeper_node, keeper_token
-from roost.errors import IdentityRefused
-from roost.keys import KeyRing
-from roost.tokens import verify_keeper
+from roost.backends.ray.node.artifactfetch import (
+    ArtifactFetchError,
+    cached_path,
+    fetch_artifact,
+    fetch_artifact_blocking,
+)
+from roost.core.errors import IdentityRefused
+from roost.core.tokens import verify_keeper
+from roost.services.artifactserve import keeper_node, keeper_token
+from roost.state.keys import KeyRing
 from tests.net.support import add_capsule, make_pki, running
 
 _KEYS = KeyRing(b"k" * 32)

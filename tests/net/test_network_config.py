@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from roost.cli import USAGE, parse_args, resolve_config
-from roost.config import Config, ConfigError, load_toml, parse_advertise_url, parse_listen
-from roost.loopback import is_loopback_host
-from roost.network import plaintext_refusal, url_for
+from roost.core.loopback import is_loopback_host
+from roost.daemon.network import plaintext_refusal, url_for
+from roost.state.config import Config, ConfigError, load_toml, parse_advertise_url, parse_listen
 
 
 def _cfg(tmp_path: Path, **values: Any) -> Config:

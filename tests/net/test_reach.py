@@ -18,12 +18,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from roost.artifactfetch import fetch_artifact
-from roost.artifacts import keeper_token
-from roost.errors import IDENTITY_REFUSAL
+from roost.backends.ray.node.artifactfetch import fetch_artifact
+from roost.core.errors import IDENTITY_REFUSAL
 from roost.http.reach import LOCAL_ONLY, REMOTE_ROUTES, Need, remote_need
-from roost.keys import KeyRing
-from roost.tlsclient import client_ssl_context
+from roost.services.artifactserve import keeper_token
+from roost.state.keys import KeyRing
+from roost.system.tlsclient import client_ssl_context
 from tests.net.support import CLIENT_IP, SERVER_IP, add_capsule, make_pki, netns_or_skip, start_daemon
 
 CRED = "x-murmur-spawn-credential"
@@ -214,9 +214,9 @@ def test_plaintext_network_listener_is_refused_unless_allowed(tmp_path: Path, fl
 
 async def test_every_declared_route_exists(tmp_path: Path) -> None:
     """A typo in the table would silently make an endpoint local-only: each entry names a real route."""
-    from roost.config import Config
-    from roost.daemon import Roost
+    from roost.daemon.compose import Roost
     from roost.http.app import build_app
+    from roost.state.config import Config
 
     roost = Roost(Config.model_validate({"registry_path": tmp_path, "state_dir": tmp_path / "s"}))
     try:

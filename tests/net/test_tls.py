@@ -17,7 +17,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from roost.tlsclient import CA_ENV, TrustError, client_ssl_context, untrusted_sentence
+from roost.system.tlsclient import CA_ENV, TrustError, client_ssl_context, untrusted_sentence
 from tests.net.support import add_capsule, make_pki, run_refused, running
 
 

@@ -17,8 +17,8 @@ import pytest
 from ops.support import admin_http
 
 from roost.admin.server import peer_uid
-from roost.errors import IDENTITY_REFUSAL
-from roost.refusals import DRAINING_LAUNCH
+from roost.core.errors import IDENTITY_REFUSAL
+from roost.core.refusals import DRAINING_LAUNCH
 from tests.support.daemon import RunningDaemon
 from tests.support.registry import RegistryBuilder
 
@@ -147,7 +147,7 @@ async def test_long_socket_path(daemon_factory: Any, registry: RegistryBuilder, 
 async def test_second_daemon_on_the_same_socket_is_refused(
     daemon: RunningDaemon, daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path
 ) -> None:
-    from roost.daemon import StartupError
+    from roost.daemon.startup import StartupError
 
     with pytest.raises(StartupError, match="another daemon answers on the admin socket"):
         await daemon_factory(
@@ -190,7 +190,7 @@ async def test_reload_keeps_sessions_and_forgets_caches(daemon: RunningDaemon) -
 
 
 async def test_reload_applies_a_new_config(daemon: RunningDaemon) -> None:
-    from roost.config import Config
+    from roost.state.config import Config
 
     old = daemon.roost.config
     values = old.model_dump()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from ops.support import admin_http
 
-from roost.wire import RECORD_START_HEADER
+from roost.core.wire import RECORD_START_HEADER
 from tests.support.daemon import RunningDaemon
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from ops.support import Ctl, roostctl
 
-from roost.launcher.finalize import PARENT_ENDED_REASON
+from roost.core.finalize import PARENT_ENDED_REASON
 from tests.support.daemon import DaemonProcess, start_daemon_process
 from tests.support.launcher import DOUBLE, add_doubles
 from tests.support.registry import RegistryBuilder

@@ -10,7 +10,7 @@ from pathlib import Path
 from ops.support import REPO, daemon_env, roostctl, wait_for
 
 from roost.cli import resolve_config
-from roost.config import Config, load_toml
+from roost.state.config import Config, load_toml
 
 TOML = REPO / "deploy" / "roost.toml"
 

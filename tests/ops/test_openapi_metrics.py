@@ -12,8 +12,8 @@ import jsonschema
 import pytest
 from openapi_spec_validator import validate as validate_spec
 
-from roost.api_models import ENDPOINTS
-from roost.openapi import build_openapi
+from roost.core.api_models import ENDPOINTS
+from roost.http.openapi import build_openapi
 from tests.support.daemon import RunningDaemon
 from tests.support.registry import RegistryBuilder
 
@@ -207,7 +207,7 @@ async def test_metrics_move_with_traffic(daemon: RunningDaemon) -> None:
 
 
 def test_openapi_json_is_served_as_cached_bytes() -> None:
-    from roost.openapi import openapi_document
+    from roost.http.openapi import openapi_document
 
     assert openapi_document() is openapi_document()
     assert json.loads(openapi_document())["info"]["title"] == "mur-roost"

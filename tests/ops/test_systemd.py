@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from ops.support import EXAMPLES, REPO, daemon_env, roostctl
 
-from roost import sdnotify, startup
+from roost.daemon import startup
+from roost.system import sdnotify
 
 UNIT = REPO / "systemd" / "mur-roost.service"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from roost.api_models import HandleRequest, PeerFetchRequest
-from roost.peer.errors import BadPeerRequest
-from roost.peer.fetch import parse_fetch_body
-from roost.peer.mint import parse_mint_body
+from roost.core.api_models import HandleRequest, PeerFetchRequest
+from roost.services.peer.errors import BadPeerRequest
+from roost.services.peer.fetch import parse_fetch_body
+from roost.services.peer.mint import parse_mint_body
 
 
 def test_handle_and_fetch_bodies_parse_to_their_typed_requests() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from a2a.client import A2AClient
-from a2a.models import Message, Part, TaskState
+from a2a.protocol.models import Message, Part, TaskState
 from tests.support.capsules import Capsules, base_env, capsules
 from tests.support.registry import RegistryBuilder
 

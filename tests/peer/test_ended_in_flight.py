@@ -16,9 +16,9 @@ from typing import TypeVar
 
 from aiohttp import web
 
-from roost.errors import IDENTITY_REFUSAL
-from roost.peer.files import Export, LargeBody, PeerInSink, SessionFiles, SmallBody
-from roost.sessions import SessionRecord
+from roost.core.errors import IDENTITY_REFUSAL
+from roost.services.peer.files import Export, LargeBody, PeerInSink, SessionFiles, SmallBody
+from roost.state.sessions import SessionRecord
 from tests.support.peer import NOT_VALID, PeerEnv, Session, trace_events
 
 T = TypeVar("T")

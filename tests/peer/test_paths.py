@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from a2a.models import AgentCard, AgentInterface
-from roost.peer import paths
-from roost.peer.audience import AudienceError, audience, audience_from_card, host_port
-from roost.peer.storage import clean_name, hint_from_token, stored_path
+from a2a.protocol.models import AgentCard, AgentInterface
+from roost.core import peerpaths as paths
+from roost.services.peer.audience import AudienceError, audience, audience_from_card, host_port
+from roost.services.peer.storage import clean_name, hint_from_token, stored_path
 
 path_text = st.text(alphabet=st.sampled_from([*list("ab./%2eEfF0\x00\\é"), "�"]), max_size=40)
 
@@ -164,7 +164,7 @@ def test_clean_name_property(hint: str | None) -> None:
 
 
 def test_hint_from_token() -> None:
-    from roost import tokens
+    from roost.core import tokens
 
     tok = tokens.mint_handle(b"k" * 32, iss="ses_x", path="dir/report.md", exp_ms=1, audience="a@b:1")
     assert hint_from_token(tok) == "dir/report.md"

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roost.peer.storage import PeerInWriter, clean_name, stored_path
+from roost.services.peer.storage import PeerInWriter, clean_name, stored_path
 
 
 @pytest.mark.parametrize("name", ["", ".", "..", "../escape", "a/b", "/etc/passwd", "x\x00y", "sp ace", "n" * 300])

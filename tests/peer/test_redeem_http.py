@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from roost import tokens
-from roost.trace import read_trace
+from roost.core import tokens
+from roost.observe.tracelines import read_trace
 from tests.support.peer import NOT_VALID, SECRET, PeerEnv, trace_events
 
 

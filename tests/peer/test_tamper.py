@@ -13,7 +13,7 @@ import urllib.request
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from roost import tokens
+from roost.core import tokens
 from tests.support.peer import PeerEnv
 
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"

@@ -15,7 +15,7 @@ import itertools
 import os
 from pathlib import Path
 
-from roost import tokens
+from roost.core import tokens
 from tests.support.peer import SECRET, PeerEnv
 
 INSIDE = {"ok.txt": b"inside-ok", "sub/inner.txt": b"inside-inner", "100%41.txt": b"inside-pct"}

@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 import structlog
 
-from roost.blocking import BlockingExecutor
-from roost.config import Config
-from roost.keys import KeyHolder, KeyRing
-from roost.periodic import every
-from roost.referee import Referee
-from roost.retention import Retention
-from roost.sessions import SessionTable
-from roost.settings import Settings
-from roost.store import Op, Store
+from roost.services.referee.service import Referee
+from roost.services.retention import Retention
+from roost.state.config import Config
+from roost.state.keys import KeyHolder, KeyRing
+from roost.state.sessions import SessionTable
+from roost.state.settings import Settings
+from roost.state.store import Op, Store
+from roost.system.blocking import BlockingExecutor
+from roost.system.periodic import every
 from tests.support.launcher import wait_for
 
 

@@ -35,9 +35,9 @@ import aiohttp
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from roost import tokens
-from roost.launcher.service import PARENT_ENDED_REASON
-from roost.packing import pack_capsule
+from roost.core import tokens
+from roost.services.launcher.service import PARENT_ENDED_REASON
+from roost.state.registry.packing import pack_capsule
 from tests.support.daemon import RunningDaemon
 from tests.support.registry import EXAMPLES, RegistryBuilder
 

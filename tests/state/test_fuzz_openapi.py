@@ -35,8 +35,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from roost.artifacts import keeper_token
-from roost.keys import KeyRing
+from roost.services.artifactserve import keeper_token
+from roost.state.keys import KeyRing
 from tests.support.daemon import DaemonProcess, start_daemon_process
 from tests.support.registry import RegistryBuilder
 

@@ -22,9 +22,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from roost.events import Subscription
-from roost.launcher.finalize import PARENT_ENDED_REASON
-from roost.referee import EXPIRY_SWEEP_SECS
+from roost.core.finalize import PARENT_ENDED_REASON
+from roost.observe.events import Subscription
+from roost.services.referee.service import EXPIRY_SWEEP_SECS
 from tests.support.capsules import CAPSULE_CMD, add_examples, base_env
 from tests.support.daemon import DaemonProcess, FakeClock, RunningDaemon, start_daemon_process
 from tests.support.launcher import DOUBLE, RUNTIME, add_doubles, job_final, wait_for

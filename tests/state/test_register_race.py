@@ -6,7 +6,7 @@ import asyncio
 import os
 from typing import Any
 
-from roost.errors import IDENTITY_REFUSAL
+from roost.core.errors import IDENTITY_REFUSAL
 from tests.support.daemon import RunningDaemon
 from tests.support.registry import RegistryBuilder
 

@@ -8,8 +8,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from roost.sessions import SessionTable
-from roost.store import JOURNAL_SIZE_LIMIT
+from roost.state.sessions import SessionTable
+from roost.state.store import JOURNAL_SIZE_LIMIT
 from tests.support.daemon import FakeClock, RunningDaemon
 from tests.support.launcher import RUNTIME, add_doubles, job_final, wait_for
 from tests.support.records import running_session

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from roost.startup import EXIT_DAMAGED, EXIT_HELD, EXIT_NO_KEY, EXIT_STATE_DIR
+from roost.daemon.startup import EXIT_DAMAGED, EXIT_HELD, EXIT_NO_KEY, EXIT_STATE_DIR
 from tests.support.daemon import DaemonProcess, start_daemon_process
 from tests.support.registry import EXAMPLES, RegistryBuilder
 

@@ -14,8 +14,8 @@ import aiohttp
 import structlog
 from aiohttp import web
 
-from roost.ids import token_id
-from roost.logs import configure_logging, redact_message
+from roost.core.ids import token_id
+from roost.observe.logs import configure_logging, redact_message
 from tests.support.daemon import DaemonProcess, start_daemon_process
 from tests.support.peer import TOKEN_RE
 from tests.support.registry import RegistryBuilder
@@ -123,7 +123,7 @@ def test_redact_message_keeps_what_is_not_a_handle() -> None:
 
 _LOG_EXCEPTION = """
 import structlog
-from roost.logs import configure_logging
+from roost.observe.logs import configure_logging
 configure_logging({fmt!r}, "info")
 try:
     raise ValueError("a text quoting msc1.S3cr3tPartS3cr3tPart")

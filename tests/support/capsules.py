@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 import pytest
 
-from roost.packing import pack_capsule
+from roost.state.registry.packing import pack_capsule
 from tests.support.registry import EXAMPLES, RegistryBuilder
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Real daemons for tests: one inside the test's event loop, or ``mur-roost`` as a child process.
 
-:class:`RunningDaemon` wraps a :class:`roost.daemon.Roost` started in the test's loop (real TCP,
+:class:`RunningDaemon` wraps a :class:`roost.daemon.compose.Roost` started in the test's loop (real TCP,
 real SQLite, real registry) with a :class:`FakeClock`; :func:`start_daemon_process` runs the CLI
 as a child process for tests of flags, signals and restarts.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 import aiohttp
 
-from roost.daemon import Roost
+from roost.daemon.compose import Roost
 
 __all__ = ["DaemonFactory", "DaemonProcess", "FakeClock", "RunningDaemon", "start_daemon_process"]
 

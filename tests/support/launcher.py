@@ -53,7 +53,7 @@ def stray_processes(base: str) -> list[psutil.Process]:
             if proc.info["uids"].real != me or proc.pid == os.getpid():
                 continue
             cmd = " ".join(proc.info["cmdline"] or [])
-            if "roost.launcher.keeper" in cmd and base in cmd:
+            if "roost.backends.local.holder" in cmd and base in cmd:
                 out.append(proc)
                 continue
             env = proc.environ()

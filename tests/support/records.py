@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from roost.envelope import Envelope
-from roost.manifest import parse_manifest
-from roost.sessions import SessionRecord
+from roost.core.envelope import Envelope
+from roost.core.manifest import parse_manifest
+from roost.state.sessions import SessionRecord
 
 MANIFEST = parse_manifest("name: worker\nversion: 0.1.0\n")
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from roost.packing import pack_capsule
+from roost.state.registry.packing import pack_capsule
 
 __all__ = ["EXAMPLES", "REPO", "RegistryBuilder"]
 

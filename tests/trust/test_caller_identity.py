@@ -13,7 +13,7 @@ import pytest
 from trust.attacker import NOBODY, request_as
 
 from roost.http.caller import identify
-from roost.peercred import SockDiag, tcp_peer_uid, unix_peer_uid
+from roost.system.peercred import SockDiag, tcp_peer_uid, unix_peer_uid
 from tests.support.daemon import DaemonProcess, RunningDaemon, start_daemon_process
 from tests.support.registry import RegistryBuilder
 

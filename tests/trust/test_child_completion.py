@@ -24,10 +24,10 @@ import aiohttp
 import pytest
 import structlog
 
-from a2a import seal
-from a2a.models import dump_message
-from roost.completion import CompletionRecord, SpawnerHandle, completion_request
-from roost.trace import read_trace, trace_path
+from a2a.protocol import seal
+from a2a.protocol.models import dump_message
+from roost.observe.tracelines import read_trace, trace_path
+from roost.services.completionfile import CompletionRecord, SpawnerHandle, completion_request
 from tests.support.capsules import add_examples
 from tests.support.launcher import job_final, wait_for
 from tests.support.registry import RegistryBuilder

@@ -15,7 +15,7 @@ from typing import Any
 
 import aiohttp
 
-from a2a import seal
+from a2a.protocol import seal
 from tests.capsule.test_door_conformance import ASKER
 from tests.support.capsules import Capsules, base_env, capsules
 from tests.support.registry import RegistryBuilder

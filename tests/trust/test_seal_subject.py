@@ -1,6 +1,6 @@
 """What the daemon seals (pure): a send's subject binds its body, and a child's record is vouched for.
 
-A seal is only as strong as what it covers: :func:`a2a.seal.send_subject` must change with every
+A seal is only as strong as what it covers: :func:`a2a.protocol.seal.send_subject` must change with every
 part of the message a door acts on, yet come out the same after the message crossed the wire in
 either A2A dialect (else honest sealed sends would read untrusted). :func:`vouched` is what the
 launcher does to a child's own ``completion.json`` before sealing it.
@@ -14,11 +14,11 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from a2a import seal
-from a2a.models import Message, Part, dump_message, parse_message_lean
-from roost.completion import DETAIL_MAX_BYTES, CompletionRecord, message_text
-from roost.launcher.completer import vouched
-from roost.launcher.jobs import Job
+from a2a.protocol import seal
+from a2a.protocol.models import Message, Part, dump_message, parse_message_lean
+from roost.core.jobs import Job
+from roost.services.completionfile import DETAIL_MAX_BYTES, CompletionRecord, message_text
+from roost.services.launcher.finalizer import vouched
 
 KEY = bytes(range(32))
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roost.admission import (
+from roost.core.admission import (
     CeilingReached,
     ConcurrencyReached,
     DepthExhausted,
@@ -21,8 +21,8 @@ from roost.admission import (
     admit_spawn,
     admit_top_level,
 )
-from roost.errors import Refused
-from roost.refusals import DRAINING_LAUNCH, for_launch, for_register, for_spawn, refusals
+from roost.core.errors import Refused
+from roost.core.refusals import DRAINING_LAUNCH, for_launch, for_register, for_spawn, refusals
 
 names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_.", min_size=1, max_size=12)
 

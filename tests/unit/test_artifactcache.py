@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from roost.artifactcache import ArtifactCache
-from roost.blocking import BlockingExecutor
-from roost.manifest import parse_manifest
-from roost.registry import Artifact, ArtifactNotFound
+from roost.core.manifest import parse_manifest
+from roost.services.referee.resolvecache import ArtifactCache
+from roost.state.registry import Artifact, ArtifactNotFound
+from roost.system.blocking import BlockingExecutor
 
 MANIFEST = parse_manifest("name: worker\nversion: 0.1.0\ncapabilities: {network: {allow: [example.com]}}\n")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from roost.fsutil import LinkRefused, Place, open_beneath, write_atomic_beneath
+from roost.system.fsutil import LinkRefused, Place, open_beneath, write_atomic_beneath
 
 
 def test_writes_beneath_refuse_links_anywhere(tmp_path: Path) -> None:

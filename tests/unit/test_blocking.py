@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from roost.blocking import BlockingExecutor, ExecutorClosed
+from roost.system.blocking import BlockingExecutor, ExecutorClosed
 
 REQUEST = contextvars.ContextVar("request", default="none")
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roost.api_models import (
+from roost.core.api_models import (
     A2ATaskRequest,
     DeregisterRequest,
     HandleRequest,
@@ -17,12 +17,12 @@ from roost.api_models import (
     RegisterRequest,
     SpawnRequest,
 )
-from roost.bodies import optional_str, parse_deregister, parse_register, parse_spawn, require_ident, require_str
-from roost.errors import BadRequest
-from roost.peer.errors import BadPeerRequest
-from roost.peer.fetch import parse_fetch_body
-from roost.peer.mint import parse_mint_body
-from roost.relay import parse_task_call
+from roost.core.errors import BadRequest
+from roost.http.bodies import optional_str, parse_deregister, parse_register, parse_spawn, require_ident, require_str
+from roost.services.peer.errors import BadPeerRequest
+from roost.services.peer.fetch import parse_fetch_body
+from roost.services.peer.mint import parse_mint_body
+from roost.services.relay import parse_task_call
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),

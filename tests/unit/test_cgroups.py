@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from roost.launcher.cgroups import cgroup_limits, find_v2_mount, own_cgroup, write_limits
-from roost.manifest import ResourceCaps
+from roost.backends.process.cgroups import cgroup_limits, find_v2_mount, own_cgroup, write_limits
+from roost.core.manifest import ResourceCaps
 
 MOUNTS = """tmpfs /sys/fs/cgroup tmpfs rw,relatime,mode=755 0 0
 cgroup /sys/fs/cgroup/pids cgroup rw,relatime,pids 0 0

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roost.completion import (
+from roost.services.completionfile import (
     CompletionRecord,
     SpawnerHandle,
     SpawnerHandleError,

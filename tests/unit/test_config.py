@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from roost.cli import UsageError, parse_args, resolve_config
-from roost.config import ConfigError, default_max_live_capsules
+from roost.state.config import ConfigError, default_max_live_capsules
 
 
 def test_toml_relative_paths_and_flag_precedence(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""roost.envelope: lowering, storage round trip, every axis accept/refuse with the exact sentence."""
+"""roost.core.envelope: lowering, storage round trip, every axis accept/refuse with the exact sentence."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roost.envelope import Envelope, install_covers, normalise_scope, scope_covers, violation
-from roost.manifest import parse_manifest
+from roost.core.envelope import Envelope, install_covers, normalise_scope, scope_covers, violation
+from roost.core.manifest import parse_manifest
 
 
 def rep(env: Envelope, **changes: Any) -> Envelope:

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from roost.events import EventBus, ObservedError
+from roost.observe.events import EventBus, ObservedError
 
 
 def test_span_lifecycle_shape() -> None:

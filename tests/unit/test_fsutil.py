@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from roost.fsutil import write_atomic
+from roost.system.fsutil import write_atomic
 
 
 def test_replaces_with_mode_and_leaves_no_temp(tmp_path: Path) -> None:

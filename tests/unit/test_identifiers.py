@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roost.errors import BadRequest
-from roost.identifiers import MAX_IDENTIFIER_BYTES, identifier_problem, is_identifier, require_id
+from roost.core.errors import BadRequest
+from roost.core.ids import MAX_IDENTIFIER_BYTES, identifier_problem, is_identifier, require_id
 
 HOSTILE = [
     "",

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from roost.blocking import BlockingExecutor
-from roost.launcher.backend import NodeRef
-from roost.launcher.jobs import Job
-from roost.repos.jobs import JobRepository, job_from_row
-from roost.store import Store
+from roost.backends.base import NodeRef
+from roost.core.jobs import Job
+from roost.state.repos.jobs import JobRepository, job_from_row
+from roost.state.store import Store
+from roost.system.blocking import BlockingExecutor
 
 
 @pytest.fixture

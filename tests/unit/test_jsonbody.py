@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from a2a.jsonrpc import has_long_digit_run
-from roost.jsonbody import BodyError, decode_body
+from a2a.protocol.jsonrpc import has_long_digit_run
+from roost.http.jsonbody import BodyError, decode_body
 
 
 def stdlib(raw: bytes) -> tuple[str, Any]:

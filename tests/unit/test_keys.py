@@ -1,4 +1,4 @@
-"""roost.keys: HKDF derivation, key file creation/loading/refusals, rotation, no leaks."""
+"""roost.state.keys: HKDF derivation, key file creation/loading/refusals, rotation, no leaks."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from roost.keys import KEY_FILE_NAME, KeyFileError, KeyRing
+from roost.state.keys import KEY_FILE_NAME, KeyFileError, KeyRing
 
 MASTER = bytes(range(32))
 

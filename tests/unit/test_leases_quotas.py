@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roost.leases import Leases
-from roost.quotas import WINDOW_MS, RegistrationRate
+from roost.services.referee.leases import Leases
+from roost.services.referee.quotas import WINDOW_MS, RegistrationRate
 
 
 def test_a_lease_lapses_at_its_expiry_and_renewal_pushes_it() -> None:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from a2a import seal
-from roost.blocking import BlockingExecutor
-from roost.config import Config, ConfigError
-from roost.keys import KEY_FILE_NAME, KeyHolder, KeyRing
-from roost.settings import RESTART_ONLY, Settings, merge
+from a2a.protocol import seal
+from roost.state.config import Config, ConfigError
+from roost.state.keys import KEY_FILE_NAME, KeyHolder, KeyRing
+from roost.state.settings import RESTART_ONLY, Settings, merge
+from roost.system.blocking import BlockingExecutor
 
 
 @pytest.fixture
@@ -143,8 +143,8 @@ def test_a_reload_keeps_the_process_backend_and_its_cluster(tmp_path: Path) -> N
 
 async def test_the_ray_backend_places_by_the_settings_in_force(tmp_path: Path, executor: BlockingExecutor) -> None:
     pytest.importorskip("ray")
-    from roost.manifest import ResourceCaps
-    from roost.raybackend.backend import RayBackend
+    from roost.backends.ray.backend import RayBackend
+    from roost.core.manifest import ResourceCaps
 
     first = config(tmp_path, launcher="ray", ray_placement={"worker": {"resources": {"w1": 1}}})
     live = {"config": first}

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from roost import logs
+from roost.observe import logs
 
 
 class _Stderr:

@@ -1,10 +1,10 @@
-"""roost.loopback: the one "is this address this host's own" test, for names and peer addresses."""
+"""roost.core.loopback: the one "is this address this host's own" test, for names and peer addresses."""
 
 from __future__ import annotations
 
 import pytest
 
-from roost.loopback import is_loopback_host, is_loopback_peer
+from roost.core.loopback import is_loopback_host, is_loopback_peer
 
 LOCAL = ["127.0.0.1", "127.8.9.1", "::1", "::ffff:127.0.0.1", "::ffff:127.1.2.3"]
 REMOTE = ["0.0.0.0", "::", "192.0.2.2", "10.77.0.1", "fd00::2", "::ffff:10.0.0.1", "128.0.0.1", "fe80::1%eth0"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from roost.manifest import ManifestError, parse_byte_count, parse_duration_secs, parse_manifest
+from roost.core.manifest import ManifestError, parse_byte_count, parse_duration_secs, parse_manifest
 
 FULL = """
 name: orchestrator

@@ -1,4 +1,4 @@
-"""roost.netrule: entry grammar, destination matching and coverage (the spawn and peer-fetch tables)."""
+"""roost.core.netrule: entry grammar, destination matching and coverage (the spawn and peer-fetch tables)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roost.envelope import Envelope, violation
-from roost.netrule import NetworkAllowRule, Target, allows, covers
+from roost.core.envelope import Envelope, violation
+from roost.core.netrule import NetworkAllowRule, Target, allows, covers
 
 R = NetworkAllowRule
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from roost.packing import FIXED_DATE_TIME, PackError, main, pack_capsule
-from roost.registry import Registry
+from roost.state.registry import Registry
+from roost.state.registry.packing import FIXED_DATE_TIME, PackError, main, pack_capsule
 
 
 def make_src(tmp_path: Path, name: str = "demo", *, entrypoint: str = '["main.py"]') -> Path:

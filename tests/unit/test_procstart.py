@@ -8,7 +8,7 @@ import sys
 
 import psutil
 
-from roost.procstart import process_identity, same_process, start_ticks
+from roost.system.procstart import process_identity, same_process, start_ticks
 
 
 def test_identity_is_the_kernels_start_ticks() -> None:

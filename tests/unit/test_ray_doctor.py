@@ -37,7 +37,7 @@ def test_a_connected_cluster_that_stopped_answering_fails() -> None:
 
 
 def _keeper(**more: object) -> dict[str, object]:
-    """A keeper's answer as roost/raybackend/nodekeeper.py gives it, everything well."""
+    """A keeper's answer as roost/backends/ray/node/keeper.py gives it, everything well."""
     keeper: dict[str, object] = {
         "pid": 7,
         "children": 2,

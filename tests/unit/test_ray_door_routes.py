@@ -1,4 +1,4 @@
-"""Which daemon → door requests a node keeper carries (roost/raybackend/doors.py), and how a
+"""Which daemon → door requests a node keeper carries (roost/backends/ray/doors.py), and how a
 routed request keeps the A2A client's rules (a2a/client.py ``route``)."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from yarl import URL
 
 from a2a.client import A2AClient
 from a2a.door import COMPLETION_SESSION_HEADER
-from a2a.errors import PeerHTTPError, PeerUnreachable
-from roost.launcher.backend import ChildDir, NodeRef
-from roost.raybackend.doors import DoorRoutes, KeeperTransport
-from roost.sessions import SessionRecord, SessionTable
+from a2a.protocol.errors import PeerHTTPError, PeerUnreachable
+from roost.backends.base import ChildDir, NodeRef
+from roost.backends.ray.doors import DoorRoutes, KeeperTransport
+from roost.state.sessions import SessionRecord, SessionTable
 from tests.support.records import running_session as _session
 
 NODE_A = NodeRef("a" * 56, "10.0.0.1")

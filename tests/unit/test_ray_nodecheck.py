@@ -1,4 +1,4 @@
-"""The checks a node keeper runs for ``roostctl doctor`` (roost/raybackend/nodecheck.py and the
+"""The checks a node keeper runs for ``roostctl doctor`` (roost/backends/ray/node/checks.py and the
 artifact cache's status), on real commands and real files."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from roost import __version__
-from roost.raybackend.keepercache import cache_status, put_artifact
-from roost.raybackend.nodecheck import check_command
+from roost.backends.ray.node.cache import cache_status, put_artifact
+from roost.backends.ray.node.checks import check_command
 
 PATH = os.environ.get("PATH", os.defpath)
 

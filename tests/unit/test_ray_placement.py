@@ -1,4 +1,4 @@
-"""roost.raybackend.placement: a manifest's resources as a Ray bundle, and feasibility on node totals."""
+"""roost.backends.ray.placement: a manifest's resources as a Ray bundle, and feasibility on node totals."""
 
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roost.config import RayPlacement
-from roost.manifest import ResourceCaps
-from roost.raybackend.placement import (
+from roost.backends.ray.placement import (
     Bundle,
     NodeView,
     bundle_for,
@@ -19,6 +17,8 @@ from roost.raybackend.placement import (
     keeper_name,
     node_root_name,
 )
+from roost.core.manifest import ResourceCaps
+from roost.state.config import RayPlacement
 
 MiB = 1024 * 1024
 
@@ -141,7 +141,8 @@ def test_the_daemon_imports_no_ray_unless_asked() -> None:
     import sys
 
     code = (
-        "import sys, roost.daemon, roost.cli, roost.ctl.main, roost.raybackend.placement, roost.raybackend.nodekeeper;"
+        "import sys, roost.daemon.serve, roost.cli, roost.ctl.main;"
+        "import roost.backends.ray.placement, roost.backends.ray.node.keeper;"
         "sys.exit(1 if 'ray' in sys.modules else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
@@ -149,7 +150,7 @@ def test_the_daemon_imports_no_ray_unless_asked() -> None:
 
 def test_config_takes_the_ray_keys_from_toml_and_the_launcher_flag(tmp_path: Any) -> None:
     from roost.cli import UsageError, parse_args
-    from roost.config import ConfigError, build_config, load_toml
+    from roost.state.config import ConfigError, build_config, load_toml
 
     toml = tmp_path / "roost.toml"
     toml.write_text(

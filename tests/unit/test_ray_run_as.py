@@ -1,4 +1,4 @@
-"""roost.raybackend.placement: whether a node's keeper can start a child as a session's uid."""
+"""roost.backends.ray.placement: whether a node's keeper can start a child as a session's uid."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roost.raybackend.placement import run_as_refusal, setid_capable
+from roost.backends.ray.placement import run_as_refusal, setid_capable
 
 ALL_CAPS = "000001ffffffffff"
 

@@ -1,12 +1,12 @@
-"""Registration approvals of top-level jobs on other nodes (roost/launcher/tickets.py)."""
+"""Registration approvals of top-level jobs on other nodes (roost/services/launcher/tickets.py)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roost import ids
-from roost.launcher.tickets import RegistrationTickets, is_ticket
+from roost.core import ids
+from roost.services.launcher.tickets import RegistrationTickets, is_ticket
 
 
 def test_a_ticket_names_its_job_once() -> None:

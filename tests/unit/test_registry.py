@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from roost.errors import Internal
-from roost.registry import (
+from roost.core.errors import Internal
+from roost.state.registry import (
     ArtifactNotFound,
     ManifestExtractionError,
     ManifestParseError,

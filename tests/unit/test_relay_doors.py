@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from roost.relay import Relay
-from roost.sessions import SessionTable
+from roost.services.relay import Relay
+from roost.state.sessions import SessionTable
 from tests.support.records import running_session
 
 

@@ -9,22 +9,22 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from roost.blocking import BlockingExecutor
-from roost.envelope import Envelope
-from roost.launcher.backend import NodeRef
-from roost.launcher.jobs import Job
-from roost.manifest import parse_manifest
-from roost.repos.jobs import JobRepository
-from roost.repos.jobs import prune_sql as prune_jobs
-from roost.repos.journal import JournalRepository
-from roost.repos.meta import MetaRepository
-from roost.repos.sessions import SessionRepository
-from roost.repos.sessions import prune_sql as prune_sessions
-from roost.repos.spent import SpentRepository
-from roost.repos.spent import prune_sql as prune_spent
-from roost.sessions import SessionRecord
-from roost.store import Store
-from roost.wire import JOB_STATES
+from roost.backends.base import NodeRef
+from roost.core.envelope import Envelope
+from roost.core.jobs import Job
+from roost.core.manifest import parse_manifest
+from roost.core.wire import JOB_STATES
+from roost.state.repos.jobs import JobRepository
+from roost.state.repos.jobs import prune_sql as prune_jobs
+from roost.state.repos.journal import JournalRepository
+from roost.state.repos.meta import MetaRepository
+from roost.state.repos.sessions import SessionRepository
+from roost.state.repos.sessions import prune_sql as prune_sessions
+from roost.state.repos.spent import SpentRepository
+from roost.state.repos.spent import prune_sql as prune_spent
+from roost.state.sessions import SessionRecord
+from roost.state.store import Store
+from roost.system.blocking import BlockingExecutor
 
 MANIFEST = parse_manifest("name: worker\nversion: 0.1.0\ncapabilities: {spawn: {allow: [worker]}}\n")
 

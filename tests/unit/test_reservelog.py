@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roost.blocking import BlockingExecutor
-from roost.reservelog import COMPACT_EVERY_MS, ReservationJournal, decode_slot, encode_slot, replay
-from roost.sessions import Reservation
-from roost.store import BEHIND_DELAY, MIGRATIONS, Store, _split_sql
+from roost.services.referee.reservelog import COMPACT_EVERY_MS, ReservationJournal, decode_slot, encode_slot, replay
+from roost.state.sessions import Reservation
+from roost.state.store import BEHIND_DELAY, MIGRATIONS, Store, _split_sql
+from roost.system.blocking import BlockingExecutor
 
 ids = st.text(alphabet="0123456789abcdef_", min_size=1, max_size=12)
 slots = st.builds(

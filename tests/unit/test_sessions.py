@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roost.sessions import Reservation, SessionTable, Slot
+from roost.state.sessions import Reservation, SessionTable, Slot
 
 
 def slot(jti: str, parent: str, exp: int) -> Slot:

@@ -1,4 +1,4 @@
-"""Every SQL statement the daemon runs lives in ``roost/store.py`` (schema, pragmas) or ``roost/repos/``.
+"""Every SQL statement the daemon runs lives in ``roost/state/store.py`` (schema, pragmas) or ``roost/state/repos/``.
 
 Read from the modules' own source: any string literal (f-strings included) outside those homes
 that reads like a statement fails the test, so a query cannot creep back into a service.
@@ -13,7 +13,7 @@ from pathlib import Path
 import roost
 
 ROOT = Path(roost.__file__).resolve().parent
-HOMES = ("store.py", "repos/")
+HOMES = ("state/store.py", "state/repos/")
 STATEMENT = re.compile(r"\b(SELECT\s.+\sFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM)\b", re.S)
 
 
@@ -56,4 +56,4 @@ def test_no_sql_outside_the_store_and_the_repositories() -> None:
         for line, text in _literals(ast.parse(path.read_text(), str(path))):
             if STATEMENT.search(text):
                 found.append(f"roost/{rel}:{line}: {text.strip()[:60]}")
-    assert found == [], "SQL outside roost/store.py and roost/repos/:\n" + "\n".join(found)
+    assert found == [], "SQL outside roost/state/store.py and roost/state/repos/:\n" + "\n".join(found)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from roost.blocking import BlockingExecutor
-from roost.store import Store, StoreError
+from roost.state.store import Store, StoreError
+from roost.system.blocking import BlockingExecutor
 
 
 async def _store(tmp_path: Path) -> Store:

@@ -1,4 +1,4 @@
-"""roost.tokens: known answers, strict shape, tamper resistance, cross-family refusal, order."""
+"""roost.core.tokens: known answers, strict shape, tamper resistance, cross-family refusal, order."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from roost import tokens
-from roost.ids import token_id
-from roost.tokens import (
+from roost.core import tokens
+from roost.core.ids import token_id
+from roost.core.tokens import (
     ApprovalExpired,
     HandleExpired,
     Malformed,

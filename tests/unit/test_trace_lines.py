@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roost.ids import token_id
-from roost.trace import TraceWriter, build_line, read_trace, redact, redact_text
+from roost.core.ids import token_id
+from roost.observe.tracelines import TraceWriter, build_line, read_trace, redact, redact_text
 
 
 def test_envelope_fields_come_first_in_order() -> None:

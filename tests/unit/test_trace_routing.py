@@ -2,8 +2,8 @@
 before they leave; a local session keeps its local writer. And the record reads a node answers
 (``roostctl logs -f``, ``roostctl job``) walk no link and no ``..``.
 
-The node is a test double of the :class:`roost.traces.NodeTraces` interface that appends the
-lines to a real trace file with :func:`roost.trace.append_lines`, as a node keeper does.
+The node is a test double of the :class:`roost.observe.tracesink.NodeTraces` interface that appends the
+lines to a real trace file with :func:`roost.observe.tracelines.append_lines`, as a node keeper does.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roost.blocking import BlockingExecutor
-from roost.fsutil import Place
-from roost.launcher.backend import ChildDir, NodeRef
-from roost.launcher.childfiles import list_names, read_at, record_parts
-from roost.sessions import SessionRecord
-from roost.trace import append_lines, read_trace, trace_path
-from roost.traces import TraceFiles
+from roost.backends.base import ChildDir, NodeRef
+from roost.observe.tracelines import append_lines, read_trace, trace_path
+from roost.observe.tracesink import TraceFiles
+from roost.services.launcher.childrecords import list_names, read_at, record_parts
+from roost.state.sessions import SessionRecord
+from roost.system.blocking import BlockingExecutor
+from roost.system.fsutil import Place
 
 HANDLE = "mh1.abcdefghijklmnop.qrstuvwxyz012345"
 
@@ -124,7 +124,7 @@ async def test_lines_queued_at_session_end_reach_the_node_before_close_returns(t
 
 
 def test_append_lines_parents_each_line_to_the_session_node(tmp_path: Path) -> None:
-    from roost.trace import TraceWriter
+    from roost.observe.tracelines import TraceWriter
 
     own = TraceWriter(tmp_path, "ses_1")
     start = own.write("session_start", {}, parent_id=None)
@@ -183,8 +183,8 @@ async def test_a_readopted_remote_parents_trace_is_looked_up_on_its_node(tmp_pat
     """After a restart the launcher looks for a line it may already have written; for a parent on
     another node it reads the trace there (through the backend, at the job's directory), not at
     the path on this host."""
-    from roost.launcher.delegation import DelegationTrace
-    from roost.launcher.local import LocalBackend
+    from roost.backends.local.backend import LocalBackend
+    from roost.services.launcher.delegation import DelegationTrace
 
     node_wd, here_wd = tmp_path / "node" / "job_p", tmp_path / "here"
     node_wd.mkdir(parents=True)

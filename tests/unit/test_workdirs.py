@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from roost.errors import Refused, RoostError
-from roost.workdirs import (
+from roost.core.errors import Refused, RoostError
+from roost.system.workdirs import (
     NOT_A_DIRECTORY,
     R_OK,
     W_OK,

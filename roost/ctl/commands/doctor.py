@@ -127,7 +127,7 @@ def _check_registry(f: _Findings, root: Path | None) -> None:
             "set registry_path in roost.toml to a directory of <name>/<version>/<name>-<version>.mur.zip",
         )
         return
-    from roost.registry.catalog import Catalog
+    from roost.state.registry.catalog import Catalog
 
     n = len(Catalog(root).list())
     if n == 0:

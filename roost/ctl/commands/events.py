@@ -1,4 +1,4 @@
-"""Observation events (:mod:`roost.events`): the recent ones, or follow them live with ``-f``.
+"""Observation events (:mod:`roost.observe.events`): the recent ones, or follow them live with ``-f``.
 
 ``GET /events?replay=N`` → ``{"events": [...]}``; with ``-f``, ``GET /events?follow=1&replay=N``
 streams NDJSON. ``--json`` prints the object (or, with ``-f``, one event per line).

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 
+from roost.core.wire import JOB_STATES
 from roost.ctl.context import Context
 from roost.ctl.output import fmt_age, fmt_when
-from roost.wire import JOB_STATES
 
 NAME = "jobs"
 HELP = "list jobs"

@@ -63,7 +63,7 @@ def _exists(root: Path) -> None:
 
 
 def _ls(ctx: Context, root: Path) -> int:
-    from roost.registry.catalog import Catalog
+    from roost.state.registry.catalog import Catalog
 
     _exists(root)
     items = [
@@ -88,7 +88,7 @@ def _ls(ctx: Context, root: Path) -> int:
 
 
 def _add(ctx: Context, args: argparse.Namespace, root: Path) -> int:
-    from roost.packing import PackError, pack_capsule
+    from roost.state.registry.packing import PackError, pack_capsule
 
     if not args.dir:
         from roost.ctl.errors import Usage
@@ -127,7 +127,7 @@ def _add(ctx: Context, args: argparse.Namespace, root: Path) -> int:
 
 
 def _verify(ctx: Context, root: Path) -> int:
-    from roost.registry.catalog import Catalog
+    from roost.state.registry.catalog import Catalog
 
     _exists(root)
     reg = Catalog(root)

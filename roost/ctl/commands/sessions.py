@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import argparse
 
+from roost.core.wire import SESSION_STATES
 from roost.ctl.client import quote_id
 from roost.ctl.context import Context
 from roost.ctl.errors import Usage
 from roost.ctl.output import fmt_ms, fmt_when, label_of
-from roost.wire import SESSION_STATES
 
 NAME = "sessions"
 HELP = "list sessions, or show one"

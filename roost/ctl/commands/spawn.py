@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from roost.core.wire import FINAL_JOB_STATES
 from roost.ctl.client import quote_id
 from roost.ctl.commands.job import show
 from roost.ctl.context import Context
 from roost.ctl.errors import ApiError, CtlError, Usage
 from roost.ctl.suggest import close_matches
-from roost.wire import FINAL_JOB_STATES
 
 NAME = "spawn"
 HELP = "launch a capsule top-level"
@@ -108,7 +108,7 @@ def explain_refusal(ctx: Context, name: str, version: str, exc: ApiError) -> Ctl
     allowed = sorted(str(a) for a in config.get("spawn_allow") or [])
     root = Path(str(config.get("registry_path", "")))
     try:
-        from roost.registry.catalog import Catalog
+        from roost.state.registry.catalog import Catalog
 
         listed = Catalog(root).list() if root.is_dir() else []
     except (ImportError, OSError):

@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 
 from a2a.door import DoorTask, TaskOutcome
-from a2a.models import TaskState
+from a2a.protocol.models import TaskState
 from tests.support.doorserve import serve_door
 
 SESSION = "ses_0123456789abcdef0123456789abcdef"

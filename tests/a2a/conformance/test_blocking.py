@@ -8,7 +8,7 @@ import time
 import aiohttp
 
 from a2a.door import Door
-from a2a.models import TaskState
+from a2a.protocol.models import TaskState
 from tests.a2a.conformance.harness import DIALECTS, SESSION, Caller, Script, serve
 
 

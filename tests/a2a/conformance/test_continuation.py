@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from a2a.models import TaskState
+from a2a.protocol.models import TaskState
 from tests.a2a.conformance.harness import Caller, Script
 
 

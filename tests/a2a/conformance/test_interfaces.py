@@ -15,8 +15,8 @@ from aiohttp import web
 
 from a2a.client import A2AClient
 from a2a.door import Door
-from a2a.errors import PeerHTTPError, UnsupportedPeerURL
-from a2a.models import Message, Part, TaskState
+from a2a.protocol.errors import PeerHTTPError, UnsupportedPeerURL
+from a2a.protocol.models import Message, Part, TaskState
 from tests.a2a.conformance.harness import SESSION, Script
 
 

@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 
 from a2a.door import Door
-from a2a.models import TaskState
+from a2a.protocol.models import TaskState
 from tests.a2a.conformance.harness import SESSION, Caller, Dialect, Script, serve
 
 

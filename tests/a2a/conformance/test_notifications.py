@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from a2a.door import Door
-from a2a.jsonrpc import MAX_BATCH
-from a2a.models import TaskState
+from a2a.protocol.jsonrpc import MAX_BATCH
+from a2a.protocol.models import TaskState
 from tests.a2a.conformance.harness import Caller, Script
 
 

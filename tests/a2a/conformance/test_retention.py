@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from a2a.door import Door
-from a2a.models import TaskState
+from a2a.protocol.models import TaskState
 from tests.a2a.conformance.harness import DIALECTS, SESSION, Caller, Dialect, Script, serve
 
 OWNER = "x-test-owner"

@@ -1,0 +1,126 @@
+"""The agent card a capsule door serves, and how a client reads a peer's dialect from a card.
+
+Why both interfaces: the official SDK (1.x) picks the 1.0 JSON-RPC interface when the card lists
+one, while murmur era-B peers and 0.3-era clients read the top-level ``url``/``protocolVersion``.
+Listing 1.0 and 0.3 in ``supportedInterfaces`` and keeping the 0.3 top-level fields serves both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from a2a.protocol.models import (
+    AgentCapabilities,
+    AgentCard,
+    AgentExtension,
+    AgentInterface,
+    AgentSkill,
+    Dialect,
+)
+
+DOOR_EXTENSION_URI = "https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1"
+CAPSULE_EXTENSION_URI = "https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1"
+CARD_PATH = "/.well-known/agent-card.json"
+LEGACY_CARD_PATH = "/.well-known/agent.json"
+
+METHODS_0_3 = ("message/send", "tasks/get", "tasks/list", "tasks/cancel")
+METHODS_1_0 = ("SendMessage", "GetTask", "ListTasks", "CancelTask")
+
+
+def build_card(
+    *,
+    name: str,
+    version: str,
+    url: str,
+    session_id: str,
+    accepts_tasks: bool = True,
+    peer_tasks: bool = False,
+    description: str | None = None,
+) -> AgentCard:
+    """The card for one capsule session's door at ``url`` (``http://host:port``)."""
+    methods = [m for m in (*METHODS_1_0, *METHODS_0_3) if accepts_tasks or m not in ("SendMessage", "message/send")]
+    skills = (
+        [
+            AgentSkill(
+                id="task",
+                name="Run a task",
+                description=f"Send a text task to the {name} capsule; poll the task for its result.",
+                tags=["task"],
+            )
+        ]
+        if accepts_tasks
+        else []
+    )
+    return AgentCard(
+        name=name,
+        description=description or f"Murmur capsule {name} {version}",
+        version=version,
+        url=url,
+        protocol_version="0.3",
+        preferred_transport="JSONRPC",
+        supported_interfaces=[
+            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0"),
+            AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="0.3"),
+        ],
+        capabilities=AgentCapabilities(
+            streaming=False,
+            push_notifications=False,
+            extended_agent_card=False,
+            extensions=[
+                AgentExtension(
+                    uri=DOOR_EXTENSION_URI,
+                    description="Methods this door serves and whether it takes tasks from peers",
+                    required=False,
+                    params={"methods": methods, "peerTasks": peer_tasks},
+                ),
+                AgentExtension(
+                    uri=CAPSULE_EXTENSION_URI,
+                    description="The murmur session behind this door",
+                    required=False,
+                    params={"sessionId": session_id},
+                ),
+            ],
+        ),
+        skills=skills,
+    )
+
+
+def _is_v1(version: object) -> bool:
+    return isinstance(version, str) and (version == "1" or version.startswith("1."))
+
+
+def interface_candidates(card: AgentCard) -> list[tuple[str | None, Dialect]]:
+    """The card's JSON-RPC interfaces as ``(url, dialect)``, best first: every 1.x, then the rest as 0.3.
+
+    A card without ``supportedInterfaces`` (0.3-era) offers its top-level ``url`` when its
+    preferred transport is JSON-RPC (or unnamed), in the dialect of its ``protocolVersion``.
+    """
+    rpc = [i for i in card.supported_interfaces if i.protocol_binding.upper() == "JSONRPC"]
+    out: list[tuple[str | None, Dialect]] = [(i.url, "1.0") for i in rpc if _is_v1(i.protocol_version)]
+    out += [(i.url, "0.3") for i in rpc if not _is_v1(i.protocol_version)]
+    if not card.supported_interfaces and (card.preferred_transport or "JSONRPC").upper() == "JSONRPC":
+        out.append((card.url, "1.0" if _is_v1(card.protocol_version) else "0.3"))
+    return out
+
+
+def card_dialect(card: AgentCard | Mapping[str, Any]) -> Dialect:
+    """``"1.0"`` if the card offers a 1.x JSON-RPC interface (or says 1.x at top level), else ``"0.3"``."""
+    interfaces: list[tuple[object, object]]
+    top: object
+    if isinstance(card, AgentCard):
+        interfaces = [(i.protocol_binding, i.protocol_version) for i in card.supported_interfaces]
+        top = card.protocol_version
+    else:
+        raw = card.get("supportedInterfaces")
+        interfaces = [
+            (i.get("protocolBinding"), i.get("protocolVersion"))
+            for i in (raw if isinstance(raw, list) else [])
+            if isinstance(i, Mapping)
+        ]
+        top = card.get("protocolVersion")
+    if any(str(b).upper() == "JSONRPC" and _is_v1(v) for b, v in interfaces):
+        return "1.0"
+    if not interfaces and _is_v1(top):
+        return "1.0"
+    return "0.3"

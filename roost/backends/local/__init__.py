@@ -1,0 +1,1 @@
+"""The local backend: children on this host, their lifelines held by a small holder process."""

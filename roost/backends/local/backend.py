@@ -1,0 +1,376 @@
+"""The local process backend: children on this host (:class:`roost.backends.base.ProcessBackend`).
+
+How each duty is done here, and why, is told where the work lives: the command line, the
+environment and ``Popen`` in :mod:`roost.backends.process.spawn`; the lifeline pipe and its keeper in
+:mod:`roost.backends.local.lifeline` and :mod:`roost.backends.local.holder`; the pidfd watch and group
+signals in :mod:`roost.backends.process.supervise`; cgroups and the marker sweep in
+:mod:`roost.backends.process.cgroups`; the child directory's files in :mod:`roost.services.launcher.childrecords`.
+This module puts them together behind the backend's methods: blocking work goes through the
+daemon's executor, ``Popen`` runs on the event loop's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Sequence
+from pathlib import Path
+
+import psutil
+import structlog
+
+from roost.backends.base import (
+    CannotRunAs,
+    ChildDir,
+    ChildDirError,
+    ChildRef,
+    NodeRef,
+    RunningChild,
+    StartFailed,
+    StartSpec,
+)
+from roost.backends.local.holder import KeeperClient, KeeperError
+from roost.backends.local.lifeline import connect_keeper, make_pipe, stop_keeper
+from roost.backends.process.cgroups import JobCgroups, sweep_marked
+from roost.backends.process.spawn import (
+    CannotSwitchUser,
+    ChildSpec,
+    RunAs,
+    apply_limits,
+    can_switch_users,
+    run_as,
+    start_process,
+    switch_refusal,
+)
+from roost.backends.process.supervise import ProcessWatch, signal_group, stop_group
+from roost.core.completion import CompletionRecord
+from roost.core.ids import JOB_ID_RE
+from roost.core.manifest import ResourceCaps
+from roost.observe.tracelines import append_lines
+from roost.services.completionfile import read_completion, write_completion
+from roost.services.launcher import childrecords
+from roost.system.blocking import BlockingExecutor
+from roost.system.fsutil import Place
+from roost.system.procstart import process_identity, same_process
+from roost.system.workdirs import registered_workdir
+
+__all__ = ["LocalBackend", "LocalChild", "find_job_processes"]
+
+log = structlog.get_logger("roost.launcher")
+
+READY_LINE_MAX = 64 * 1024
+
+
+def place_of(dir: ChildDir) -> Place:
+    """The job's directory as this host writes into it: beneath its base, following no link."""
+    return childrecords.place_of(dir.workdir, dir.parent_workdir, dir.uid)
+
+
+class LocalChild:
+    """A child on this host: a pidfd watch, and (when this instance started it) its stdout."""
+
+    def __init__(self, job_id: str, watch: ProcessWatch, pid_start: float | None) -> None:
+        self.job_id: str = job_id
+        self.pid: int = watch.pid
+        self.pid_start: float | None = pid_start
+        self.node: NodeRef | None = None
+        self._watch = watch
+        self._popen = watch.popen
+        self._transport: asyncio.ReadTransport | None = None
+        self._reader: asyncio.StreamReader | None = None
+        self._closed = False
+
+    @property
+    def exited(self) -> asyncio.Future[str]:
+        return self._watch.exited
+
+    @property
+    def alive(self) -> bool:
+        return self._watch.alive
+
+    @property
+    def ref(self) -> ChildRef:
+        return ChildRef(self.job_id, self.pid, self.pid_start, None)
+
+    async def readline(self) -> bytes:
+        if self._reader is None:
+            if self._closed or self._popen is None or self._popen.stdout is None:
+                return b""
+            loop = asyncio.get_running_loop()
+            reader = asyncio.StreamReader(limit=READY_LINE_MAX)
+            self._reader = reader
+            self._transport, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(reader), self._popen.stdout
+            )
+        return await self._reader.readline()
+
+    async def stop(self, grace: float) -> bool:
+        return await stop_group(self._watch, grace)
+
+    def kill(self) -> None:
+        if self._watch.alive:
+            signal_group(self.pid, signal.SIGKILL)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._transport is not None:
+            self._transport.close()
+        self._watch.close()
+
+
+def find_job_processes(instance: str) -> list[tuple[int, str, int]]:
+    """``(pid, job_id, pgid)`` of processes launched by this daemon instance (blocking): this
+    uid's, or any uid's for a root daemon."""
+    me = os.getuid()
+    out: list[tuple[int, str, int]] = []
+    for proc in psutil.process_iter(["uids"]):
+        try:
+            if proc.pid == os.getpid() or proc.info["uids"] is None:
+                continue
+            # A root daemon's children run as their sessions' uids (docs/security.md).
+            if me != 0 and proc.info["uids"].real != me:
+                continue
+            env = proc.environ()
+        except (psutil.Error, OSError):
+            continue
+        job_id = env.get("MURMUR_JOB_ID", "")
+        if JOB_ID_RE.match(job_id) and env.get("MURMUR_ROOST_INSTANCE") == instance:
+            try:
+                pgid = os.getpgid(proc.pid)
+            except OSError:
+                continue
+            out.append((proc.pid, job_id, pgid))
+    return out
+
+
+def _prepare(place: Place, job_id: str, task: dict[str, str | None] | None, fresh: bool) -> None:
+    os.close(childrecords.prepare_child_dir(place, job_id, task, fresh=fresh))
+
+
+def _before_start(
+    place: Place, spec: StartSpec, cgroups: JobCgroups | None
+) -> tuple[RunAs | None, int, JobCgroups | None]:
+    """Blocking: who the child runs as, its log opened for stderr, its cgroup made."""
+    try:
+        user = run_as(spec.uid)
+    except CannotSwitchUser as exc:
+        raise CannotRunAs(str(exc)) from None
+    log_fd = childrecords.open_log(place)
+    if cgroups is not None:
+        job_id = spec.dir.job_id
+        try:
+            unset = cgroups.create(job_id, spec.resources)
+            if unset:
+                log.warning("cgroup_limits_not_applied", job_id=job_id, limits=",".join(unset))
+        except OSError as exc:
+            log.warning("cgroup_create_failed", job_id=job_id, error=exc.strerror)
+            cgroups = None
+    return user, log_fd, cgroups
+
+
+class LocalBackend:
+    """Children on this host, their lifelines held by the keeper process."""
+
+    def __init__(self, executor: BlockingExecutor, *, state_dir: Path, job_cgroups: str, max_starting: int) -> None:
+        self._executor = executor
+        self._start_gate = asyncio.Semaphore(max_starting or max(2, os.cpu_count() or 2))
+        self._state_dir = state_dir
+        self._job_cgroups = job_cgroups
+        self.keeper: KeeperClient | None = None
+        self.cgroups: JobCgroups | None = None
+        # Root with CAP_SETUID/CAP_SETGID (read at open); a job of another uid is refused up front without.
+        self._can_switch = True
+        # Write ends held here only when the keeper is unavailable (then a crash ends the children).
+        self._own_lifelines: dict[str, int] = {}
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def open(self) -> None:
+        self.cgroups = await self._executor.run(JobCgroups.discover, self._job_cgroups)
+        self._can_switch = await self._executor.run(can_switch_users)
+        # Empty cgroups of jobs that ended without removing theirs (roost/backends/process/cgroups.py).
+        swept = await self._executor.run(self.cgroups.sweep_empty) if self.cgroups is not None else 0
+        log.info(
+            "job_containment",
+            cgroups=str(self.cgroups.root) if self.cgroups else None,
+            controllers=",".join(sorted(self.cgroups.controllers)) if self.cgroups else "",
+            swept=swept,
+        )
+        try:
+            self.keeper = await connect_keeper(self._state_dir, self._executor)
+        except (KeeperError, OSError, TimeoutError) as exc:
+            # Without a keeper the daemon holds the write ends itself (a crash then ends the children).
+            log.error("keeper_unavailable", error=str(exc))
+            self.keeper = None
+
+    async def close(self) -> None:
+        if self.keeper is not None:
+            await stop_keeper(self.keeper, self._executor)
+            self.keeper = None
+        for fd in self._own_lifelines.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._own_lifelines = {}
+
+    @property
+    def containment(self) -> str | None:
+        return str(self.cgroups.root) if self.cgroups is not None else None
+
+    # -- placement ------------------------------------------------------------------------------
+    async def place(self, job_id: str, capsule: str, resources: ResourceCaps, uid: int | None) -> NodeRef | None:
+        return None
+
+    def start_gate(self, node: NodeRef | None) -> asyncio.Semaphore:
+        """``Popen`` blocks the event loop until the vforked child has exec'd, which under a
+        storm of launches on a busy host means waiting for a CPU. Admitting only
+        ``max_starting`` children between spawn and ready keeps that wait short."""
+        return self._start_gate
+
+    # -- the child directory --------------------------------------------------------------------
+    async def prepare_dir(self, dir: ChildDir, task: dict[str, str | None] | None, *, fresh: bool) -> ChildDir:
+        try:
+            await self._executor.run(_prepare, place_of(dir), dir.job_id, task, fresh)
+        except OSError as exc:
+            raise ChildDirError(exc.strerror or str(exc)) from None
+        return dir
+
+    async def read_completion(self, dir: ChildDir) -> CompletionRecord | None:
+        return await self._executor.run(read_completion, place_of(dir))
+
+    async def write_completion(self, dir: ChildDir, rec: CompletionRecord) -> None:
+        await self._executor.run(write_completion, place_of(dir), rec)
+
+    async def stderr_tail(self, dir: ChildDir) -> list[str]:
+        return await self._executor.run(childrecords.stderr_tail, place_of(dir))
+
+    async def own_session_end(self, dir: ChildDir, session_id: str) -> str | None:
+        return await self._executor.run(childrecords.own_session_end, place_of(dir), session_id)
+
+    async def append_log(self, dir: ChildDir, lines: Sequence[str]) -> None:
+        await self._executor.run(childrecords.append_log, place_of(dir), list(lines))
+
+    async def append_trace(
+        self, dir: ChildDir, session_id: str, lines: Sequence[tuple[str, dict[str, object]]]
+    ) -> list[str]:
+        return await self._executor.run(append_lines, dir.workdir, session_id, list(lines), uid=dir.uid)
+
+    async def read_file(self, dir: ChildDir, name: str, offset: int, max_bytes: int) -> tuple[int, bytes]:
+        return await self._executor.run(childrecords.read_at, place_of(dir), name, offset, max_bytes)
+
+    async def list_files(self, dir: ChildDir, sub: str) -> list[str]:
+        return await self._executor.run(childrecords.list_names, place_of(dir), sub)
+
+    async def check_workdir(self, dir: ChildDir, workdir: str, uid: int | None) -> str:
+        return await self._executor.run(registered_workdir, workdir, uid)
+
+    # -- children -------------------------------------------------------------------------------
+    def check_run_as(self, uid: int | None) -> None:
+        refusal = switch_refusal(uid, me=os.geteuid(), capable=self._can_switch)
+        if refusal is not None:
+            raise CannotRunAs(refusal)
+
+    async def start(self, spec: StartSpec) -> LocalChild:
+        job_id = spec.dir.job_id
+        user, log_fd, cgroups = await self._executor.run(_before_start, place_of(spec.dir), spec, self.cgroups)
+        read_fd, write_fd = make_pipe()
+        env = dict(spec.env)
+        env["MURMUR_SPAWNER_LIFELINE"] = str(read_fd)
+        child = ChildSpec(argv=spec.argv, env=env, cwd=spec.cwd, lifeline_fd=read_fd, stderr_fd=log_fd, user=user)
+        try:
+            popen = start_process(child)
+            if cgroups is not None:
+                # Inline, before anything else can run on this loop: the child has only just
+                # exec'd its host, which forks nothing before it has registered. A cgroupfs
+                # write touches no disk.
+                cgroups.enter(job_id, popen.pid)
+        except OSError as exc:
+            os.close(write_fd)
+            raise StartFailed(f"{spec.argv[0]}: {exc.strerror or exc}") from None
+        finally:
+            os.close(read_fd)
+            os.close(log_fd)
+        # Its start in clock ticks since boot: a wall-clock step cannot make it a stranger.
+        pid_start = process_identity(popen.pid)
+        # A script capsule's host sets its entrypoint's rlimits itself, just before exec; limiting
+        # the host would starve it (it needs more address space than a small limit allows).
+        failed = [] if spec.limits_in_child else apply_limits(popen.pid, spec.resources)
+        if failed:
+            log.warning("resource_limits_not_applied", job_id=job_id, limits=",".join(failed))
+        self._lifeline_hold(job_id, write_fd, popen.pid, pid_start)
+        watch = ProcessWatch(popen.pid, popen)
+        watch.start()
+        # The approval: one line on stdin, then EOF. Never argv, never the environment.
+        assert popen.stdin is not None
+        try:
+            if spec.stdin:
+                popen.stdin.write(spec.stdin)
+            popen.stdin.close()
+        except OSError:
+            pass
+        return LocalChild(job_id, watch, pid_start)
+
+    def _lifeline_hold(self, job_id: str, fd: int, pid: int, start: float | None) -> None:
+        if self.keeper is not None and self.keeper.connected:
+            try:
+                self.keeper.hold(job_id, fd, pid, start)
+                os.close(fd)
+                return
+            except KeeperError as exc:
+                log.error("keeper_hold_failed", job_id=job_id, error=str(exc))
+        self._own_lifelines[job_id] = fd
+
+    def lifeline_close(self, job_id: str) -> None:
+        fd = self._own_lifelines.pop(job_id, None)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if self.keeper is not None:
+            self.keeper.close(job_id)
+
+    async def held_lifelines(self) -> set[str]:
+        held: set[str] = set()
+        if self.keeper is not None and self.keeper.connected:
+            with contextlib.suppress(Exception):
+                held = {str(h.get("key")) for h in await self.keeper.list()}
+        return held
+
+    async def finish_off(self, job_id: str, pid: int | None) -> None:
+        """Its group, then its cgroup (``cgroup.kill``), else every process carrying its
+        ``MURMUR_JOB_ID`` (roost/backends/process/cgroups.py)."""
+        if pid is not None:
+            signal_group(pid, signal.SIGKILL)  # whatever it left behind in its group
+        executor = self._executor
+        try:
+            if self.cgroups is not None and await executor.run(self.cgroups.exists, job_id):
+                left = await executor.run(self.cgroups.finish, job_id)
+                how = "cgroup"
+            else:
+                left = await executor.run(sweep_marked, job_id)
+                how = "sweep"
+        except OSError as exc:
+            log.warning("job_finish_off_failed", job_id=job_id, error=exc.strerror)
+            return
+        if left:
+            log.info("job_leftovers_killed", job_id=job_id, count=left, by=how)
+
+    # -- after a restart --------------------------------------------------------------------------
+    async def is_running(self, ref: ChildRef) -> bool:
+        return await self._executor.run(same_process, ref.pid, ref.pid_start)
+
+    def adopt(self, ref: ChildRef) -> LocalChild:
+        assert ref.pid is not None
+        watch = ProcessWatch(ref.pid, None)
+        watch.start()
+        return LocalChild(ref.job_id, watch, ref.pid_start)
+
+    async def list_running(self, instance: str) -> list[RunningChild]:
+        found = await self._executor.run(find_job_processes, instance)
+        return [RunningChild(pid=pid, job_id=job_id, pgid=pgid) for pid, job_id, pgid in found]
+
+    async def end_orphan(self, found: RunningChild) -> None:
+        with contextlib.suppress(OSError):
+            if found.pgid == found.pid:
+                os.killpg(found.pgid, signal.SIGKILL)
+            else:
+                os.kill(found.pid, signal.SIGKILL)

@@ -1,0 +1,104 @@
+"""Request bodies turned into typed requests at the edge, with one clear sentence per mistake.
+
+Why here and not in the services: a service takes typed values and never sees a raw JSON
+object, so every body is checked once, by the route that read it, and the sentences a client
+gets for a malformed body are defined in one place. Pure: no I/O (the checks that need the
+file system or the socket — a workdir that exists, a pid that holds the connection — stay in
+the route, after parsing).
+
+The typed requests are :mod:`roost.core.api_models`' (the models ``GET /openapi.json`` publishes);
+they are built with ``model_construct`` after the checks below, because the sentences are
+upstream's, byte for byte, and pydantic's own messages are not.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal, cast
+from urllib.parse import urlsplit
+
+from roost.core.api_models import DeregisterRequest, RegisterRequest, SpawnRequest
+from roost.core.errors import BadRequest
+from roost.core.fields import Body, optional_str, require_ident, require_str
+from roost.core.manifest import CONTAINMENT_ORDER
+
+__all__ = [
+    "optional_str",
+    "parse_deregister",
+    "parse_register",
+    "parse_spawn",
+    "require_ident",
+    "require_str",
+]
+
+
+def parse_spawn(body: Body) -> SpawnRequest:
+    """``POST /spawn``: the child's coordinates."""
+    name = require_ident(body, "name")
+    version = require_ident(body, "version")
+    return SpawnRequest.model_construct(name=name, version=version)
+
+
+def _workdir(body: Body) -> str | None:
+    workdir = body.get("workdir")
+    if workdir is None:
+        return None
+    if not isinstance(workdir, str) or not os.path.isabs(workdir) or "\x00" in workdir:
+        raise BadRequest("workdir must be an absolute path")
+    return os.path.normpath(workdir)
+
+
+def _pid(body: Body) -> int | None:
+    pid = body.get("pid")
+    if pid is None:
+        return None
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
+        raise BadRequest("pid must be a process id (a whole number above 1)")
+    return pid
+
+
+def _capsule_url(body: Body) -> str | None:
+    url = body.get("capsule_url")
+    if url is None:
+        return None
+    if not isinstance(url, str):
+        raise BadRequest("capsule_url must be a string")
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname or parts.port is None:
+        raise BadRequest("capsule_url must be http://<host>:<port> (the session's A2A door)")
+    return f"http://{parts.hostname}:{parts.port}"
+
+
+def _containment(body: Body) -> Literal["advisory", "scoped", "sealed"] | None:
+    containment = body.get("containment")
+    if containment is not None and containment not in CONTAINMENT_ORDER:
+        raise BadRequest("containment must be one of advisory, scoped, sealed")
+    return cast('Literal["advisory", "scoped", "sealed"] | None', containment)
+
+
+def parse_register(body: Body) -> RegisterRequest:
+    """``POST /register``: identity and coordinates, then the optional fields in the order they are checked.
+
+    The workdir comes back absolute and normalised, the capsule url as ``http://host:port``.
+    """
+    session_id = require_ident(body, "session_id")
+    name = require_ident(body, "name")
+    version = require_ident(body, "version")
+    return RegisterRequest.model_construct(
+        session_id=session_id,
+        name=name,
+        version=version,
+        workdir=_workdir(body),
+        pid=_pid(body),
+        capsule_url=_capsule_url(body),
+        containment=_containment(body),
+    )
+
+
+def parse_deregister(body: Body) -> DeregisterRequest:
+    """``POST /deregister``: how the session ended."""
+    outcome = body.get("outcome")
+    if outcome not in ("complete", "failed"):
+        shown = outcome if isinstance(outcome, str) else ("" if outcome is None else str(outcome))
+        raise BadRequest(f"outcome '{shown}' is not 'complete' or 'failed'")
+    return DeregisterRequest.model_construct(outcome=outcome)

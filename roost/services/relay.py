@@ -1,0 +1,384 @@
+"""The A2A relay: sends ``message/send``, ``tasks/get`` and ``tasks/cancel`` on a session's behalf.
+
+Why the daemon does this rather than the capsule: the receiving door derives a task's origin and
+trust from ``x-murmur-task-origin`` / ``x-murmur-task-trust`` (see :mod:`a2a.protocol.origin`). Only a sender
+that cannot be told what to stamp keeps untrust from being laundered along a chain, so every
+header that classifies the task is built here from the *session record* (its trust was fixed at
+registration), never from the request: unknown body fields and caller ``x-murmur-*`` headers are
+simply never read.
+
+When the receiving door is a session this daemon registered, the stamp is sealed (a MAC under
+that session's door key, :mod:`a2a.protocol.seal`): doors believe origin and trust only under a valid seal.
+
+Other rules: the peer URL must be covered by the session's ``capabilities.network.allow``
+before any connection (the card is read from it), and so must the interface URL the card
+selects, which is the URL actually dialled; a ``traceparent`` is always sent (the caller's trace
+continued when it is valid W3C, else a new trace); every send asks for an immediate answer;
+``a2a_send`` is appended to the sender's ``trace.jsonl`` only after the peer returned a Task, so
+a failed or refused send records nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple, Protocol
+
+import structlog
+from yarl import URL
+
+from a2a.client import A2AClient, Endpoint
+from a2a.protocol import seal, traceparent
+from a2a.protocol.errors import A2AError, JsonRpcError, PeerHTTPError, PeerUnreachable, UnsupportedPeerURL
+from a2a.protocol.ids import prefixed
+from a2a.protocol.models import Message, Part, Task, build, parse_part, text_part
+from a2a.protocol.origin import Origin, Trust, outbound_headers
+from roost.core.api_models import A2ATaskRequest
+from roost.core.errors import BadGateway, BadRequest, Refused
+from roost.core.fields import optional_str, require_str
+from roost.core.netrule import allows
+from roost.observe.events import EventBus, ObservedError
+from roost.observe.metrics import Metrics
+from roost.observe.tracesink import TraceSink
+from roost.state.sessions import SessionRecord, SessionTable
+
+__all__ = ["Authenticator", "DoorKeys", "Relay", "SendRequest", "network_refusal", "parse_send", "parse_task_call"]
+
+log = structlog.get_logger("roost.relay")
+
+MAX_TEXT_BYTES = 48 * 1024  # the HTTP body ceiling is 64 KiB; leave room for the envelope
+
+
+def network_refusal(peer_url: str) -> str:
+    return f"network policy: '{peer_url}' not in capabilities.network.allow"
+
+
+class SendRequest(NamedTuple):
+    """The only fields of a ``POST /a2a/send`` body the relay reads (a named tuple: one is made
+    per relayed send, and a frozen dataclass's ``__init__`` costs several times more)."""
+
+    peer_url: str
+    parts: tuple[Part, ...]
+    context_id: str | None
+    task_id: str | None
+    message_id: str
+    traceparent: str | None
+    tracestate: str | None
+
+
+def parse_task_call(body: dict[str, Any]) -> A2ATaskRequest:
+    """Validate a ``/a2a/tasks/get`` or ``/a2a/tasks/cancel`` body (pure): the peer and the task there."""
+    peer_url = require_str(body, "peer_url").strip()
+    task_id = require_str(body, "task_id")
+    if not peer_url or not task_id:
+        raise BadRequest("peer_url and task_id must not be empty")
+    return A2ATaskRequest.model_construct(peer_url=peer_url, task_id=task_id)
+
+
+def parse_send(body: dict[str, Any]) -> SendRequest:
+    """Validate a send body (pure). ``text`` or ``parts`` is required; nothing sets origin or trust.
+
+    ``task_id`` (with ``context_id``) makes the message continue a task the peer holds, e.g. one
+    waiting for input; the seal covers both, so neither can be swapped on a sealed message.
+    """
+    peer_url = require_str(body, "peer_url").strip()
+    if not peer_url:
+        raise BadRequest("peer_url must not be empty")
+    text = optional_str(body, "text")
+    raw_parts = body.get("parts")
+    parts: list[Part] = []
+    if raw_parts is not None:
+        if not isinstance(raw_parts, list) or not raw_parts:
+            raise BadRequest("invalid JSON: field 'parts' must be a non-empty list of parts")
+        try:
+            parts = [parse_part(p, i) for i, p in enumerate(raw_parts)]
+        except ValueError as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else "invalid part"
+            raise BadRequest(f"invalid JSON: field 'parts': {reason}") from None
+    if text is not None:
+        parts.insert(0, text_part(text))
+    if not parts:
+        raise BadRequest("a send needs 'text' or 'parts'")
+    size = 0
+    for p in parts:
+        if p.text is not None:
+            size += len(p.text.encode())
+    if size > MAX_TEXT_BYTES:
+        raise BadRequest(f"the message text is {size} bytes; the relay carries at most {MAX_TEXT_BYTES}")
+    get = body.get
+    fields = (get("context_id"), get("task_id"), get("message_id"), get("traceparent"), get("tracestate"))
+    for key, value in zip(_OPTIONAL, fields, strict=True):
+        if value is not None and not isinstance(value, str):
+            raise BadRequest(f"invalid JSON: field '{key}' must be a string")
+    context_id, task_id, message_id, tp, tracestate = fields
+    return SendRequest(
+        peer_url, tuple(parts), context_id or None, task_id or None, message_id or prefixed("msg"), tp, tracestate
+    )
+
+
+_OPTIONAL = ("context_id", "task_id", "message_id", "traceparent", "tracestate")
+
+
+def stamp(trust: Trust, caller_traceparent: str | None, caller_tracestate: str | None) -> tuple[str, dict[str, str]]:
+    """The outgoing headers (pure): trace context continued or new, origin ``peer``, the given trust."""
+    caller = traceparent.parse(caller_traceparent.strip().lower() if caller_traceparent else None)
+    sent = (caller.child() if caller is not None else traceparent.new()).format()
+    headers = outbound_headers(Origin.PEER, trust)
+    headers["traceparent"] = sent
+    if caller is not None and caller_tracestate and traceparent.valid_tracestate(caller_tracestate):
+        headers["tracestate"] = caller_tracestate
+    return sent, headers
+
+
+_TRUST = {t.value: t for t in Trust}
+_PEER = Origin.PEER.value
+
+
+@functools.lru_cache(maxsize=4096)
+def _allows(entries: tuple[str, ...], peer_url: str) -> bool:
+    """:func:`roost.core.netrule.allows`, remembered: it is pure, and a session dials few peers."""
+    return allows(entries, peer_url)
+
+
+def _failure(exc: A2AError) -> tuple[str, ObservedError]:
+    """The 502 sentence (the peer's error or the network reason) and its observation."""
+    if isinstance(exc, PeerUnreachable):
+        return str(exc), ObservedError("PeerUnreachable", "network", retryable=True)
+    if isinstance(exc, PeerHTTPError):
+        return str(exc), ObservedError("PeerHTTPError", "provider", status_code=exc.status)
+    if isinstance(exc, JsonRpcError):
+        return str(exc), ObservedError("JsonRpcError", "provider", code=str(exc.code))
+    return str(exc), ObservedError(type(exc).__name__, "validation")
+
+
+def _attrs(session_id: str, method: str) -> dict[str, Any]:
+    return {"roost.relay.session_id": session_id, "roost.relay.method": method}
+
+
+class Authenticator(Protocol):
+    """The relay's view of the referee: who a credential belongs to."""
+
+    def authenticate(self, credential: str | None) -> SessionRecord: ...
+
+
+class DoorKeys(Protocol):
+    """The relay's view of the keys: the key a registered session's door checks seals with."""
+
+    def door_key_for(self, session_id: str) -> bytes: ...
+
+
+class Relay:
+    """``POST /a2a/send``, ``/a2a/tasks/get``, ``/a2a/tasks/cancel`` for authenticated sessions."""
+
+    def __init__(
+        self,
+        *,
+        sessions: Authenticator,
+        doors: DoorKeys,
+        table: SessionTable,
+        a2a: A2AClient,
+        events: EventBus,
+        metrics: Metrics,
+        traces: TraceSink,
+    ) -> None:
+        self._sessions = sessions
+        self._door_keys = doors
+        self._table = table
+        self._a2a = a2a
+        self._events = events
+        self._metrics = metrics
+        self._traces = traces
+        self._doors: dict[str, str | None] = {}  # door origin -> the registered session serving it
+        self._counted: dict[tuple[str, str], Any] = {}
+
+    def forget_doors(self, _rec: SessionRecord | None = None) -> None:
+        """A session registered (its door may be at a known origin): look doors up afresh."""
+        self._doors.clear()
+
+    def _count(self, method: str, outcome: str) -> None:
+        """Count a relay request; the labelled counters are looked up once (``labels`` is not cheap)."""
+        children = self._counted
+        child = children.get((method, outcome))
+        if child is None:
+            child = children[method, outcome] = self._metrics.relay_requests.labels(method, outcome)
+        child.inc()
+
+    # -- sealing ---------------------------------------------------------------------------------
+
+    def _receiver(self, url: str) -> str | None:
+        """The running session whose door is at ``url``'s origin, if this daemon registered one."""
+        origin = _origin(url)
+        table = self._table
+        if origin in self._doors:
+            sid = self._doors[origin]
+            rec = table.running_session(sid) if sid is not None else None
+            if sid is None or (rec is not None and rec.capsule_url and _origin(rec.capsule_url) == origin):
+                return sid
+        found = next(
+            (
+                r.session_id
+                for r in table.sessions.values()
+                if r.running and r.capsule_url and _origin(r.capsule_url) == origin
+            ),
+            None,
+        )
+        if len(self._doors) >= 4096:  # origins dialled since the last registration: stay bounded
+            self._doors.clear()
+        self._doors[origin] = found
+        return found
+
+    def _seal(self, headers: dict[str, str], sender: SessionRecord, url: str, tp: str, subject: str) -> None:
+        receiver = self._receiver(url)
+        if receiver is None:
+            return
+        headers[seal.SEAL_HEADER] = seal.seal(
+            self._door_keys.door_key_for(receiver),
+            sender=sender.session_id,
+            receiver=receiver,
+            origin=_PEER,
+            trust=sender.trust,
+            traceparent=tp,
+            subject=subject,
+        )
+
+    async def _endpoint(self, rec: SessionRecord, peer_url: str) -> Endpoint:
+        """The interface the peer's card selects; Refused when the network rule does not cover its URL."""
+        try:
+            endpoint = await self._a2a.resolve(peer_url)
+        except UnsupportedPeerURL as exc:
+            raise BadGateway(str(exc)) from None
+        if not _allows(rec.envelope.network_allow, endpoint.url):
+            raise Refused(network_refusal(endpoint.url))
+        return endpoint
+
+    async def start(self) -> None:
+        """Nothing to start: the relay uses the daemon's shared A2A client."""
+
+    async def stop(self) -> None:
+        """Nothing to stop: the shared client is closed by the daemon."""
+
+    def _authorize(self, credential: str | None, peer_url: str) -> SessionRecord:
+        rec = self._sessions.authenticate(credential)
+        if not _allows(rec.envelope.network_allow, peer_url):
+            raise Refused(network_refusal(peer_url))
+        return rec
+
+    async def send(self, credential: str | None, req: SendRequest) -> dict[str, Any]:
+        count = self._count
+        try:
+            rec = self._authorize(credential, req.peer_url)
+        except (BadRequest, Refused):
+            count("send", "refused")
+            raise
+        trust = _TRUST[rec.trust]
+        sent_tp, headers = stamp(trust, req.traceparent, req.tracestate)
+        message = build(
+            Message,
+            {
+                "message_id": req.message_id,
+                "role": "user",
+                "parts": list(req.parts),
+                "context_id": req.context_id,
+                "task_id": req.task_id,
+                "metadata": None,
+            },
+        )
+        span = self._events.start("roost.relay.send", **_attrs(rec.session_id, "send"))
+        try:
+            endpoint = await self._endpoint(rec, req.peer_url)
+            self._seal(headers, rec, endpoint.url, sent_tp, seal.send_subject(message))
+            task = await self._a2a.send_message(endpoint.url, message, dialect=endpoint.dialect, headers=headers)
+        except Refused:
+            span.failed(ObservedError("Refused", "validation"))
+            count("send", "refused")
+            raise
+        except A2AError as exc:
+            sentence, observed = _failure(exc)
+            span.failed(observed)
+            count("send", "failed")
+            log.info("relay_failed", session_id=rec.session_id, method="send", error=observed.name)
+            raise BadGateway(sentence) from None
+        state = str(task.status.state)  # a StrEnum's str() is its value, without the enum property's cost
+        trust_value = str(trust)
+        await self._traces.write(
+            rec,
+            "a2a_send",
+            {
+                "peer_url": req.peer_url,
+                "message_id": req.message_id,
+                "task_id": task.id,
+                "context_id": task.context_id,
+                "traceparent": sent_tp,
+                "trust": trust_value,
+            },
+        )
+        done: dict[str, Any] = {"roost.relay.task_id": task.id, "roost.relay.state": state}
+        span.completed(**done)
+        count("send", "ok")
+        return {
+            "task_id": task.id,
+            "context_id": task.context_id,
+            "message_id": req.message_id,
+            "traceparent": sent_tp,
+            "trust": trust_value,
+            "state": state,
+        }
+
+    async def get(self, credential: str | None, req: A2ATaskRequest) -> dict[str, Any]:
+        return await self._task_call("get", credential, req)
+
+    async def cancel(self, credential: str | None, req: A2ATaskRequest) -> dict[str, Any]:
+        return await self._task_call("cancel", credential, req)
+
+    async def _task_call(self, method: str, credential: str | None, req: A2ATaskRequest) -> dict[str, Any]:
+        count = self._count
+        peer_url, task_id = req.peer_url, req.task_id
+        try:
+            rec = self._authorize(credential, peer_url)
+        except (BadRequest, Refused):
+            count(method, "refused")
+            raise
+        tp, headers = stamp(_TRUST[rec.trust], None, None)
+        span = self._events.start("roost.relay.send", **_attrs(rec.session_id, method))
+        client = self._a2a
+        try:
+            ep = await self._endpoint(rec, peer_url)
+            self._seal(headers, rec, ep.url, tp, task_id)
+            if method == "get":
+                task = await client.get_task(ep.url, task_id, dialect=ep.dialect, headers=headers)
+            else:
+                task = await client.cancel_task(ep.url, task_id, dialect=ep.dialect, headers=headers)
+        except Refused:
+            span.failed(ObservedError("Refused", "validation"))
+            count(method, "refused")
+            raise
+        except A2AError as exc:
+            sentence, observed = _failure(exc)
+            span.failed(observed)
+            count(method, "failed")
+            raise BadGateway(sentence) from None
+        done: dict[str, Any] = {"roost.relay.task_id": task.id, "roost.relay.state": task.status.state.value}
+        span.completed(**done)
+        count(method, "ok")
+        return task_answer(task)
+
+
+@functools.lru_cache(maxsize=4096)
+def _origin(url: str) -> str:
+    """``http://host:port`` of a URL (or of ``host:port``), the key a door is known by."""
+    parsed = URL(url if "://" in url else "http://" + url)
+    return f"{parsed.scheme}://{parsed.host}:{parsed.port}"
+
+
+def task_answer(task: Task) -> dict[str, Any]:
+    """A peer's Task as the relay answers it: ids, state, status text and artifact texts."""
+    status_text = task.status.message.text if task.status.message is not None else None
+    artifacts = [
+        {"name": a.name, "text": "\n".join(p.text for p in a.parts if p.text is not None)} for a in task.artifacts or []
+    ]
+    return {
+        "task_id": task.id,
+        "context_id": task.context_id,
+        "state": task.status.state.value,
+        "status_text": status_text,
+        "artifacts": artifacts,
+    }
