@@ -285,8 +285,8 @@ class Roost:
         cfg = self.config
         check_listeners(cfg)
         # Nothing in the state directory is read or written before the lock is held, whatever
-        # the mode: with --ephemeral-keys the key and the database are in memory, but the keeper
-        # socket, admin.sock and jobs/ are still there, and a second daemon must not touch them.
+        # the mode: with --ephemeral-keys the key and the database are in memory, but the lifeline
+        # holder's socket, admin.sock and jobs/ are still there, and a second daemon must not touch them.
         await self.executor.run(prepare_state_dir, cfg.state_dir)
         await self.executor.run(self.state_lock.acquire)
         reset = False
