@@ -115,9 +115,10 @@ class Roost:
         # A session whose child runs on another node has its trace there, and its door on that
         # node's loopback, reached through the node's keeper (docs/operations.md).
         nodes = JobNodes(backend, lambda: self.launcher.jobs) if config.launcher == "ray" else None
+        caller = getattr(backend, "doors", None)
         doors = (
-            DoorRoutes(backend, self.table, nodes.remote_dir, config.peer_timeout_secs)
-            if nodes is not None and isinstance(backend, DoorCaller)
+            DoorRoutes(caller, self.table, nodes.remote_dir, config.peer_timeout_secs)
+            if nodes is not None and isinstance(caller, DoorCaller)
             else None
         )
         # One client (one connection pool) for every outbound A2A call the daemon makes.

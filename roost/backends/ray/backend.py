@@ -147,20 +147,6 @@ class RayBackend:
     def start_gate(self, node: NodeRef | None) -> asyncio.Semaphore:
         return self.placer.start_gate(node)
 
-    async def door_request(
-        self,
-        node: NodeRef,
-        job_id: str,
-        method: str,
-        port: int,
-        path: str,
-        headers: dict[str, str],
-        body: bytes | None,
-        timeout_secs: float,
-    ) -> tuple[int, bytes, str | None]:
-        """One HTTP exchange with the door of a child on ``node``, made there by its keeper."""
-        return await self.doors.door_request(node, job_id, method, port, path, headers, body, timeout_secs)
-
     # -- the child directory -------------------------------------------------------------------
     async def prepare_dir(self, dir: ChildDir, task: dict[str, str | None] | None, *, fresh: bool) -> ChildDir:
         return await self.dirs.prepare_dir(dir, task)
