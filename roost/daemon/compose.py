@@ -18,11 +18,8 @@ from a2a.client import A2AClient
 from roost.admin.bridge import JobSources
 from roost.admin.control import Control
 from roost.admin.server import AdminServer, AdminSocketError, build_admin_app
-from roost.backends.choose import process_backend
-from roost.backends.jobnodes import JobNodes
-from roost.backends.local.sessionfiles import LocalSessionFiles
-from roost.backends.ray.doors import DoorCaller, DoorRoutes
-from roost.backends.workdirplace import RegisteredWorkdirs
+from roost.backends.bundle import BackendNeeds
+from roost.backends.choose import choose_backend
 from roost.daemon.lifecycle import Lifecycle
 from roost.daemon.network import check_listeners, start_network_listener
 from roost.daemon.startup import (
@@ -49,7 +46,6 @@ from roost.observe.tracesink import TraceFiles
 from roost.services.artifactserve import keeper_token
 from roost.services.launcher.jobdirs import JobDirs
 from roost.services.launcher.service import Launcher, LaunchServices
-from roost.services.peer.files import SessionFiles
 from roost.services.peer.plane import PeerPlane
 from roost.services.referee.service import Referee, wall_ms
 from roost.services.relay import Relay
@@ -89,17 +85,17 @@ class Roost:
         self.store = Store(None if config.ephemeral_keys else config.db_path, self.executor)
         self.state_lock = StateLock(config.state_dir)
         self.lifecycle = Lifecycle(config)
-        backend = process_backend(
-            config,
-            self.executor,
-            daemon_url=lambda: self.lifecycle.advertise_url,
-            keeper_token=lambda node_id: keeper_token(self.key_holder.ring, node_id),
-            live=lambda: self.settings.config,
-        )
-        # A registered workdir is checked on the disk of the host its session runs on
-        # (a job on a Ray node: that node's), docs/security.md.
-        workdirs = RegisteredWorkdirs(
-            self.executor, backend, (lambda: self.launcher.jobs) if config.launcher == "ray" else None
+        # Where children run, and with it where a session's files, trace, door and workdir are.
+        backend = choose_backend(
+            BackendNeeds(
+                config=config,
+                live=lambda: self.settings.config,
+                executor=self.executor,
+                table=self.table,
+                jobs=lambda: self.launcher.jobs,
+                daemon_url=lambda: self.lifecycle.advertise_url,
+                node_token=lambda node_id: keeper_token(self.key_holder.ring, node_id),
+            )
         )
         self.referee = Referee(
             settings=self.settings,
@@ -108,24 +104,13 @@ class Roost:
             keys=self.key_holder,
             executor=self.executor,
             clock=clock,
-            workdirs=workdirs.check,
+            workdirs=backend.check_workdir,
         )
         self.settings.on_reload.append(self.referee.forget_resolved)
         self.events = EventBus(clock=clock)
-        # A session whose child runs on another node has its trace there, and its door on that
-        # node's loopback, reached through the node's keeper (docs/operations.md).
-        nodes = JobNodes(backend, lambda: self.launcher.jobs) if config.launcher == "ray" else None
-        caller = getattr(backend, "doors", None)
-        doors = (
-            DoorRoutes(caller, self.table, nodes.remote_dir, config.peer_timeout_secs)
-            if nodes is not None and isinstance(caller, DoorCaller)
-            else None
-        )
         # One client (one connection pool) for every outbound A2A call the daemon makes.
-        self.a2a = A2AClient(
-            connect_timeout=5.0, total_timeout=config.peer_timeout_secs, route=doors.route if doors else None
-        )
-        self.traces = TraceFiles(self.executor, nodes)
+        self.a2a = A2AClient(connect_timeout=5.0, total_timeout=config.peer_timeout_secs, route=backend.door_route)
+        self.traces = TraceFiles(self.executor, backend.node_traces)
         self.referee.on_session_end.append(self.traces.close)
         self.referee.on_session_end.append(observe_session_end(self.events))
         self.relay = Relay(
@@ -138,15 +123,6 @@ class Roost:
             traces=self.traces,
         )
         self.referee.on_session_registered.append(self.relay.forget_doors)
-        # A session's exported files are read (and its fetches stored) where its workdir is:
-        # this host, or the Ray node its job runs on.
-        files: SessionFiles = LocalSessionFiles(self.executor)
-        if config.launcher == "ray":
-            from roost.backends.ray.peerfiles import RaySessionFiles
-
-            files = RaySessionFiles.over(
-                backend, files, lambda: self.launcher.jobs, timeout_secs=config.peer_timeout_secs
-            )
         self.peer_plane = PeerPlane(
             settings=self.settings,
             keys=self.key_holder,
@@ -157,7 +133,7 @@ class Roost:
             a2a=self.a2a,
             traces=self.traces,
             clock=clock,
-            files=files,
+            files=backend.session_files,
         )
         self.launcher = Launcher(
             LaunchServices(
@@ -169,7 +145,7 @@ class Roost:
                 executor=self.executor,
                 metrics=self.metrics,
                 events=self.events,
-                backend=backend,
+                backend=backend.process,
                 url=lambda: self.lifecycle.url,
             ),
             trace=self.traces.write,
