@@ -68,15 +68,18 @@ log = structlog.get_logger("roost.daemon")
 class Roost:
     """The composition root: builds every service with what it needs, starts and stops them in order.
 
-    It holds no behaviour of its own. Built in three steps — the state every service is built on,
-    the services (with the process backend the configuration names), the edges that serve them —
-    and started in three: storage, services, listeners. Tests build it in-process with an
-    injected clock and reach the services through its attributes (tests/support/daemon.py)."""
+    It holds no behaviour of its own. Built in steps — the state every service is built on, the
+    process backend the configuration names, the services sessions call, the services that run
+    jobs, the edges that serve them all — and started in steps: the state directory and keys,
+    storage, services, listeners. Tests build it in-process with an injected clock and reach the
+    services through its attributes (tests/support/daemon.py)."""
 
     def __init__(self, config: Config, *, clock: Callable[[], int] = wall_ms) -> None:
         self.clock = clock
         self._hold_state(config)
-        self._build_services(config, self._choose_backend(config))
+        backend = self._choose_backend(config)
+        self._build_session_services(config, backend)
+        self._build_job_services(config, backend)
         self._build_edges(config)
 
     # -- building ------------------------------------------------------------------------------
@@ -111,8 +114,9 @@ class Roost:
             )
         )
 
-    def _build_services(self, config: Config, backend: BackendServices) -> None:
-        """The services, each given the part of the backend it uses, and the hooks between them."""
+    def _build_session_services(self, config: Config, backend: BackendServices) -> None:
+        """What a session calls — the referee, the relay, the peer plane — with the A2A client and
+        the trace sink they share, each given the part of the backend it uses."""
         clock = self.clock
         self.referee = Referee(
             settings=self.settings,
@@ -151,6 +155,11 @@ class Roost:
             clock=clock,
             files=backend.session_files,
         )
+
+    def _build_job_services(self, config: Config, backend: BackendServices) -> None:
+        """What runs jobs and keeps the records tidy: the launcher over the backend's process
+        part, the watch on sessions' processes, retention."""
+        clock = self.clock
         self.launcher = Launcher(
             LaunchServices(
                 config=lambda: self.settings.config,
@@ -179,6 +188,10 @@ class Roost:
             named=self.launcher.named_sessions,
             job_dirs=JobDirs(config.state_dir, self.executor).remove,
         )
+
+    def _build_edges(self, config: Config) -> None:
+        """What operators and the HTTP routes reach — probes, the admin controls, the services
+        the routes call — and the admin socket's server; the listeners come at start."""
         self.probes = Probes(metrics=self.metrics, table=self.table, jobs=self.launcher, referee=self.referee)
         self.control = Control(
             referee=self.referee,
@@ -189,9 +202,6 @@ class Roost:
             lifecycle=self.lifecycle,
             status_line=self.probes.status_line,
         )
-
-    def _build_edges(self, config: Config) -> None:
-        """What the HTTP routes reach, and the admin socket's server; the listeners come at start."""
         self.services = Services(
             referee=self.referee,
             relay=self.relay,
