@@ -103,15 +103,13 @@ class DaemonReads:
         return self.roost.lifecycle.advertise_url
 
 
-@dataclass
 class InProcessDaemon(DaemonReads):
-    """A started :class:`Roost` on its own (no client session, no fake clock)."""
+    """A started :class:`Roost` on its own (no client session, no fake clock); ``url`` is its
+    local URL, as :class:`RunningDaemon`'s."""
 
-    roost: Roost
-
-    @property
-    def url(self) -> str:
-        return self.roost.lifecycle.url
+    def __init__(self, roost: Roost) -> None:
+        self.roost = roost
+        self.url = roost.lifecycle.url
 
 
 @dataclass
