@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from roost import __version__
-from roost.state.config import Config, ConfigError, build_config, load_toml
+from roost.state.config import LAUNCHERS, Config, ConfigError, build_config, load_toml
 
 __all__ = ["main", "parse_args"]
 
@@ -121,7 +121,7 @@ _VALUE_FLAGS: dict[str, tuple[str, Callable[[str], object], bool]] = {
     "--log-format": ("log_format", _choice("--log-format", ("json", "console", "auto")), False),
     "--log-level": ("log_level", _choice("--log-level", ("debug", "info", "warning", "error")), False),
     "--launch-timeout": ("launch_timeout_secs", _float("--launch-timeout"), False),
-    "--launcher": ("launcher", _choice("--launcher", ("local", "ray")), False),
+    "--launcher": ("launcher", _choice("--launcher", LAUNCHERS), False),
     "--listen": ("listen", _text("--listen"), False),
     "--tls-cert": ("tls_cert", _text("--tls-cert"), False),
     "--tls-key": ("tls_key", _text("--tls-key"), False),

@@ -51,7 +51,7 @@ async def daemon_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
         roost = Roost(cfg, clock=clk)
         await roost.start()
         http = aiohttp.ClientSession()
-        d = RunningDaemon(roost=roost, url=roost.url, http=http, clock=clk)
+        d = RunningDaemon(roost=roost, url=roost.lifecycle.url, http=http, clock=clk)
         started.append(d)
         return d
 

@@ -225,7 +225,7 @@ async def test_depth_bound(daemon_factory: Any, registry: RegistryBuilder) -> No
     status, body = await d.spawn(child_cred, "orchestrator")
     assert (status, body) == (403, {"error": refusals.depth(1)})
     d0 = await daemon_factory(
-        registry.root, spawn_allow=("orchestrator",), max_depth=0, state_dir=d.roost.config.state_dir.parent / "s0"
+        registry.root, spawn_allow=("orchestrator",), max_depth=0, state_dir=d.config.state_dir.parent / "s0"
     )
     _, cred0 = await d0.register_top("orchestrator")
     status, body = await d0.spawn(cred0, "orchestrator")
@@ -286,7 +286,7 @@ async def test_machine_ceiling(daemon_factory: Any, registry: RegistryBuilder) -
         registry.root,
         spawn_allow=("orchestrator",),
         max_live_capsules=0,
-        state_dir=d.roost.config.state_dir.parent / "z",
+        state_dir=d.config.state_dir.parent / "z",
     )
     _, cred0 = await d0.register_top("orchestrator")
     assert (await d0.spawn(cred0, "worker")) == (403, {"error": refusals.ceiling(0, 1)})
@@ -474,10 +474,10 @@ async def test_a_lapsed_resolution_is_revalidated_once_for_a_burst(
     _, cred = await d.register_top("orchestrator")
     assert (await d.spawn(cred, "worker"))[0] == 200
     d.roost.referee.forget_resolved()
-    before = d.roost.registry.cache_info()
+    before = d.registry.cache_info()
     results = await asyncio.gather(*(d.spawn(cred, "worker") for _ in range(40)))
     assert [status for status, _ in results] == [200] * 40
-    after = d.roost.registry.cache_info()
+    after = d.registry.cache_info()
     assert (after.hits + after.misses) - (before.hits + before.misses) == 1
     # Forgetting again mid-flight: the old flight answers its waiters but caches nothing.
     ref = d.roost.referee
@@ -502,7 +502,7 @@ async def test_a_resolution_past_half_its_window_is_refreshed_ahead(
     assert (await d.spawn(cred, "worker"))[0] == 200
     ref = d.roost.referee
     checked = ref._resolved[("worker", "0.1.0")][1]
-    reads = d.roost.registry.cache_info()
+    reads = d.registry.cache_info()
     await asyncio.sleep(0.25)  # past half the window, still inside it
     assert (await d.spawn(cred, "worker"))[0] == 200  # answered from the cache...
     for _ in range(100):  # ...while one revalidation runs behind it
@@ -510,5 +510,5 @@ async def test_a_resolution_past_half_its_window_is_refreshed_ahead(
             break
         await asyncio.sleep(0.01)
     assert ref._resolved[("worker", "0.1.0")][1] > checked
-    after = d.roost.registry.cache_info()
+    after = d.registry.cache_info()
     assert (after.hits + after.misses) - (reads.hits + reads.misses) == 1

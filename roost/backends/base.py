@@ -8,7 +8,7 @@ through one :class:`ProcessBackend`, so a backend whose children run on other ma
 filesystem shared with the daemon) plugs in without the launcher changing.
 
 The local backend (:mod:`roost.backends.local.backend`) runs children on this host: ``Popen`` on the
-event loop's thread, a lifeline pipe whose write end the keeper process holds, a pidfd per child,
+event loop's thread, a lifeline pipe whose write end the holder process holds, a pidfd per child,
 cgroups (or a sweep of marked processes) to finish off leftovers, and link-free file access
 beneath the parent's workdir (``docs/security.md``).
 

@@ -1,40 +1,54 @@
-"""The process backend the configuration asks for: the local one, or Ray's.
+"""The backend the configuration asks for: its package imported when asked for, its services built.
 
-Ray is imported only here and only for ``launcher = "ray"``, so a daemon that never asks for
-it never loads it (nor needs the ``[ray]`` extra installed).
+Each process backend is a package that builds its own services (``bundle(needs)`` in the
+module named below, roost/backends/bundle.py). Only the asked-for package is imported, and only
+here, the way a server picks its worker class: a daemon that never asks for Ray never imports it
+(nor needs the ``[ray]`` extra installed). Adding a backend is one package and one line in
+:data:`BACKENDS` (docs/architecture.md, "Process backends").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import import_module
+from typing import cast
 
-from roost.backends.base import ProcessBackend
-from roost.backends.local.backend import LocalBackend
-from roost.state.config import Config, ConfigError
-from roost.system.blocking import BlockingExecutor
+from roost.backends.bundle import BackendNeeds, BackendServices, Bundler
+from roost.state.config import ConfigError, LauncherName
 
-__all__ = ["process_backend"]
+__all__ = ["BACKENDS", "Backend", "choose_backend"]
 
 
-def process_backend(
-    config: Config,
-    executor: BlockingExecutor,
-    *,
-    daemon_url: Callable[[], str] | None = None,
-    keeper_token: Callable[[str], str] | None = None,
-    live: Callable[[], Config] | None = None,
-) -> ProcessBackend:
-    """``daemon_url`` (the URL other nodes reach the daemon at) and ``keeper_token`` (a node
-    keeper's token for ``GET /artifacts/{sha256}``) are what Ray's node keepers fetch with."""
-    if config.launcher != "ray":
-        return LocalBackend(
-            executor, state_dir=config.state_dir, job_cgroups=config.job_cgroups, max_starting=config.max_starting
-        )
+@dataclass(frozen=True, slots=True)
+class Backend:
+    """Where a backend's ``bundle`` function lives, and the extra (``pip install
+    'mur-roost[<extra>]'``) its imports need, if any."""
+
+    module: str
+    extra: str | None = None
+
+
+BACKENDS: dict[LauncherName, Backend] = {
+    "local": Backend("roost.backends.local.bundle"),
+    "ray": Backend("roost.backends.ray.bundle", extra="ray"),
+}
+"""Every backend by its ``launcher`` name."""
+
+
+def _bundler(name: LauncherName) -> Bundler:
+    backend = BACKENDS[name]
     try:
-        from roost.backends.ray.backend import RayBackend
+        module = import_module(backend.module)
     except ImportError as exc:
+        if backend.extra is None:
+            raise
         raise ConfigError(
-            f'launcher = "ray" needs the Ray extra, which is not installed ({exc.name or exc}): '
-            "pip install 'mur-roost[ray]'"
+            f'launcher = "{name}" needs the {backend.extra.capitalize()} extra, which is not installed '
+            f"({exc.name or exc}): pip install 'mur-roost[{backend.extra}]'"
         ) from None
-    return RayBackend(config, executor, daemon_url=daemon_url, keeper_token=keeper_token, live=live)
+    return cast(Bundler, module.bundle)
+
+
+def choose_backend(needs: BackendNeeds) -> BackendServices:
+    """The services of the backend ``needs.config.launcher`` names, built from ``needs``."""
+    return _bundler(needs.config.launcher)(needs)

@@ -1,15 +1,17 @@
-"""The daemon process: wires config, keys, store, registry and referee, serves, and stops cleanly.
+"""The daemon's composition root: every service built with what it needs, started and stopped in order.
 
-Start-up order: state dir (owner-only) → key ring → SQLite (WAL) → load sessions → bind →
-announce. Stop: SIGTERM/SIGINT close the listener, let in-flight requests finish, flush the
-store; a second signal forces the exit.
+Start-up order: state dir (owner-only, locked) → key ring → SQLite (WAL) → load what is live →
+services → bind → admin socket → announce. Stop: the listeners close, in-flight requests
+finish, the services stop in reverse, the store is flushed. The process around it (signals,
+systemd) is roost/daemon/serve.py.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import structlog
 from aiohttp import web
@@ -18,11 +20,8 @@ from a2a.client import A2AClient
 from roost.admin.bridge import JobSources
 from roost.admin.control import Control
 from roost.admin.server import AdminServer, AdminSocketError, build_admin_app
-from roost.backends.choose import process_backend
-from roost.backends.jobnodes import JobNodes
-from roost.backends.local.sessionfiles import LocalSessionFiles
-from roost.backends.ray.doors import DoorCaller, DoorRoutes
-from roost.backends.workdirplace import RegisteredWorkdirs
+from roost.backends.bundle import BackendNeeds, BackendServices
+from roost.backends.choose import choose_backend
 from roost.daemon.lifecycle import Lifecycle
 from roost.daemon.network import check_listeners, start_network_listener
 from roost.daemon.startup import (
@@ -44,12 +43,10 @@ from roost.http.server import PolicedRunner, bound_port
 from roost.observe.events import EventBus
 from roost.observe.metrics import Metrics
 from roost.observe.probes import Probes
-from roost.observe.tracelines import TraceWriter
 from roost.observe.tracesink import TraceFiles
 from roost.services.artifactserve import keeper_token
 from roost.services.launcher.jobdirs import JobDirs
 from roost.services.launcher.service import Launcher, LaunchServices
-from roost.services.peer.files import SessionFiles
 from roost.services.peer.plane import PeerPlane
 from roost.services.referee.service import Referee, wall_ms
 from roost.services.relay import Relay
@@ -57,8 +54,7 @@ from roost.services.retention import Retention
 from roost.services.sessionwatch import SessionWatch, observe_session_end
 from roost.state.config import Config
 from roost.state.keys import KeyFileError, KeyHolder, KeyRing
-from roost.state.registry import Registry
-from roost.state.sessions import SessionRecord, SessionTable
+from roost.state.sessions import SessionTable
 from roost.state.settings import Settings
 from roost.state.store import Store, StoreDamaged, StoreError, is_damage
 from roost.system.blocking import BlockingExecutor
@@ -72,11 +68,24 @@ log = structlog.get_logger("roost.daemon")
 class Roost:
     """The composition root: builds every service with what it needs, starts and stops them in order.
 
-    It holds no behaviour of its own; tests build it in-process with an injected clock and reach
-    the services through its attributes."""
+    It holds no behaviour of its own. Built in steps — the state every service is built on, the
+    process backend the configuration names, the services sessions call, the services that run
+    jobs, the edges that serve them all — and started in steps: the state directory and keys,
+    storage, services, listeners. Tests build it in-process with an injected clock and reach the
+    services through its attributes (tests/support/daemon.py)."""
 
     def __init__(self, config: Config, *, clock: Callable[[], int] = wall_ms) -> None:
         self.clock = clock
+        self._hold_state(config)
+        backend = self._choose_backend(config)
+        self._build_session_services(config, backend)
+        self._build_job_services(config, backend)
+        self._build_edges(config)
+
+    # -- building ------------------------------------------------------------------------------
+    def _hold_state(self, config: Config) -> None:
+        """What outlives any request: the executor, the settings, the sessions, the keys, the
+        store, the state directory's lock, the daemon's lifecycle, its metrics and events."""
         self.executor = BlockingExecutor()
         self.settings = Settings(config, executor=self.executor)
         self.metrics = Metrics()
@@ -89,18 +98,26 @@ class Roost:
         self.store = Store(None if config.ephemeral_keys else config.db_path, self.executor)
         self.state_lock = StateLock(config.state_dir)
         self.lifecycle = Lifecycle(config)
-        backend = process_backend(
-            config,
-            self.executor,
-            daemon_url=lambda: self.lifecycle.advertise_url,
-            keeper_token=lambda node_id: keeper_token(self.key_holder.ring, node_id),
-            live=lambda: self.settings.config,
+        self.events = EventBus(clock=self.clock)
+
+    def _choose_backend(self, config: Config) -> BackendServices:
+        """Where children run, and with it where a session's files, trace, door and workdir are."""
+        return choose_backend(
+            BackendNeeds(
+                config=config,
+                live=lambda: self.settings.config,
+                executor=self.executor,
+                table=self.table,
+                jobs=lambda: self.launcher.jobs,  # built below, from the backend's process part
+                daemon_url=lambda: self.lifecycle.advertise_url,
+                node_token=lambda node_id: keeper_token(self.key_holder.ring, node_id),
+            )
         )
-        # A registered workdir is checked on the disk of the host its session runs on
-        # (a job on a Ray node: that node's), docs/security.md.
-        workdirs = RegisteredWorkdirs(
-            self.executor, backend, (lambda: self.launcher.jobs) if config.launcher == "ray" else None
-        )
+
+    def _build_session_services(self, config: Config, backend: BackendServices) -> None:
+        """What a session calls — the referee, the relay, the peer plane — with the A2A client and
+        the trace sink they share, each given the part of the backend it uses."""
+        clock = self.clock
         self.referee = Referee(
             settings=self.settings,
             table=self.table,
@@ -108,23 +125,12 @@ class Roost:
             keys=self.key_holder,
             executor=self.executor,
             clock=clock,
-            workdirs=workdirs.check,
+            workdirs=backend.check_workdir,
         )
         self.settings.on_reload.append(self.referee.forget_resolved)
-        self.events = EventBus(clock=clock)
-        # A session whose child runs on another node has its trace there, and its door on that
-        # node's loopback, reached through the node's keeper (docs/operations.md).
-        nodes = JobNodes(backend, lambda: self.launcher.jobs) if config.launcher == "ray" else None
-        doors = (
-            DoorRoutes(backend, self.table, nodes.remote_dir, config.peer_timeout_secs)
-            if nodes is not None and isinstance(backend, DoorCaller)
-            else None
-        )
         # One client (one connection pool) for every outbound A2A call the daemon makes.
-        self.a2a = A2AClient(
-            connect_timeout=5.0, total_timeout=config.peer_timeout_secs, route=doors.route if doors else None
-        )
-        self.traces = TraceFiles(self.executor, nodes)
+        self.a2a = A2AClient(connect_timeout=5.0, total_timeout=config.peer_timeout_secs, route=backend.door_route)
+        self.traces = TraceFiles(self.executor, backend.node_traces)
         self.referee.on_session_end.append(self.traces.close)
         self.referee.on_session_end.append(observe_session_end(self.events))
         self.relay = Relay(
@@ -137,15 +143,6 @@ class Roost:
             traces=self.traces,
         )
         self.referee.on_session_registered.append(self.relay.forget_doors)
-        # A session's exported files are read (and its fetches stored) where its workdir is:
-        # this host, or the Ray node its job runs on.
-        files: SessionFiles = LocalSessionFiles(self.executor)
-        if config.launcher == "ray":
-            from roost.backends.ray.peerfiles import RaySessionFiles
-
-            files = RaySessionFiles.over(
-                backend, files, lambda: self.launcher.jobs, timeout_secs=config.peer_timeout_secs
-            )
         self.peer_plane = PeerPlane(
             settings=self.settings,
             keys=self.key_holder,
@@ -156,8 +153,13 @@ class Roost:
             a2a=self.a2a,
             traces=self.traces,
             clock=clock,
-            files=files,
+            files=backend.session_files,
         )
+
+    def _build_job_services(self, config: Config, backend: BackendServices) -> None:
+        """What runs jobs and keeps the records tidy: the launcher over the backend's process
+        part, the watch on sessions' processes, retention."""
+        clock = self.clock
         self.launcher = Launcher(
             LaunchServices(
                 config=lambda: self.settings.config,
@@ -168,7 +170,7 @@ class Roost:
                 executor=self.executor,
                 metrics=self.metrics,
                 events=self.events,
-                backend=backend,
+                backend=backend.process,
                 url=lambda: self.lifecycle.url,
             ),
             trace=self.traces.write,
@@ -186,6 +188,10 @@ class Roost:
             named=self.launcher.named_sessions,
             job_dirs=JobDirs(config.state_dir, self.executor).remove,
         )
+
+    def _build_edges(self, config: Config) -> None:
+        """What operators and the HTTP routes reach — probes, the admin controls, the services
+        the routes call — and the admin socket's server; the listeners come at start."""
         self.probes = Probes(metrics=self.metrics, table=self.table, jobs=self.launcher, referee=self.referee)
         self.control = Control(
             referee=self.referee,
@@ -216,63 +222,7 @@ class Roost:
         jobs = JobSources(launcher=self.launcher, table=self.table)
         return build_admin_app(self.services, control=self.control, events=self.events, jobs=jobs, table=self.table)
 
-    # What tests and the launcher read of the daemon: each answers from the service that owns it.
-
-    @property
-    def config(self) -> Config:
-        return self.settings.config
-
-    @property
-    def registry(self) -> Registry:
-        return self.settings.registry
-
-    @property
-    def keys(self) -> KeyRing:
-        return self.key_holder.ring
-
-    @property
-    def config_loader(self) -> Callable[[], Config] | None:
-        return self.settings.loader
-
-    @config_loader.setter
-    def config_loader(self, loader: Callable[[], Config] | None) -> None:
-        self.settings.loader = loader
-
-    @property
-    def stop_callback(self) -> Callable[[str], None] | None:
-        return self.lifecycle.stop_callback
-
-    @stop_callback.setter
-    def stop_callback(self, callback: Callable[[str], None] | None) -> None:
-        self.lifecycle.stop_callback = callback
-
-    @property
-    def port(self) -> int | None:
-        return self.lifecycle.port
-
-    @property
-    def url(self) -> str:
-        return self.lifecycle.url
-
-    @property
-    def stopping(self) -> bool:
-        return self.lifecycle.stopping
-
-    @property
-    def network_port(self) -> int | None:
-        return self.lifecycle.network_port
-
-    @property
-    def network_url(self) -> str | None:
-        return self.lifecycle.network_url
-
-    @property
-    def advertise_url(self) -> str:
-        return self.lifecycle.advertise_url
-
-    def trace_writer(self, rec: SessionRecord) -> TraceWriter | None:
-        return self.traces.writer(rec)
-
+    # -- starting ------------------------------------------------------------------------------
     async def start(self) -> None:
         """Start, or raise :class:`StartupError` (one sentence, its own exit code)."""
         try:
@@ -282,39 +232,49 @@ class Roost:
             raise
 
     async def _start(self) -> None:
-        cfg = self.config
+        cfg = self.settings.config
         check_listeners(cfg)
-        # Nothing in the state directory is read or written before the lock is held, whatever
-        # the mode: with --ephemeral-keys the key and the database are in memory, but the keeper
-        # socket, admin.sock and jobs/ are still there, and a second daemon must not touch them.
-        await self.executor.run(prepare_state_dir, cfg.state_dir)
-        await self.executor.run(self.state_lock.acquire)
-        reset = False
-        if not cfg.ephemeral_keys:
-            reset = await self.executor.run(check_key_file, cfg)
-            try:
-                await self.key_holder.load()
-            except KeyFileError as exc:
-                raise StartupError(str(exc)) from None
-        try:
-            await self.store.open()
-            await self.executor.run(self.referee.load)
-            clean = cfg.ephemeral_keys or await self.executor.run(take_clean_stop, self.store)
-            self.events.run_id = await self.executor.run(instance_id, self.store, self.events.run_id)
+        reset = await self._take_state_dir(cfg)
+        with _state_read(cfg.db_path):
+            clean = await self._open_storage(cfg)
             if reset:
-                say_keys_reset(self.table.running, len(self.table.reservations), self.keys.key_id)
+                say_keys_reset(self.table.running, len(self.table.reservations), self.key_holder.ring.key_id)
             for service in (self.relay, self.peer_plane, self.launcher, self.session_watch):
                 await service.start()
-        except StoreDamaged as exc:
-            raise damaged_database(cfg.db_path, exc.detail) from None
-        except sqlite3.DatabaseError as exc:
-            if is_damage(exc):
-                raise damaged_database(cfg.db_path, str(exc)) from None
-            raise StartupError(f"the state database {cfg.db_path} cannot be read: {exc}") from None
-        except StoreError as exc:
-            raise StartupError(str(exc)) from None
         for forever in (self.referee.expire_forever(), self.retention.run_forever()):
             self.lifecycle.spawn(forever)
+        self.lifecycle.port = await self._open_listeners(cfg)
+        await self.probes.start()
+        await self._say_started(cfg, clean)
+
+    async def _take_state_dir(self, cfg: Config) -> bool:
+        """The state directory made ours and locked, then the key ring loaded; whether the keys
+        are being reset (``--reset-keys`` over a database without its key file)."""
+        # Nothing in the state directory is read or written before the lock is held, whatever
+        # the mode: with --ephemeral-keys the key and the database are in memory, but the lifeline
+        # holder's socket, admin.sock and jobs/ are still there, and a second daemon must not touch them.
+        await self.executor.run(prepare_state_dir, cfg.state_dir)
+        await self.executor.run(self.state_lock.acquire)
+        if cfg.ephemeral_keys:
+            return False
+        reset = await self.executor.run(check_key_file, cfg)
+        try:
+            await self.key_holder.load()
+        except KeyFileError as exc:
+            raise StartupError(str(exc)) from None
+        return reset
+
+    async def _open_storage(self, cfg: Config) -> bool:
+        """The database opened and what is live loaded from it; whether the daemon before this
+        one stopped in order."""
+        await self.store.open()
+        await self.executor.run(self.referee.load)
+        clean = cfg.ephemeral_keys or await self.executor.run(take_clean_stop, self.store)
+        self.events.run_id = await self.executor.run(instance_id, self.store, self.events.run_id)
+        return clean
+
+    async def _open_listeners(self, cfg: Config) -> int:
+        """The TCP listener, the network listener (if any), then the admin socket; the bound port."""
         self.app = build_app(self.services)
         self.guard = ConnectionGuard(
             header_timeout_secs=cfg.header_timeout_secs, max_per_uid=cfg.max_connections_per_uid
@@ -337,28 +297,28 @@ class Roost:
             raise StartupError(f"failed to bind port {cfg.port}: {exc.strerror or exc}") from None
         try:
             self.lifecycle.network_port = await start_network_listener(cfg, self.executor, self._runner)
+            try:
+                await self.admin.start()
+            except AdminSocketError as exc:
+                raise StartupError(str(exc)) from None
         except StartupError:
             await self._runner.cleanup()
             self._runner = None
             raise
-        # The admin socket, then the loop probes.
-        try:
-            await self.admin.start()
-        except AdminSocketError as exc:
-            await self._runner.cleanup()
-            self._runner = None
-            raise StartupError(str(exc)) from None
-        await self.probes.start()
-        self.lifecycle.port = bound_port(site) or cfg.port
+        return bound_port(site) or cfg.port
+
+    async def _say_started(self, cfg: Config, clean: bool) -> None:
+        """Where it listens; a check of the whole database after a crash (in the background); and
+        a missing registry."""
         log.info(
             "listening",
             bind=cfg.bind,
-            port=self.port,
+            port=self.lifecycle.port,
             listen=cfg.listen,
-            network_port=self.network_port,
+            network_port=self.lifecycle.network_port,
             sessions=len(self.table.sessions),
             running=self.table.running,
-            key_id=self.keys.key_id,
+            key_id=self.key_holder.ring.key_id,
             ephemeral_keys=cfg.ephemeral_keys,
         )
         if not clean:
@@ -373,6 +333,7 @@ class Roost:
                 fix="create it or set registry_path; 'roostctl doctor' checks it",
             )
 
+    # -- stopping ------------------------------------------------------------------------------
     async def stop(self) -> None:
         self.lifecycle.begin_stop()
         await self.admin.stop()
@@ -388,9 +349,25 @@ class Roost:
         await self.probes.stop()
         await self.a2a.close()
         await self.traces.close_all()
-        if not self.config.ephemeral_keys:
+        if not self.settings.config.ephemeral_keys:
             with contextlib.suppress(StoreError):
                 await self.store.commit([clean_stop_op(self.clock())])
         await self.store.close()
         self.executor.shutdown()
         self.state_lock.release()
+
+
+@contextlib.contextmanager
+def _state_read(db_path: Path) -> Iterator[None]:
+    """A state database that cannot be read, or that SQLite reports as damaged, as the one
+    start-up sentence for it (damage has its own exit code)."""
+    try:
+        yield
+    except StoreDamaged as exc:
+        raise damaged_database(db_path, exc.detail) from None
+    except sqlite3.DatabaseError as exc:
+        if is_damage(exc):
+            raise damaged_database(db_path, str(exc)) from None
+        raise StartupError(f"the state database {db_path} cannot be read: {exc}") from None
+    except StoreError as exc:
+        raise StartupError(str(exc)) from None

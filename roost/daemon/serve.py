@@ -87,9 +87,10 @@ async def _serve(config: Config, config_loader: Callable[[], Config] | None = No
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig.name)
     # Said once the signals are handled, so whoever waits for this line can stop us cleanly.
-    print(f"mur-roost: listening on {config.bind}:{roost.port}", file=sys.stderr, flush=True)
-    if roost.network_url is not None:
-        print(f"mur-roost: listening for other hosts at {roost.network_url}", file=sys.stderr, flush=True)
+    lifecycle = roost.lifecycle
+    print(f"mur-roost: listening on {config.bind}:{lifecycle.port}", file=sys.stderr, flush=True)
+    if lifecycle.network_url is not None:
+        print(f"mur-roost: listening for other hosts at {lifecycle.network_url}", file=sys.stderr, flush=True)
     print(
         f"mur-roost: machine ceiling {config.max_live_capsules} live capsules (--max-live-capsules)",
         file=sys.stderr,

@@ -12,7 +12,7 @@ A daemon that cannot start safely says why and exits with a code a supervisor ca
 * ``EXIT_OTHER``    (1) anything else (a port in use, an unreadable key file, a bad config).
 
 The lock is the first thing taken in the state directory, before the key, the database or the
-keeper socket is touched, so a second daemon never reads or disturbs the first one's state.
+lifeline holder's socket (``keeper.sock``) is touched, so a second daemon never reads or disturbs the first one's state.
 
 Damage SQLite reports to any start-up query or write is ``EXIT_DAMAGED``. The whole file is
 checked (``PRAGMA quick_check``) only after an unclean stop, and in the background once the

@@ -11,7 +11,7 @@ import ipaddress
 import os
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -19,9 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from roost.core.loopback import is_loopback_host
 
 __all__ = [
+    "LAUNCHERS",
     "NETWORK_KEYS",
     "Config",
     "ConfigError",
+    "LauncherName",
     "RayPlacement",
     "default_max_live_capsules",
     "default_state_dir",
@@ -33,6 +35,11 @@ __all__ = [
 
 class ConfigError(ValueError):
     """A configuration value that cannot be used; the message is one sentence naming it."""
+
+
+LauncherName = Literal["local", "ray"]
+"""The process backends, by the ``launcher`` value that picks one (roost/backends/choose.py)."""
+LAUNCHERS: tuple[LauncherName, ...] = get_args(LauncherName)
 
 
 def default_max_live_capsules() -> int:
@@ -62,7 +69,8 @@ def default_registry_path() -> Path:
 
 
 class RayPlacement(BaseModel):
-    """Where a capsule's children may run on a Ray cluster, beyond what their manifest asks for."""
+    """Where a capsule's children may run on a Ray cluster, beyond what their manifest asks for
+    (one entry of the Ray backend's ``ray_placement``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -132,7 +140,13 @@ class Config(BaseModel):
     # The strongest containment class capsule hosts may offer (None: whatever the host can enforce).
     containment_max: Literal["advisory", "scoped", "sealed"] | None = None
     # Process backend (docs/operations.md "Running with Ray"): "local" spawns on this host.
-    launcher: Literal["local", "ray"] = "local"
+    launcher: LauncherName = "local"
+    # A backend's own section: its keys are named after it (``ray_*``) and only its package reads
+    # them, through a typed value of its own (roost/backends/ray/settings.py). They are declared
+    # here, with the rest of the one flat [roost] table, so that every key is parsed, defaulted,
+    # refused with its sentence and listed (GET /config, deploy/roost.toml) in one place,
+    # whichever backend runs; this layer cannot import the backends (docs/architecture.md,
+    # "Process backends").
     ray_address: str | None = None
     """Unset: start an embedded local Ray; ``auto`` or ``host:port``: join that cluster."""
     ray_namespace: str = Field(default="mur-roost", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")

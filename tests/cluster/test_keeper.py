@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from roost.backends.ray.cluster import RayCluster
+from roost.backends.ray.node.doors import DoorRequest
 from roost.core import ids
 from roost.system.blocking import BlockingExecutor
 
@@ -162,16 +163,16 @@ async def test_the_keeper_calls_its_childrens_doors_on_its_own_loopback_within_b
     line, why = await keeper.wait_ready.remote(job, 30)
     assert why is None
     port = json.loads(line)["port"]
-    answer = await keeper.door_request.remote(job, "GET", port, "/a2a?x=1", {}, None, 10.0)
+    answer = await keeper.door_request.remote(DoorRequest(job, "GET", port, "/a2a?x=1", {}, None, 10.0))
     assert (answer["status"], json.loads(answer["body"])) == (200, {"path": "/a2a?x=1"}), answer
-    too_big = await keeper.door_request.remote(job, "GET", port, "/big", {}, None, 10.0, 1000)
+    too_big = await keeper.door_request.remote(DoorRequest(job, "GET", port, "/big", {}, None, 10.0), 1000)
     assert too_big == {"error": "the door's answer is larger than 1000 bytes"}
     # Only a running child of this keeper's, with a plain door request.
-    stranger = await keeper.door_request.remote(ids.job_id(), "GET", port, "/", {}, None, 10.0)
+    stranger = await keeper.door_request.remote(DoorRequest(ids.job_id(), "GET", port, "/", {}, None, 10.0))
     assert "has no running child on this node" in stranger["error"]
-    odd = await keeper.door_request.remote(job, "DELETE", port, "/", {}, None, 10.0)
+    odd = await keeper.door_request.remote(DoorRequest(job, "DELETE", port, "/", {}, None, 10.0))
     assert "not a door request" in odd["error"]
     await keeper.close_lifeline.remote(job)
     await keeper.wait_exit.remote(job)
-    ended = await keeper.door_request.remote(job, "GET", port, "/", {}, None, 10.0)
+    ended = await keeper.door_request.remote(DoorRequest(job, "GET", port, "/", {}, None, 10.0))
     assert "has no running child on this node" in ended["error"]

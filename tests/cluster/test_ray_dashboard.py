@@ -66,7 +66,7 @@ async def dashboard(worker_daemon: RunningDaemon) -> AsyncIterator[Dashboard]:
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
     guard = Guard(port=sock.getsockname()[1])
-    runner = web.AppRunner(build_app(guard, AdminSocket(worker_daemon.roost.config.admin_socket_path)))
+    runner = web.AppRunner(build_app(guard, AdminSocket(worker_daemon.config.admin_socket_path)))
     await runner.setup()
     await web.SockSite(runner, sock).start()
     try:

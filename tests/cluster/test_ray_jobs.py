@@ -175,7 +175,7 @@ async def test_removing_a_worker_node_crashes_its_children_naming_it(
     # The node's death, not its keeper's, with its id and address (the job's record names both).
     died = crash_detail(node_gone_sentence(NodeRef(node.node_id, "127.0.0.1")), [])
     assert keeper_gone_sentence(NodeRef(node.node_id, "127.0.0.1")) not in died
-    lost_root = d.roost.config.state_dir / "ray-lost"
+    lost_root = d.config.state_dir / "ray-lost"
     for job in doomed:
         final = await job_final(d, job["job_id"], timeout=90)
         assert final["state"] == "crashed", final
@@ -210,7 +210,7 @@ async def _roostctl_code(d: RunningDaemon, *args: str) -> tuple[int, str]:
         "-m",
         "roost.ctl.main",
         "--state-dir",
-        str(d.roost.config.state_dir),
+        str(d.config.state_dir),
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -127,7 +127,7 @@ async def test_a_keeper_killed_on_its_node_ends_its_children_and_the_next_launch
         record = json.loads((workdir / "completion.json").read_text())
         assert record["status"] == "crashed" and record["reported_by"] == "launcher", record
         assert record["detail"] == final["reason"], record
-        assert not (d.roost.config.state_dir / "ray-lost" / job["job_id"]).exists()
+        assert not (d.config.state_dir / "ray-lost" / job["job_id"]).exists()
     await no_process_left({j["job_id"] for j in doomed})
     # The other node's child never noticed.
     assert (await job_view(d, safe["job_id"]))["state"] == "running"

@@ -272,7 +272,7 @@ async def test_path_rules_and_handle_checks_hold_for_files_on_another_node(
     # are refused by the same rules on w1; no answer carries a byte from outside the root.
     rec = d.roost.table.get(a.sid)
     assert rec is not None
-    key = d.roost.keys.handle_key(rec.session_id, rec.handle_salt)
+    key = d.keys.handle_key(rec.session_id, rec.handle_salt)
     exp = d.clock() + 60_000
     forged = {
         "escape": "symlink_refused",

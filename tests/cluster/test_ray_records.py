@@ -55,7 +55,7 @@ def _on(root: Path, workdir: str) -> bool:
 
 
 async def _admin(d: RunningDaemon, path: str) -> Any:
-    connector = aiohttp.UnixConnector(path=str(d.roost.config.admin_socket_path))
+    connector = aiohttp.UnixConnector(path=str(d.config.admin_socket_path))
     async with aiohttp.ClientSession(connector=connector) as http, http.get("http://admin" + path) as resp:
         assert resp.status == 200, await resp.text()
         return await resp.json()
@@ -123,7 +123,7 @@ async def test_logs_follow_streams_a_remote_childs_lines_while_it_runs_and_ends_
     assert _on(ray_cluster.roots["w2"], job["workdir"]), job["workdir"]
     items: list[dict[str, Any]] = []
     state_at_first_line: str | None = None
-    connector = aiohttp.UnixConnector(path=str(d.roost.config.admin_socket_path))
+    connector = aiohttp.UnixConnector(path=str(d.config.admin_socket_path))
 
     async def follow() -> None:
         nonlocal state_at_first_line

@@ -46,7 +46,7 @@ async def test_a_top_level_job_on_a_worker_node_registers_with_its_own_approval(
     network_daemon: RunningDaemon, ray_cluster: Any
 ) -> None:
     d = network_daemon
-    advertised = d.roost.config.advertise_url
+    advertised = d.config.advertise_url
     assert advertised is not None
     status, job, _, _ = await d.call("POST", "/jobs", json={"name": "mid", "version": "0.1.0", "task": "sleep 0.2"})
     assert status == 201, job

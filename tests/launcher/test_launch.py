@@ -86,7 +86,7 @@ async def test_top_level_launch_writes_every_file_and_variable(
     assert body["delegation_id"].startswith("dlg_") and body["state"] == "running"
     assert body["sha256"] == registry.built["solo@0.1.0"]
     wd = Path(body["workdir"])
-    assert wd == d.roost.config.state_dir / "jobs" / body["job_id"]
+    assert wd == d.config.state_dir / "jobs" / body["job_id"]
     assert stat.S_IMODE(wd.stat().st_mode) == 0o700
     assert (wd / "meta" / "job_id.txt").read_text() == body["job_id"] + "\n"
     assert read_json(wd / "input.json") == {
@@ -107,7 +107,7 @@ async def test_top_level_launch_writes_every_file_and_variable(
         "MURMUR_ROOST_INSTANCE",
     } | ({"LANG"} if "LANG" in os.environ else set())
     assert set(env) == expected
-    assert env["MURMUR_ROOST_URL"] == d.roost.url
+    assert env["MURMUR_ROOST_URL"] == d.url
     assert env["MURMUR_JOB_ID"] == body["job_id"]
     assert env["MURMUR_REGISTRY_PATH"] == str(registry.root)
     assert int(env["MURMUR_SPAWNER_LIFELINE"]) >= 3

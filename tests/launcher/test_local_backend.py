@@ -28,7 +28,8 @@ from roost.backends.base import (
     StartSpec,
 )
 from roost.backends.local.backend import LocalBackend
-from roost.backends.local.holder import KeeperClient, keeper_address
+from roost.backends.local.holder import holder_address
+from roost.backends.local.lifeline import HolderClient
 from roost.core import ids
 from roost.core.manifest import ResourceCaps
 from roost.services.completionfile import CompletionRecord
@@ -101,7 +102,7 @@ async def test_a_child_from_start_to_exit(backend: LocalBackend, tmp_path: Path)
     task = json.loads((tmp_path / "job" / "input.json").read_text())
     assert task["job_id"] == job_id and task["payload"]["objective"] == "do it"
 
-    assert backend.keeper is not None and backend.keeper.connected  # else no lifeline is listed
+    assert backend.holder is not None and backend.holder.connected  # else no lifeline is listed
     child = await backend.start(_spec(tmp_path, child_dir, CHILD, stdin=b"approval-line\n"))
     assert isinstance(child, ChildHandle)
     assert child.pid > 0 and child.alive and child.node is None
@@ -153,7 +154,7 @@ async def test_a_keeper_waits_for_its_first_daemon(tmp_path: Path) -> None:
     """A keeper that nobody has connected to yet stays for the daemon that started it, however
     late that daemon comes (it used to exit after one idle second, so on a busy host a daemon
     could start with no keeper and hold its children's lifelines itself)."""
-    address = keeper_address(tmp_path)
+    address = holder_address(tmp_path)
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "roost.backends.local.holder", address, stdout=subprocess.PIPE, start_new_session=True
     )
@@ -161,7 +162,7 @@ async def test_a_keeper_waits_for_its_first_daemon(tmp_path: Path) -> None:
         assert proc.stdout is not None
         assert await proc.stdout.readline() == b"ready\n"
         await asyncio.sleep(2.5)  # longer than the keeper's idle select: it must still be there
-        client = KeeperClient(address)
+        client = HolderClient(address)
         assert client.try_connect()
         assert await client.list() == []
         client.exit()

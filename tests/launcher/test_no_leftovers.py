@@ -103,7 +103,7 @@ async def test_drain(daemon_factory: Any, registry: RegistryBuilder, tmp_path: P
     d = await _daemon(daemon_factory, registry, mode)
     _job_id, pids = await _launch(d, tmp_path / "wd")
     stopped = asyncio.Event()
-    d.roost.stop_callback = lambda _reason: stopped.set()
+    d.stop_callback = lambda _reason: stopped.set()
     d.roost.control.drain(timeout_secs=0.5)
     await asyncio.wait_for(stopped.wait(), 20)
     await d.roost.stop()

@@ -29,7 +29,7 @@ async def test_admin_cancels_a_delegated_job(daemon_factory: Any, registry: Regi
     )
     assert status == 201, job
     async with (
-        admin_http(d.roost.config.admin_socket_path) as admin,
+        admin_http(d.config.admin_socket_path) as admin,
         admin.post(f"http://roost/jobs/{job['job_id']}/cancel") as resp,
     ):
         view = await resp.json()
@@ -64,7 +64,7 @@ async def test_parallel_duplicate_cancels_end_a_job_once(
 
     async def by_operator() -> tuple[int, Any]:
         async with (
-            admin_http(d.roost.config.admin_socket_path) as admin,
+            admin_http(d.config.admin_socket_path) as admin,
             admin.post(f"http://roost/jobs/{job_id}/cancel") as resp,
         ):
             return resp.status, await resp.json()

@@ -38,6 +38,7 @@ from cryptography.x509.oid import NameOID
 from roost.daemon.compose import Roost
 from roost.state.config import Config
 from roost.state.registry.packing import pack_capsule
+from tests.support.daemon import InProcessDaemon
 
 T = TypeVar("T")
 
@@ -152,7 +153,7 @@ def add_capsule(registry: Path, src: Path, name: str, *, spawn_allow: tuple[str,
 
 
 @contextlib.asynccontextmanager
-async def running(tmp_path: Path, registry: Path, **overrides: Any) -> AsyncIterator[Roost]:
+async def running(tmp_path: Path, registry: Path, **overrides: Any) -> AsyncIterator[InProcessDaemon]:
     values: dict[str, Any] = {
         "port": 0,
         "registry_path": registry,
@@ -163,7 +164,7 @@ async def running(tmp_path: Path, registry: Path, **overrides: Any) -> AsyncIter
     roost = Roost(Config.model_validate(values))
     await roost.start()
     try:
-        yield roost
+        yield InProcessDaemon(roost)
     finally:
         await roost.stop()
 

@@ -68,10 +68,10 @@ async def test_fetch_verifies_caches_and_reuses(tmp_path: Path) -> None:
     sha = add_capsule(registry, tmp_path / "src", "worker", script="print('x' * 100000)\n" + "#" * 300_000 + "\n")
     zip_bytes = (registry / "worker" / "0.1.0" / "worker-0.1.0.mur.zip").read_bytes()
     cache = tmp_path / "cache"
-    async with running(tmp_path, registry, listen="127.0.0.1:0", tls_cert=pki.cert, tls_key=pki.key) as roost:
-        url = roost.network_url
+    async with running(tmp_path, registry, listen="127.0.0.1:0", tls_cert=pki.cert, tls_key=pki.key) as d:
+        url = d.network_url
         assert url is not None
-        token = keeper_token(roost.keys, "node-a")
+        token = keeper_token(d.keys, "node-a")
         path = await fetch_artifact(url, sha, cache, token=token, ca=pki.ca)
         assert path == cached_path(cache, sha) and path.read_bytes() == zip_bytes
         assert sorted(os.listdir(cache)) == [f"{sha}.mur.zip"]  # no temporary left behind
@@ -92,7 +92,7 @@ async def test_fetch_verifies_caches_and_reuses(tmp_path: Path) -> None:
             await fetch_artifact(url, "ABC", cache, token=token, ca=pki.ca)
         assert sorted(os.listdir(cache)) == [f"{sha}.mur.zip"]
         # The same bytes over the plain loopback listener too (a keeper on this host).
-        plain = await fetch_artifact(roost.url, sha, tmp_path / "cache2", token=token)
+        plain = await fetch_artifact(d.url, sha, tmp_path / "cache2", token=token)
         assert plain.read_bytes() == zip_bytes
     # The daemon is gone: the verified copy is reused without asking it.
     assert (await fetch_artifact(url, sha, cache, token=token, ca=pki.ca)).read_bytes() == zip_bytes

@@ -25,9 +25,9 @@ async def test_clients_verify_the_listener_against_the_ca(tmp_path: Path) -> Non
     pki = make_pki(tmp_path / "pki")
     registry = tmp_path / "registry"
     registry.mkdir()
-    async with running(tmp_path, registry, listen="127.0.0.1:0", tls_cert=pki.cert, tls_key=pki.key) as roost:
-        url = roost.network_url
-        assert url is not None and url.startswith("https://127.0.0.1:") and roost.url.startswith("http://")
+    async with running(tmp_path, registry, listen="127.0.0.1:0", tls_cert=pki.cert, tls_key=pki.key) as d:
+        url = d.network_url
+        assert url is not None and url.startswith("https://127.0.0.1:") and d.url.startswith("http://")
         # Loopback over TLS is still this host: everything answers as on the plain listener.
         conn = aiohttp.TCPConnector(ssl=client_ssl_context(pki.ca))
         async with aiohttp.ClientSession(connector=conn) as http:
@@ -35,13 +35,13 @@ async def test_clients_verify_the_listener_against_the_ca(tmp_path: Path) -> Non
                 assert resp.status == 200 and await resp.json() == {}
             async with http.get(url + "/metrics") as resp:
                 assert resp.status == 200
-        assert roost.network_port is not None
-        _, writer = await asyncio.open_connection("127.0.0.1", roost.network_port, ssl=client_ssl_context(pki.ca))
+        assert d.network_port is not None
+        _, writer = await asyncio.open_connection("127.0.0.1", d.network_port, ssl=client_ssl_context(pki.ca))
         assert writer.get_extra_info("ssl_object").version() in ("TLSv1.2", "TLSv1.3")
         writer.close()
         await writer.wait_closed()
         # The plain listener is untouched by TLS.
-        async with aiohttp.ClientSession() as http, http.get(roost.url + "/health") as resp:
+        async with aiohttp.ClientSession() as http, http.get(d.url + "/health") as resp:
             assert resp.status == 200
         # Without the CA (the system store only), or trusting another CA: refused, with a sentence.
         for ctx in (client_ssl_context(env={}), client_ssl_context(pki.other_ca)):
@@ -87,8 +87,8 @@ async def test_roost_capsule_trusts_the_ca_from_murmur_roost_ca(tmp_path: Path) 
     add_capsule(registry, tmp_path / "src", "spawny", spawn_allow=("spawny",), script=script)
     async with running(
         tmp_path, registry, listen="127.0.0.1:0", tls_cert=pki.cert, tls_key=pki.key, spawn_allow=("spawny",)
-    ) as roost:
-        url = roost.network_url
+    ) as d:
+        url = d.network_url
         assert url is not None
         base = {k: v for k, v in os.environ.items() if not k.startswith("MURMUR_")}
         base["MURMUR_ROOST_URL"] = url
@@ -110,7 +110,7 @@ async def test_roost_capsule_trusts_the_ca_from_murmur_roost_ca(tmp_path: Path) 
         proc, ready = await _capsule([*args, "--workdir", str(tmp_path / "c")], {**base, CA_ENV: str(pki.ca)})
         try:
             session_id = json.loads(ready)["session_id"]
-            rec = roost.table.get(session_id)
+            rec = d.roost.table.get(session_id)
             assert rec is not None and rec.running and rec.coordinates == "spawny@0.1.0"
         finally:
             proc.terminate()
@@ -128,8 +128,8 @@ async def test_roostctl_doctor_checks_the_network_listener_with_ca(tmp_path: Pat
         tls_cert=pki.cert,
         tls_key=pki.key,
         advertise_url="https://roost.example:7443",
-    ) as roost:
-        sock = str(roost.config.admin_socket_path)
+    ) as d:
+        sock = str(d.config.admin_socket_path)
 
         async def doctor(*extra: str) -> dict[str, dict[str, str]]:
             env = {k: v for k, v in os.environ.items() if k != CA_ENV}
@@ -152,10 +152,10 @@ async def test_roostctl_doctor_checks_the_network_listener_with_ca(tmp_path: Pat
 async def test_advertise_url_defaults_to_the_local_url(tmp_path: Path) -> None:
     registry = tmp_path / "registry"
     registry.mkdir()
-    async with running(tmp_path, registry) as roost:
-        assert roost.advertise_url == roost.url and roost.network_url is None
-    async with running(tmp_path, registry, advertise_url="https://head.example:7443/") as roost:
-        assert roost.advertise_url == "https://head.example:7443"
+    async with running(tmp_path, registry) as d:
+        assert d.advertise_url == d.url and d.network_url is None
+    async with running(tmp_path, registry, advertise_url="https://head.example:7443/") as d:
+        assert d.advertise_url == "https://head.example:7443"
 
 
 def test_certificates_that_cannot_be_loaded_refuse_the_start(tmp_path: Path) -> None:

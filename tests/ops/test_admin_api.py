@@ -28,7 +28,7 @@ ADMIN_PATHS = ["/status", "/sessions", "/tree", "/jobs", "/config", "/events", "
 
 async def admin(d: RunningDaemon, method: str, path: str, body: Any = None) -> tuple[int, Any]:
     async with (
-        admin_http(d.roost.config.admin_socket_path) as http,
+        admin_http(d.config.admin_socket_path) as http,
         http.request(method, "http://admin" + path, json=body) as resp,
     ):
         raw = await resp.read()
@@ -39,7 +39,7 @@ async def admin(d: RunningDaemon, method: str, path: str, body: Any = None) -> t
 
 
 async def test_socket_is_owner_only(daemon: RunningDaemon) -> None:
-    path = daemon.roost.config.admin_socket_path
+    path = daemon.config.admin_socket_path
     st = path.lstat()
     assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == os.geteuid()
     assert stat.S_IMODE(path.parent.stat().st_mode) & 0o077 == 0
@@ -137,10 +137,10 @@ async def test_long_socket_path(daemon_factory: Any, registry: RegistryBuilder, 
     registry.add("orchestrator")
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     d: RunningDaemon = await daemon_factory(registry.root, state_dir=deep, spawn_allow=("orchestrator",))
-    assert len(str(d.roost.config.admin_socket_path)) > 107
+    assert len(str(d.config.admin_socket_path)) > 107
     from roost.ctl.client import AdminClient
 
-    body = await asyncio.to_thread(AdminClient(d.roost.config.admin_socket_path).call, "GET", "/status")
+    body = await asyncio.to_thread(AdminClient(d.config.admin_socket_path).call, "GET", "/status")
     assert body["state_dir"] == str(deep)
 
 
@@ -150,9 +150,7 @@ async def test_second_daemon_on_the_same_socket_is_refused(
     from roost.daemon.startup import StartupError
 
     with pytest.raises(StartupError, match="another daemon answers on the admin socket"):
-        await daemon_factory(
-            registry.root, state_dir=tmp_path / "other", admin_socket=daemon.roost.config.admin_socket_path
-        )
+        await daemon_factory(registry.root, state_dir=tmp_path / "other", admin_socket=daemon.config.admin_socket_path)
 
 
 async def test_key_rotation_revokes_credentials_and_approvals(daemon: RunningDaemon) -> None:
@@ -174,7 +172,7 @@ async def test_key_rotation_revokes_credentials_and_approvals(daemon: RunningDae
     # New sessions get credentials under the new key.
     _, cred2 = await daemon.register_top("orchestrator")
     assert (await daemon.spawn(cred2, "worker"))[0] == 200
-    assert daemon.roost.referee.keys is daemon.roost.keys
+    assert daemon.roost.referee.keys is daemon.keys
 
 
 async def test_reload_keeps_sessions_and_forgets_caches(daemon: RunningDaemon) -> None:
@@ -192,15 +190,15 @@ async def test_reload_keeps_sessions_and_forgets_caches(daemon: RunningDaemon) -
 async def test_reload_applies_a_new_config(daemon: RunningDaemon) -> None:
     from roost.state.config import Config
 
-    old = daemon.roost.config
+    old = daemon.config
     values = old.model_dump()
     values.update(spawn_allow=("orchestrator", "worker"), max_depth=1, port=1234)
-    daemon.roost.config_loader = lambda: Config.model_validate(values)
+    daemon.config_loader = lambda: Config.model_validate(values)
     status, body = await admin(daemon, "POST", "/reload")
     assert status == 200 and set(body["changed"]) == {"spawn_allow", "max_depth"}
     assert body["needs_restart"] == ["port"]
     assert daemon.roost.referee.config.spawn_allow == ("orchestrator", "worker")
-    assert daemon.roost.config.port == old.port
+    assert daemon.config.port == old.port
     await daemon.register_top("worker")  # now allowed top-level
 
 
@@ -209,7 +207,7 @@ async def test_readyz_503_during_drain(daemon: RunningDaemon) -> None:
         assert resp.status == 200 and await resp.text() == "ok\n"
     _, cred = await daemon.register_top("orchestrator")
     stops: list[str] = []
-    daemon.roost.stop_callback = stops.append
+    daemon.stop_callback = stops.append
     status, body = await admin(daemon, "POST", "/drain")
     assert status == 200 and body["running_sessions"] == 1
     async with daemon.http.get(daemon.url + "/readyz?verbose") as resp:
@@ -234,7 +232,7 @@ async def test_admin_launch_on_a_draining_daemon_is_refused_by_the_one_admission
     and a body it cannot parse is a 400 (the route parses it before anything decides)."""
     await daemon.register_top("orchestrator")  # a running session keeps the drain open
     stops: list[str] = []
-    daemon.roost.stop_callback = stops.append
+    daemon.stop_callback = stops.append
     assert (await admin(daemon, "POST", "/drain"))[0] == 200
     status, body = await admin(daemon, "POST", "/jobs", {"name": "worker", "version": "0.1.0", "task": "x"})
     assert (status, body["error"]) == (403, DRAINING_LAUNCH)
@@ -247,7 +245,7 @@ async def test_admin_launch_on_a_draining_daemon_is_refused_by_the_one_admission
 async def test_events_stream_ndjson(daemon: RunningDaemon) -> None:
     span = daemon.roost.events.start("roost.process.reconcile", **{"roost.process.matched": 0})
     async with (
-        admin_http(daemon.roost.config.admin_socket_path) as http,
+        admin_http(daemon.config.admin_socket_path) as http,
         http.get("http://admin/events?follow=1&replay=1") as resp,
     ):
         assert resp.status == 200 and resp.headers["Content-Type"].startswith("application/x-ndjson")

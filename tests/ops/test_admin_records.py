@@ -18,7 +18,7 @@ from tests.support.daemon import RunningDaemon
 
 
 async def _get(d: RunningDaemon, path: str) -> tuple[int, bytes, str | None]:
-    async with admin_http(d.roost.config.admin_socket_path) as http, http.get("http://admin" + path) as resp:
+    async with admin_http(d.config.admin_socket_path) as http, http.get("http://admin" + path) as resp:
         return resp.status, await resp.read(), resp.headers.get(RECORD_START_HEADER)
 
 

@@ -202,7 +202,7 @@ async def test_metrics_move_with_traffic(daemon: RunningDaemon) -> None:
     # the same text on the admin socket
     from ops.support import admin_http
 
-    async with admin_http(daemon.roost.config.admin_socket_path) as http, http.get("http://admin/metrics") as resp:
+    async with admin_http(daemon.config.admin_socket_path) as http, http.get("http://admin/metrics") as resp:
         assert resp.status == 200 and "roost_spawn_requests_total" in await resp.text()
 
 

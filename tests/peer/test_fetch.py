@@ -106,8 +106,8 @@ async def test_fetch_ceiling_and_lying_peer(peer_env: PeerEnv, daemon_factory: A
     status, body = await peer_env.fetch(b, "mh1.AAAA.AAAA", peer=f"http://127.0.0.1:{port}")
     assert (status, body["error"]) == (502, "etag_mismatch")
     # the ceiling: a second daemon with a tiny peer_fetch_max_bytes, streaming without content-length
-    roost = peer_env.daemon.roost
-    object.__setattr__(roost.config, "peer_fetch_max_bytes", 10_000)
+    daemon = peer_env.daemon
+    object.__setattr__(daemon.config, "peer_fetch_max_bytes", 10_000)
     try:
         app2 = web.Application()
         app2.router.add_get("/resources/peer/{t}", huge)
@@ -120,7 +120,7 @@ async def test_fetch_ceiling_and_lying_peer(peer_env: PeerEnv, daemon_factory: A
         status, body = await peer_env.fetch(b, "mh1.AAAA.AAAA", peer=f"http://127.0.0.1:{p2}")
         assert (status, body["error"]) == (502, "too_large")
     finally:
-        object.__setattr__(roost.config, "peer_fetch_max_bytes", 64 * 1024 * 1024)
+        object.__setattr__(daemon.config, "peer_fetch_max_bytes", 64 * 1024 * 1024)
     leftovers = list((b.workdir / "peer-in").iterdir()) if (b.workdir / "peer-in").exists() else []
     assert leftovers == []
 

@@ -84,12 +84,12 @@ async def test_handle_not_valid_is_identical_for_every_cause(peer_env: PeerEnv) 
     handle = body["handle"]
     prefix, seg, mac = handle.split(".")
     payload = json.loads(tokens._b64decode_strict(seg) or b"")
-    roost = peer_env.daemon.roost
+    daemon = peer_env.daemon
 
     def reseg(obj: dict[str, Any]) -> str:
         return tokens._b64encode(json.dumps(obj, separators=(",", ":")).encode())
 
-    other_key = roost.keys.handle_key(c.sid, "0" * 32)
+    other_key = daemon.keys.handle_key(c.sid, "0" * 32)
     bodies = []
     cases = [
         (handle, c.audience),  # a third capsule asserting its own identity
@@ -230,7 +230,7 @@ async def test_too_large_and_no_peer_plane_after_mac(peer_env: PeerEnv) -> None:
     assert body["expires_at_ms"] == peer_env.daemon.clock() + 5_000
     # no_peer_plane is only revealed to a holder of a valid MAC
     p = await peer_env.session("plain")
-    key = peer_env.daemon.roost.keys.handle_key(p.sid, peer_env.daemon.roost.table.sessions[p.sid].handle_salt)
+    key = peer_env.daemon.keys.handle_key(p.sid, peer_env.daemon.roost.table.sessions[p.sid].handle_salt)
     tok = tokens.mint_handle(key, iss=p.sid, path="x", exp_ms=2**50, audience=b.audience)
     status, obj, _, _ = await peer_env.redeem(tok, b.audience)
     assert (status, obj["error"]) == (404, "no_peer_plane")

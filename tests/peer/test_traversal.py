@@ -122,8 +122,8 @@ async def test_traversal_corpus_serves_nothing_outside(peer_env: PeerEnv, tmp_pa
     plant(a.workdir, outside)
     paths = corpus(outside)
     assert len(paths) >= 200, len(paths)
-    roost = peer_env.daemon.roost
-    key = roost.keys.handle_key(a.sid, roost.table.sessions[a.sid].handle_salt)
+    daemon = peer_env.daemon
+    key = daemon.keys.handle_key(a.sid, daemon.roost.table.sessions[a.sid].handle_salt)
     minted = served = 0
     for path in paths:
         status, body = await peer_env.mint(a, path, b)
@@ -143,7 +143,7 @@ async def test_traversal_corpus_serves_nothing_outside(peer_env: PeerEnv, tmp_pa
             ), (path, body)
         with contextlib.suppress(UnicodeEncodeError):
             handles.append(
-                tokens.mint_handle(key, iss=a.sid, path=path, exp_ms=roost.clock() + 10_000, audience=b.audience)
+                tokens.mint_handle(key, iss=a.sid, path=path, exp_ms=daemon.roost.clock() + 10_000, audience=b.audience)
             )
         for h in handles:
             status, obj, _resp, raw = await peer_env.redeem(h, b.audience)

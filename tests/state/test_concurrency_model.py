@@ -197,7 +197,7 @@ async def _fire(
 async def _admin(d: RunningDaemon, method: str, path: str, body: Any = None) -> tuple[int, Any]:
     """One request to the daemon's admin socket: its status and body (JSON, else text)."""
     async with (
-        aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=str(d.roost.config.admin_socket_path))) as admin,
+        aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=str(d.config.admin_socket_path))) as admin,
         admin.request(method, f"http://admin{path}", json=body) as resp,
     ):
         if resp.content_type == "application/json":
@@ -245,7 +245,7 @@ async def _counters(d: RunningDaemon) -> Counters:
 def _db_state(d: RunningDaemon, names: list[str]) -> tuple[dict[str, str], set[str]]:
     """What ``roost.db`` holds, read on a read-only connection of the test's own: the status of
     each named session that has a row, and every spent approval id."""
-    db = d.roost.config.state_dir / "roost.db"
+    db = d.config.state_dir / "roost.db"
     with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
         marks = ",".join("?" * len(names))
         rows = conn.execute(f"SELECT session_id, status FROM sessions WHERE session_id IN ({marks})", names)
@@ -443,7 +443,7 @@ def _matches(
         if not m.known(sid) and sid in rows:
             return False
     for idx, approval in enumerate(approvals):
-        claims = tokens.verify_approval(d.roost.keys.approval_key, approval, now_ms=0)
+        claims = tokens.verify_approval(d.keys.approval_key, approval, now_ms=0)
         if (claims.jti in table.spent) != (idx in m.spent):
             return False
         if (claims.jti in spent_rows) != (idx in m.spent):

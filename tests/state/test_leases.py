@@ -267,7 +267,7 @@ async def test_a_lapsed_lease_closes_its_childs_lifeline(daemon_factory: Any, re
     d: RunningDaemon = await daemon_factory(
         registry.root, spawn_allow=("boss",), runtime_command=RUNTIME, session_lease_secs=LEASE_SECS
     )
-    workdir = Path(d.roost.config.state_dir).parent / "boss-wd"
+    workdir = Path(d.config.state_dir).parent / "boss-wd"
     workdir.mkdir()
     sid, cred = await d.register_top("boss", workdir=str(workdir))
     assert sid in d.roost.referee.leases

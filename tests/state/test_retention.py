@@ -90,7 +90,7 @@ async def test_idle_daemon_prunes_journal_and_finished_jobs(daemon: RunningDaemo
             break
         await asyncio.sleep(0.02)
     assert await _count(daemon, "SELECT count(*) FROM reservation_log") >= 1
-    daemon.clock.advance(daemon.roost.config.retention_secs * 1000 + 61_000)
+    daemon.clock.advance(daemon.config.retention_secs * 1000 + 61_000)
     await daemon.roost.retention.sweep()  # no request came in between: the sweep alone prunes
     assert await _count(daemon, "SELECT count(*) FROM reservation_log") == 0
     assert await _count(daemon, "SELECT group_concat(state) FROM jobs") == "running"
@@ -221,7 +221,7 @@ async def test_a_finished_top_level_jobs_own_directory_goes_with_its_row(
     assert status == 201, theirs
     for job in (own, theirs):
         assert (await job_final(d, job["job_id"]))["state"] == "complete"
-    own_dir = d.roost.config.state_dir / "jobs" / own["job_id"]
+    own_dir = d.config.state_dir / "jobs" / own["job_id"]
     assert Path(own["workdir"]) == own_dir and (own_dir / "double.json").is_file()
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -246,10 +246,10 @@ async def test_the_wal_file_shrinks_back_after_a_burst(daemon: RunningDaemon, tm
     grows ``roost.db-wal`` far past ``journal_size_limit``: no checkpoint can restart the WAL
     under that reader, so every commit appends. Once the reader is gone, the retention sweep's
     checkpoint alone brings the file back to at most the limit (no later write is needed)."""
-    wal = Path(str(daemon.roost.config.state_dir / "roost.db") + "-wal")
+    wal = Path(str(daemon.config.state_dir / "roost.db") + "-wal")
     limit = await _count(daemon, "PRAGMA journal_size_limit")
     assert limit == JOURNAL_SIZE_LIMIT
-    reader = sqlite3.connect(f"file:{daemon.roost.config.state_dir / 'roost.db'}?mode=ro", uri=True)
+    reader = sqlite3.connect(f"file:{daemon.config.state_dir / 'roost.db'}?mode=ro", uri=True)
     try:
         reader.execute("BEGIN")
         reader.execute("SELECT count(*) FROM sessions").fetchone()  # the snapshot is now held

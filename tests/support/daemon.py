@@ -2,7 +2,9 @@
 
 :class:`RunningDaemon` wraps a :class:`roost.daemon.compose.Roost` started in the test's loop (real TCP,
 real SQLite, real registry) with a :class:`FakeClock`; :func:`start_daemon_process` runs the CLI
-as a child process for tests of flags, signals and restarts.
+as a child process for tests of flags, signals and restarts. :class:`DaemonReads` is what tests
+read of an in-process daemon beyond its services (its configuration, keys, ports and URLs), each
+from the service that owns it.
 """
 
 from __future__ import annotations
@@ -22,8 +24,19 @@ from typing import Any
 import aiohttp
 
 from roost.daemon.compose import Roost
+from roost.state.config import Config
+from roost.state.keys import KeyRing
+from roost.state.registry import Registry
 
-__all__ = ["DaemonFactory", "DaemonProcess", "FakeClock", "RunningDaemon", "start_daemon_process"]
+__all__ = [
+    "DaemonFactory",
+    "DaemonProcess",
+    "DaemonReads",
+    "FakeClock",
+    "InProcessDaemon",
+    "RunningDaemon",
+    "start_daemon_process",
+]
 
 
 class FakeClock:
@@ -39,8 +52,68 @@ class FakeClock:
         self.now += ms
 
 
+class DaemonReads:
+    """What tests read and set of an in-process daemon that is not a service of its own: the
+    daemon object only composes its services, so each answer comes from the one that owns it."""
+
+    roost: Roost
+
+    @property
+    def config(self) -> Config:
+        return self.roost.settings.config
+
+    @property
+    def registry(self) -> Registry:
+        return self.roost.settings.registry
+
+    @property
+    def keys(self) -> KeyRing:
+        return self.roost.key_holder.ring
+
+    @property
+    def config_loader(self) -> Callable[[], Config] | None:
+        return self.roost.settings.loader
+
+    @config_loader.setter
+    def config_loader(self, loader: Callable[[], Config] | None) -> None:
+        self.roost.settings.loader = loader
+
+    @property
+    def stop_callback(self) -> Callable[[str], None] | None:
+        return self.roost.lifecycle.stop_callback
+
+    @stop_callback.setter
+    def stop_callback(self, callback: Callable[[str], None] | None) -> None:
+        self.roost.lifecycle.stop_callback = callback
+
+    @property
+    def port(self) -> int | None:
+        return self.roost.lifecycle.port
+
+    @property
+    def network_port(self) -> int | None:
+        return self.roost.lifecycle.network_port
+
+    @property
+    def network_url(self) -> str | None:
+        return self.roost.lifecycle.network_url
+
+    @property
+    def advertise_url(self) -> str:
+        return self.roost.lifecycle.advertise_url
+
+
+class InProcessDaemon(DaemonReads):
+    """A started :class:`Roost` on its own (no client session, no fake clock); ``url`` is its
+    local URL, as :class:`RunningDaemon`'s."""
+
+    def __init__(self, roost: Roost) -> None:
+        self.roost = roost
+        self.url = roost.lifecycle.url
+
+
 @dataclass
-class RunningDaemon:
+class RunningDaemon(DaemonReads):
     roost: Roost
     url: str
     http: aiohttp.ClientSession

@@ -13,6 +13,7 @@ from a2a.door import COMPLETION_SESSION_HEADER
 from a2a.protocol.errors import PeerHTTPError, PeerUnreachable
 from roost.backends.base import ChildDir, NodeRef
 from roost.backends.ray.doors import DoorRoutes, KeeperTransport
+from roost.backends.ray.node.doors import DoorRequest
 from roost.state.sessions import SessionRecord, SessionTable
 from tests.support.records import running_session as _session
 
@@ -27,18 +28,8 @@ class Calls:
         self.answer = answer
         self.asked: list[tuple[str, str, str, int, str]] = []
 
-    async def door_request(
-        self,
-        node: NodeRef,
-        job_id: str,
-        method: str,
-        port: int,
-        path: str,
-        headers: dict[str, str],
-        body: bytes | None,
-        timeout_secs: float,
-    ) -> tuple[int, bytes, str | None]:
-        self.asked.append((node.node_id, job_id, method, port, path))
+    async def door_request(self, node: NodeRef, request: DoorRequest) -> tuple[int, bytes, str | None]:
+        self.asked.append((node.node_id, request.job_id, request.method, request.port, request.path))
         return self.answer
 
 

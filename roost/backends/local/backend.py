@@ -1,7 +1,7 @@
 """The local process backend: children on this host (:class:`roost.backends.base.ProcessBackend`).
 
 How each duty is done here, and why, is told where the work lives: the command line, the
-environment and ``Popen`` in :mod:`roost.backends.process.spawn`; the lifeline pipe and its keeper in
+environment and ``Popen`` in :mod:`roost.backends.process.spawn`; the lifeline pipe and its holder in
 :mod:`roost.backends.local.lifeline` and :mod:`roost.backends.local.holder`; the pidfd watch and group
 signals in :mod:`roost.backends.process.supervise`; cgroups and the marker sweep in
 :mod:`roost.backends.process.cgroups`; the child directory's files in :mod:`roost.services.launcher.childrecords`.
@@ -31,8 +31,7 @@ from roost.backends.base import (
     StartFailed,
     StartSpec,
 )
-from roost.backends.local.holder import KeeperClient, KeeperError
-from roost.backends.local.lifeline import connect_keeper, make_pipe, stop_keeper
+from roost.backends.local.lifeline import HolderClient, HolderError, connect_holder, make_pipe, stop_holder
 from roost.backends.process.cgroups import JobCgroups, sweep_marked
 from roost.backends.process.spawn import (
     CannotSwitchUser,
@@ -171,18 +170,18 @@ def _before_start(
 
 
 class LocalBackend:
-    """Children on this host, their lifelines held by the keeper process."""
+    """Children on this host, their lifelines held by the holder process."""
 
     def __init__(self, executor: BlockingExecutor, *, state_dir: Path, job_cgroups: str, max_starting: int) -> None:
         self._executor = executor
         self._start_gate = asyncio.Semaphore(max_starting or max(2, os.cpu_count() or 2))
         self._state_dir = state_dir
         self._job_cgroups = job_cgroups
-        self.keeper: KeeperClient | None = None
+        self.holder: HolderClient | None = None
         self.cgroups: JobCgroups | None = None
         # Root with CAP_SETUID/CAP_SETGID (read at open); a job of another uid is refused up front without.
         self._can_switch = True
-        # Write ends held here only when the keeper is unavailable (then a crash ends the children).
+        # Write ends held here only when the holder is unavailable (then a crash ends the children).
         self._own_lifelines: dict[str, int] = {}
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -198,16 +197,16 @@ class LocalBackend:
             swept=swept,
         )
         try:
-            self.keeper = await connect_keeper(self._state_dir, self._executor)
-        except (KeeperError, OSError, TimeoutError) as exc:
-            # Without a keeper the daemon holds the write ends itself (a crash then ends the children).
+            self.holder = await connect_holder(self._state_dir, self._executor)
+        except (HolderError, OSError, TimeoutError) as exc:
+            # Without a holder the daemon holds the write ends itself (a crash then ends the children).
             log.error("keeper_unavailable", error=str(exc))
-            self.keeper = None
+            self.holder = None
 
     async def close(self) -> None:
-        if self.keeper is not None:
-            await stop_keeper(self.keeper, self._executor)
-            self.keeper = None
+        if self.holder is not None:
+            await stop_holder(self.holder, self._executor)
+            self.holder = None
         for fd in self._own_lifelines.values():
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -311,12 +310,12 @@ class LocalBackend:
         return LocalChild(job_id, watch, pid_start)
 
     def _lifeline_hold(self, job_id: str, fd: int, pid: int, start: float | None) -> None:
-        if self.keeper is not None and self.keeper.connected:
+        if self.holder is not None and self.holder.connected:
             try:
-                self.keeper.hold(job_id, fd, pid, start)
+                self.holder.hold(job_id, fd, pid, start)
                 os.close(fd)
                 return
-            except KeeperError as exc:
+            except HolderError as exc:
                 log.error("keeper_hold_failed", job_id=job_id, error=str(exc))
         self._own_lifelines[job_id] = fd
 
@@ -325,14 +324,14 @@ class LocalBackend:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
-        if self.keeper is not None:
-            self.keeper.close(job_id)
+        if self.holder is not None:
+            self.holder.close(job_id)
 
     async def held_lifelines(self) -> set[str]:
         held: set[str] = set()
-        if self.keeper is not None and self.keeper.connected:
+        if self.holder is not None and self.holder.connected:
             with contextlib.suppress(Exception):
-                held = {str(h.get("key")) for h in await self.keeper.list()}
+                held = {str(h.get("key")) for h in await self.holder.list()}
         return held
 
     async def finish_off(self, job_id: str, pid: int | None) -> None:

@@ -1,25 +1,34 @@
-"""The lifeline keeper: a tiny process that holds the write end of every child's lifeline.
+"""The lifeline holder: a tiny process that holds the write end of every child's lifeline.
+
+This module is the holder's side (the process ``python -m roost.backends.local.holder`` runs);
+the daemon's side, which starts it, reaches it and talks to it, is
+:mod:`roost.backends.local.lifeline`.
 
 Why a separate process: a lifeline's reader sees EOF when
 the last write end closes. If the daemon held the write ends, a ``kill -9`` of the daemon would
 close them all and every child would wind down, so a restarted daemon would have nothing to
-re-adopt. The keeper holds them instead; the daemon passes each write end over a unix
+re-adopt. The holder holds them instead; the daemon passes each write end over a unix
 ``SOCK_SEQPACKET`` socket (``SCM_RIGHTS``) right after the spawn and drops its own copy. The
-keeper never writes to a pipe; it closes one when the daemon says so (the parent session
-ended, or the child is gone) — that is the only way a lifeline ends while the keeper lives.
+holder never writes to a pipe; it closes one when the daemon says so (the parent session
+ended, or the child is gone) — that is the only way a lifeline ends while the holder lives.
 
-* The keeper runs in its own session (no terminal signal reaches it), imports only the
+* The holder runs in its own session (no terminal signal reaches it), imports only the
   standard library, and answers only peers of its own uid (``SO_PEERCRED``).
-* A new keeper waits for its first daemon as long as the process that started it lives (on a
+* A new holder waits for its first daemon as long as the process that started it lives (on a
   busy host the connect may come seconds after ``ready``).
 * When the daemon's connection drops (a crash), it keeps every fd and waits for the next daemon
   to connect; a restarted daemon lists what is held and reconciles. While nobody is connected it
   drops entries whose process has gone (pid + start time from ``/proc``) and exits once it
-  holds nothing, so a keeper never outlives the children it exists for.
+  holds nothing, so a holder never outlives the children it exists for.
 * ``SIGTERM`` (or the ``exit`` command, sent by an orderly daemon stop) closes everything.
 
-systemd: the keeper and the children live in the unit's cgroup. ``KillMode=mixed`` sends the
-stop SIGTERM to the daemon only (which ends its jobs in order and tells the keeper to exit) and
+Its names on disk and in logs are older than its name: the socket is ``<state-dir>/keeper.sock``,
+its stderr goes to ``<state-dir>/keeper.log``, and its events are ``keeper_*`` from the logger
+``roost.keeper``, and its errors' sentences say "the lifeline keeper" (operators' scripts, units
+and log searches read them; they stay).
+
+systemd: the holder and the children live in the unit's cgroup. ``KillMode=mixed`` sends the
+stop SIGTERM to the daemon only (which ends its jobs in order and tells the holder to exit) and
 SIGKILLs whatever remains. When the *main process dies*, systemd also cleans the cgroup before
 ``Restart=`` starts the next daemon, so under that unit a crash ends the children and the next
 daemon's reconcile finalizes them (counted as ``lost``, each with exactly one completion).
@@ -33,7 +42,6 @@ Protocol (one JSON object per datagram): ``{"op": "hold", "key", "pid", "start"}
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import json
@@ -42,17 +50,16 @@ import selectors
 import signal
 import socket
 import struct
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-__all__ = ["KeeperClient", "KeeperError", "keeper_address", "main"]
+__all__ = ["MAX_MSG", "holder_address", "main"]
 
-_MAX_MSG = 64 * 1024
+MAX_MSG = 64 * 1024
+"""The largest datagram either side sends or reads."""
 
 
-def keeper_address(state_dir: Path) -> str:
+def holder_address(state_dir: Path) -> str:
     """``<state-dir>/keeper.sock``, or an abstract name derived from it when the path is too long."""
     path = str(state_dir / "keeper.sock")
     if len(path.encode()) < 100:
@@ -73,7 +80,7 @@ def _start_time(pid: int) -> float | None:
         return None
 
 
-class _Keeper:
+class _Holder:
     def __init__(self, address: str) -> None:
         self.address = address
         self.held: dict[str, tuple[int, int, float | None, float | None]] = {}
@@ -81,7 +88,7 @@ class _Keeper:
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.conn: socket.socket | None = None
         self.stopping = False
-        # Until a daemon has connected once, the keeper waits for its starter however long
+        # Until a daemon has connected once, the holder waits for its starter however long
         # that takes (a busy host may take seconds from "ready" to connect); it gives up only
         # when the process that started it is gone.
         self.served = False
@@ -135,7 +142,7 @@ class _Keeper:
     def _read(self) -> None:
         assert self.conn is not None
         try:
-            data, fds, _flags, _addr = socket.recv_fds(self.conn, _MAX_MSG, 4)
+            data, fds, _flags, _addr = socket.recv_fds(self.conn, MAX_MSG, 4)
         except OSError:
             self._drop_conn()
             return
@@ -191,7 +198,7 @@ class _Keeper:
 
 def _say(event: str, **fields: object) -> None:
     """One JSON line on stderr (``keeper.log``), shaped like the daemon's own error events; the
-    keeper imports only the standard library, so this is its whole logging."""
+    holder imports only the standard library, so this is its whole logging."""
     line = {"event": event, "level": "error", "logger": "roost.keeper", **fields}
     sys.stderr.write(json.dumps(line, default=str) + "\n")
     sys.stderr.flush()
@@ -209,16 +216,16 @@ def main(argv: list[str] | None = None) -> int:
         _say("keeper_usage", usage="python -m roost.backends.local.holder ADDRESS")
         return 2
     address = args[0].replace("@", "\0", 1) if args[0].startswith("@") else args[0]
-    keeper = _Keeper(address)
+    holder = _Holder(address)
 
     def on_term(signum: int, frame: object) -> None:
-        keeper.stopping = True
+        holder.stopping = True
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
-        keeper.bind()
+        holder.bind()
     except OSError as exc:
         _say("keeper_bind_failed", address=args[0], error=type(exc).__name__, detail=exc.strerror)
         return 1
@@ -226,117 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.flush()
     with contextlib.suppress(OSError):
         os.close(1)
-    keeper.run()
+    holder.run()
     return 0
-
-
-class KeeperError(RuntimeError):
-    """The keeper could not be reached or started."""
-
-
-class KeeperClient:
-    """The daemon's side of the keeper socket. Every method runs on the event loop."""
-
-    def __init__(self, address: str) -> None:
-        self.address = address
-        self._sock: socket.socket | None = None
-        self._next_id = 0
-        self._replies: dict[int, asyncio.Future[dict[str, object]]] = {}
-        self.process: subprocess.Popen[bytes] | None = None
-        """The keeper process, when this daemon started it (None: it reconnected to one)."""
-
-    @property
-    def connected(self) -> bool:
-        return self._sock is not None
-
-    def try_connect(self) -> bool:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        sock.setblocking(False)
-        try:
-            sock.connect(self.address)
-        except OSError:
-            sock.close()
-            return False
-        self._sock = sock
-        asyncio.get_running_loop().add_reader(sock.fileno(), self._on_readable)
-        return True
-
-    def _on_readable(self) -> None:
-        sock = self._sock
-        if sock is None:
-            return
-        try:
-            data = sock.recv(_MAX_MSG)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:
-            self._lost()
-            return
-        try:
-            msg = json.loads(data)
-        except ValueError:
-            return
-        fut = self._replies.pop(int(msg.get("id", -1)), None)
-        if fut is not None and not fut.done():
-            fut.set_result(msg)
-
-    def _lost(self) -> None:
-        sock = self._sock
-        self._sock = None
-        if sock is not None:
-            with contextlib.suppress(Exception):
-                asyncio.get_running_loop().remove_reader(sock.fileno())
-            sock.close()
-        for fut in self._replies.values():
-            if not fut.done():
-                fut.set_exception(KeeperError("the lifeline keeper closed its connection"))
-        self._replies.clear()
-
-    def _send(self, msg: dict[str, object], fds: list[int] | None = None) -> None:
-        sock = self._sock
-        if sock is None:
-            raise KeeperError("the lifeline keeper is not connected")
-        data = json.dumps(msg, separators=(",", ":")).encode()
-        deadline = time.monotonic() + 5.0
-        while True:
-            try:
-                if fds:
-                    socket.send_fds(sock, [data], fds)
-                else:
-                    sock.send(data)
-                return
-            except BlockingIOError:
-                # The keeper reads as fast as it can; a full buffer clears in microseconds.
-                if time.monotonic() > deadline:
-                    raise KeeperError("the lifeline keeper is not reading") from None
-                time.sleep(0.0005)
-            except OSError as exc:
-                self._lost()
-                raise KeeperError(f"the lifeline keeper is gone: {exc}") from None
-
-    def hold(self, key: str, fd: int, pid: int, start: float | None) -> None:
-        self._send({"op": "hold", "key": key, "pid": pid, "start": start}, [fd])
-
-    def close(self, key: str) -> None:
-        with contextlib.suppress(KeeperError):
-            self._send({"op": "close", "key": key})
-
-    async def list(self) -> list[dict[str, object]]:
-        self._next_id += 1
-        rid = self._next_id
-        fut: asyncio.Future[dict[str, object]] = asyncio.get_running_loop().create_future()
-        self._replies[rid] = fut
-        self._send({"op": "list", "id": rid})
-        msg = await asyncio.wait_for(fut, 10.0)
-        held = msg.get("held")
-        return held if isinstance(held, list) else []
-
-    def exit(self) -> None:
-        with contextlib.suppress(KeeperError):
-            self._send({"op": "exit"})
-        self._lost()
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ from roost.backends.ray.node.keeper import PYTHON_MARK
 from roost.backends.ray.nodeartifacts import NodeArtifacts
 from roost.backends.ray.placement import Bundle
 from roost.backends.ray.placer import Placer
+from roost.backends.ray.settings import RaySettings
 from roost.core.manifest import ResourceCaps
 from roost.services.completionfile import CompletionRecord
 from roost.state.config import Config
@@ -75,23 +76,23 @@ class RayBackend:
         live: Callable[[], Config] | None = None,
     ) -> None:
         self.config = config
-        # What a reload may change (ray_placement, ray_busy_wait_secs, ray_child_cpus) is read
-        # from the configuration in force at each launch; the cluster's address, namespace and
-        # node root are restart-only (roost/state/settings.py) and taken from ``config`` once.
+        # What a reload may change (the placement, the busy wait, the default CPUs) is read from
+        # the configuration in force at each launch; the cluster's address, namespace and node
+        # root are restart-only (roost/state/settings.py) and taken from ``config`` once.
         self.live = live or (lambda: config)
         self.executor = executor
         # The daemon's URL as other nodes reach it (advertise_url): a child's MURMUR_ROOST_URL.
         self.daemon_url = daemon_url
-        root = config.ray_node_root or (config.state_dir / "ray-nodes")
+        ray = RaySettings.of(config)
         self.cluster = RayCluster(
             executor,
-            address=config.ray_address,
-            namespace=config.ray_namespace,
-            node_root=str(root),
+            address=ray.address,
+            namespace=ray.namespace,
+            node_root=str(ray.node_root),
             job_cgroups=config.job_cgroups,
         )
         self.keepers = Keepers(self.cluster, executor)
-        self.placer = Placer(self.cluster, self.live, max_starting=config.max_starting or 8)
+        self.placer = Placer(self.cluster, lambda: RaySettings.of(self.live()), max_starting=config.max_starting or 8)
         self.dirs = RayChildDirs(self.keepers, self.placer, executor, config.state_dir / "ray-lost")
         self.artifacts = NodeArtifacts(
             self.keepers, executor, config.registry_path, daemon_url=daemon_url, keeper_token=keeper_token
@@ -146,20 +147,6 @@ class RayBackend:
 
     def start_gate(self, node: NodeRef | None) -> asyncio.Semaphore:
         return self.placer.start_gate(node)
-
-    async def door_request(
-        self,
-        node: NodeRef,
-        job_id: str,
-        method: str,
-        port: int,
-        path: str,
-        headers: dict[str, str],
-        body: bytes | None,
-        timeout_secs: float,
-    ) -> tuple[int, bytes, str | None]:
-        """One HTTP exchange with the door of a child on ``node``, made there by its keeper."""
-        return await self.doors.door_request(node, job_id, method, port, path, headers, body, timeout_secs)
 
     # -- the child directory -------------------------------------------------------------------
     async def prepare_dir(self, dir: ChildDir, task: dict[str, str | None] | None, *, fresh: bool) -> ChildDir:

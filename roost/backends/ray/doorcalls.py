@@ -13,6 +13,7 @@ from ray.exceptions import RayError
 
 from roost.backends.base import BackendError, NodeRef
 from roost.backends.ray.keepers import Keepers, cause
+from roost.backends.ray.node.doors import DoorRequest
 
 __all__ = ["KeeperDoorCaller"]
 
@@ -23,24 +24,12 @@ class KeeperDoorCaller:
     def __init__(self, keepers: Keepers) -> None:
         self.keepers = keepers
 
-    async def door_request(
-        self,
-        node: NodeRef,
-        job_id: str,
-        method: str,
-        port: int,
-        path: str,
-        headers: dict[str, str],
-        body: bytes | None,
-        timeout_secs: float,
-    ) -> tuple[int, bytes, str | None]:
+    async def door_request(self, node: NodeRef, request: DoorRequest) -> tuple[int, bytes, str | None]:
         """One HTTP exchange with the door of a child on ``node``, made there by its keeper
         (the door listens on that node's loopback); ``OSError`` with a sentence when it fails."""
         try:
             keeper = await self.keepers.at(node)
-            answer = await self.keepers.call(
-                keeper.door_request, job_id, method, port, path, headers, body, timeout_secs
-            )
+            answer = await self.keepers.call(keeper.door_request, request)
         except (RayError, BackendError) as exc:
             raise OSError(f"through the keeper of Ray node {node.node_id}: {cause(exc)}") from None
         if "error" in answer:

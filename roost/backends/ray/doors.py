@@ -22,6 +22,7 @@ from yarl import URL
 from a2a.client import Transport
 from a2a.door import COMPLETION_SESSION_HEADER
 from roost.backends.base import ChildDir, NodeRef
+from roost.backends.ray.node.doors import DoorRequest
 from roost.core.loopback import is_loopback_host
 from roost.state.sessions import SessionRecord, SessionTable
 
@@ -30,17 +31,9 @@ __all__ = ["DoorCaller", "DoorRoutes", "KeeperTransport"]
 
 @runtime_checkable
 class DoorCaller(Protocol):
-    async def door_request(
-        self,
-        node: NodeRef,
-        job_id: str,
-        method: str,
-        port: int,
-        path: str,
-        headers: dict[str, str],
-        body: bytes | None,
-        timeout_secs: float,
-    ) -> tuple[int, bytes, str | None]: ...
+    async def door_request(self, node: NodeRef, request: DoorRequest) -> tuple[int, bytes, str | None]:
+        """``(status, body, location)`` of the exchange, made on ``node``; ``OSError`` when it fails."""
+        ...
 
 
 class KeeperTransport:
@@ -58,10 +51,8 @@ class KeeperTransport:
         port = url.port
         if port is None:
             raise OSError(f"the door URL {url.origin()} names no port")
-        path = url.raw_path_qs or "/"
-        return await self.caller.door_request(
-            self.node, self.job_id, method, port, path, dict(headers), body, self.timeout_secs
-        )
+        request = DoorRequest(self.job_id, method, port, url.raw_path_qs or "/", dict(headers), body, self.timeout_secs)
+        return await self.caller.door_request(self.node, request)
 
 
 def _origin(url: URL) -> tuple[str, int | None]:

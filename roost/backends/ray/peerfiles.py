@@ -213,15 +213,6 @@ class RaySessionFiles:
         self.chunk = chunk
         self.window = window
 
-    @classmethod
-    def over(
-        cls, backend: object, local: SessionFiles, jobs: Callable[[], Mapping[str, Job]], *, timeout_secs: float
-    ) -> SessionFiles:
-        """Ray's files for a :class:`RayBackend`, else ``local`` as it is."""
-        if isinstance(backend, RayBackend):
-            return cls(backend, local, jobs, timeout_secs=timeout_secs)
-        return local
-
     def job_of(self, rec: SessionRecord) -> Job | None:
         """The job whose node holds the session's workdir; ``None``: this host. A session names
         its job by ``job_id``; a top-level child that did not, by its job's ready line (as the

@@ -21,9 +21,9 @@ from roost.backends.base import BackendError, NodeRef, PlacementRefused
 from roost.backends.ray.cluster import RayCluster
 from roost.backends.ray.keepers import one_line
 from roost.backends.ray.placement import Bundle, bundle_for, run_as_refusal
+from roost.backends.ray.settings import RaySettings
 from roost.core.errors import RoostError
 from roost.core.manifest import ResourceCaps
-from roost.state.config import Config
 
 __all__ = ["Placer"]
 
@@ -31,9 +31,9 @@ __all__ = ["Placer"]
 class Placer:
     """Each job's placement group and node, from its placement to its end."""
 
-    def __init__(self, cluster: RayCluster, live: Callable[[], Config], *, max_starting: int) -> None:
+    def __init__(self, cluster: RayCluster, live: Callable[[], RaySettings], *, max_starting: int) -> None:
         self.cluster = cluster
-        # ray_placement, ray_busy_wait_secs and ray_child_cpus are read at each launch (a reload
+        # The placement, the busy wait and the default CPUs are read at each launch (a reload
         # may change them).
         self.live = live
         self.max_starting = max_starting
@@ -43,8 +43,8 @@ class Placer:
 
     def bundle_of(self, capsule: str, resources: ResourceCaps) -> Bundle:
         """The child's Ray resource request under the placement settings in force now."""
-        cfg = self.live()
-        return bundle_for(resources, cfg.ray_placement.get(capsule.split("@", 1)[0]), cfg.ray_child_cpus)
+        settings = self.live()
+        return bundle_for(resources, settings.placement.get(capsule.split("@", 1)[0]), settings.child_cpus)
 
     async def place(self, job_id: str, capsule: str, resources: ResourceCaps, uid: int | None) -> NodeRef:
         """The job's bundle reserved on a node (refused at once when no node could ever hold it,
@@ -52,7 +52,7 @@ class Placer:
         keeper cannot start a child as ``uid``)."""
         bundle = self.bundle_of(capsule, resources)
         try:
-            placed = await self.cluster.place(job_id, bundle, self.live().ray_busy_wait_secs)
+            placed = await self.cluster.place(job_id, bundle, self.live().busy_wait_secs)
         except BackendError:
             raise
         except RoostError as exc:

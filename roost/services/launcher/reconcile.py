@@ -118,7 +118,8 @@ async def reconcile(
         orphan_jobs.add(found.job_id)
         await backend.end_orphan(found)
     removed = 0
-    # An orphan's lifeline (a keeper holds one for each child) went with it: counted once, as an orphan.
+    # An orphan's lifeline (the holder, or a node's keeper, holds one for each child) went with it:
+    # counted once, as an orphan.
     for key in held:
         if key not in live_ids and key not in orphan_jobs:
             backend.lifeline_close(key)

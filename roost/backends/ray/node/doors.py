@@ -14,14 +14,32 @@ child this keeper runs now, on this node's loopback, is called.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 
-__all__ = ["DOOR_ANSWER_MAX", "DOOR_METHODS", "DoorKeeper"]
+__all__ = ["DOOR_ANSWER_MAX", "DOOR_METHODS", "DoorKeeper", "DoorRequest"]
 
 DOOR_ANSWER_MAX = 8 * 1024 * 1024
 DOOR_METHODS = ("GET", "POST")
+
+
+@dataclass(frozen=True, slots=True)
+class DoorRequest:
+    """One HTTP exchange with the door of the child of ``job_id``: built by the daemon
+    (roost/backends/ray/doors.py), carried whole to the keeper of the child's node, made there.
+
+    ``port`` is the door's port on that node's loopback, ``path`` the path and query (starting
+    with ``/``); ``timeout_secs`` bounds the whole exchange."""
+
+    job_id: str
+    method: str
+    port: int
+    path: str
+    headers: dict[str, str]
+    body: bytes | None
+    timeout_secs: float
 
 
 class DoorKeeper:
@@ -29,21 +47,12 @@ class DoorKeeper:
 
     children: dict[str, Any]
 
-    async def door_request(
-        self,
-        job_id: str,
-        method: str,
-        port: int,
-        path: str,
-        headers: dict[str, str],
-        body: bytes | None,
-        timeout_secs: float,
-        max_bytes: int = DOOR_ANSWER_MAX,
-    ) -> dict[str, Any]:
+    async def door_request(self, request: DoorRequest, max_bytes: int = DOOR_ANSWER_MAX) -> dict[str, Any]:
         """``{"status", "body", "location"}``, or ``{"error": sentence}`` when there is no answer."""
-        child = self.children.get(job_id)
+        child = self.children.get(request.job_id)
         if child is None or child.status is not None:
-            return {"error": f"the job {job_id} has no running child on this node"}
+            return {"error": f"the job {request.job_id} has no running child on this node"}
+        method, port, path, timeout_secs = request.method, request.port, request.path, request.timeout_secs
         if method not in DOOR_METHODS or not 0 < port < 65536 or not path.startswith("/"):
             return {"error": "not a door request (GET or POST to a loopback port and path)"}
         timeout = aiohttp.ClientTimeout(total=timeout_secs, sock_connect=min(5.0, timeout_secs))
@@ -51,7 +60,7 @@ class DoorKeeper:
         try:
             async with (
                 aiohttp.ClientSession(timeout=timeout, cookie_jar=aiohttp.DummyCookieJar()) as http,
-                http.request(method, url, data=body, headers=headers, allow_redirects=False) as resp,
+                http.request(method, url, data=request.body, headers=request.headers, allow_redirects=False) as resp,
             ):
                 data = await resp.content.read(max_bytes + 1)
                 if len(data) > max_bytes:
