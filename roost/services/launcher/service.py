@@ -284,7 +284,8 @@ class Launcher:
         self.index.remember(job)
         job.done.set()
         self.metrics.capsule_exits.labels(reason=job.state).inc()
-        span.completed(**_a({"roost.process.state": job.state, "roost.process.outcome": job.outcome}))
+        ended: dict[str, Any] = {"roost.process.state": job.state, "roost.process.outcome": job.outcome}
+        span.completed(**ended)
         log.info(
             "job_ended",
             job_id=job.job_id,
@@ -392,7 +393,8 @@ class Launcher:
         except TimeoutError:
             span.failed(ObservedError(name="CancelTimeout", category="timeout"))
             raise
-        span.completed(**_a({"roost.process.state": job.state, "roost.process.sigkill": killed}))
+        canceled: dict[str, Any] = {"roost.process.state": job.state, "roost.process.sigkill": killed}
+        span.completed(**canceled)
         log.info("job_canceled", job_id=job.job_id, sigkill=killed)
         return job
 
@@ -443,8 +445,3 @@ class Launcher:
             rec = await self.backend.read_completion(child_dir(job))
             job.completion = rec.to_dict() if rec is not None else None
         return job
-
-
-def _a(attrs: dict[str, Any]) -> dict[str, Any]:
-    """Event attributes carry dotted keys, so they travel as a dict."""
-    return attrs

@@ -255,15 +255,12 @@ class Starter:
                 raise LaunchTimeout(ready.why)
             raise BadGateway(ready.reason)
         await self._running(launch, runner, ready.session_id, ready.capsule_url)
-        span.completed(
-            **_a(
-                {
-                    "roost.process.pid": job.pid,
-                    "roost.process.session_id": job.session_id,
-                    "roost.process.state": job.state,
-                }
-            )
-        )
+        started: dict[str, Any] = {
+            "roost.process.pid": job.pid,
+            "roost.process.session_id": job.session_id,
+            "roost.process.state": job.state,
+        }
+        span.completed(**started)
         log.info(
             "job_started",
             job_id=job.job_id,
@@ -389,10 +386,3 @@ class Starter:
         log.warning(
             "job_failed_to_start", job_id=job.job_id, capsule=f"{job.name}@{job.version}", reason=reason.split(";")[0]
         )
-
-    # -- exit, completion ------------------------------------------------------------------------
-
-
-def _a(attrs: dict[str, Any]) -> dict[str, Any]:
-    """Event attributes carry dotted keys, so they travel as a dict."""
-    return attrs

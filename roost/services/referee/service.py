@@ -14,7 +14,6 @@ registration rate (:mod:`.quotas`), and the rows it writes (:mod:`roost.state.re
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
 import time
@@ -167,14 +166,6 @@ class Referee:
         return rec
 
     # -- artifacts (roost/services/referee/resolvecache.py) ------------------------------------------------
-    @property
-    def _resolved(self) -> dict[tuple[str, str], tuple[Artifact, float]]:
-        return self.artifacts.resolved
-
-    @property
-    def _resolving(self) -> dict[tuple[str, str], asyncio.Future[Artifact]]:
-        return self.artifacts.resolving
-
     async def resolve(self, name: str, version: str) -> Artifact:
         """Resolve ``name@version``, reusing an answer checked within ``registry_recheck_secs``."""
         return await self.artifacts.resolve(name, version)
