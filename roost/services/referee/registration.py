@@ -195,8 +195,7 @@ class Registrar:
             depth = claims.depth
             parent_id = parent.session_id
             uid = parent.uid
-        credential = tokens.mint_credential(self._keys.ring.credential_key, session_id)
-        cred_claims = tokens.verify_credential(self._keys.ring.credential_key, credential)
+        credential, cred_claims = tokens.mint_credential(self._keys.ring.credential_key, session_id)
         rec = SessionRecord(
             session_id=session_id,
             name=artifact.name,
