@@ -35,14 +35,26 @@ class JobIndex:
         self.starting_top = 0
 
     def set_state(self, job: Job, state: JobState) -> None:
-        """Move ``job`` to ``state``, keeping the jobs-by-state gauge true."""
-        if job.state != state:
-            self.metrics.jobs.labels(state=job.state).dec()
-        self.metrics.jobs.labels(state=state).inc()
+        """Move ``job`` to ``state``: the one place a job's state changes.
+
+        The jobs-by-state gauge counts the jobs this index holds (and the finished ones it let
+        go): one held here moves from its old state's count to the new one's; one not held yet
+        is counted when it is remembered, in the state it has then.
+        """
+        if self.jobs.get(job.job_id) is job:
+            gauge = self.metrics.jobs
+            gauge.labels(state=job.state).dec()
+            gauge.labels(state=state).inc()
         job.state = state
 
     def remember(self, job: Job) -> None:
-        """Index ``job``; past :data:`KEEP_FINISHED` finished jobs, the oldest is let go."""
+        """Index ``job`` (counted in the gauge the first time); past :data:`KEEP_FINISHED`
+        finished jobs, the oldest is let go."""
+        held = self.jobs.get(job.job_id)
+        if held is not job:
+            if held is not None:
+                self.metrics.jobs.labels(state=held.state).dec()
+            self.metrics.jobs.labels(state=job.state).inc()
         self.jobs[job.job_id] = job
         if job.final:
             self._finished[job.job_id] = None

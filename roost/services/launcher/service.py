@@ -315,13 +315,12 @@ class Launcher:
             self.referee.supervised(session)
         if job.state == "starting":
             # It got as far as a session (or will never report to anyone): supervise it as running.
-            job.state = "running"
+            self.index.set_state(job, "running")
             job.ready_ms = job.ready_ms or job.created_ms
         runner = JobRunner(self.backend, child_dir(job), self.spawn_task)
         runner.adopt(ChildRef(job.job_id, job.pid, job.pid_start, job.node))
         self.index.runners[job.job_id] = runner
         self.index.remember(job)
-        self.metrics.jobs.labels(state=job.state).inc()
         elapsed = max(0.0, (wall_ms() - (job.ready_ms or job.created_ms)) / 1000)
         runner.run(job.deadline_secs - elapsed, lambda: self._on_deadline(job.job_id), drain=False)
         self.spawn_task(self._supervise(job, runner))
@@ -336,7 +335,6 @@ class Launcher:
         """Finalize a job whose child ended while no daemon was watching."""
         job.readopted = True
         self.index.remember(job)
-        self.metrics.jobs.labels(state=job.state).inc()
         await self.finalize(job, exit_status)
 
     def parent_gone(self, job_id: str) -> None:

@@ -240,7 +240,6 @@ class Starter:
             runner = await self._spawn(launch, span)
             self.index.runners[job.job_id] = runner
             self.index.remember(job)
-            self.metrics.jobs.labels(state="starting").inc()
             first_commit = asyncio.get_running_loop().create_task(self.store.commit([JobRepository.upsert_op(job)]))
             ready = await runner.handshake(self.config.launch_timeout_secs)
         finally:
@@ -356,10 +355,7 @@ class Starter:
             runner.close()
         self.backend.lifeline_close(job.job_id)
         await self.backend.finish_off(job.job_id, None)
-        if job.state == "starting" and job.job_id in self.index.jobs:
-            self.index.set_state(job, "failed")
-        else:
-            job.state = "failed"
+        self.index.set_state(job, "failed")
         job.exit_status = exit_status
         job.outcome = "failed"
         job.reason = reason
