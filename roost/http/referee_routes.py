@@ -1,6 +1,6 @@
 """Upstream-compatible referee endpoints: /health, /spawn, /register, /deregister, /status.
 
-Each handler parses its body into a typed request (:mod:`roost.http.bodies`), does the checks that
+Each handler parses its body into a typed request (:mod:`roost.http.bodies.referee`), does the checks that
 need I/O, and hands typed values to :class:`roost.services.referee.service.Referee`."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from aiohttp import web
 from roost.core.errors import NotFound, Refused, RoostError
 from roost.core.ids import require_id
 from roost.core.wire import APPROVAL_HEADER, CREDENTIAL_HEADER
-from roost.http.bodies import parse_deregister, parse_register, parse_spawn
+from roost.http.bodies.referee import parse_deregister, parse_register, parse_spawn
 from roost.http.caller import caller_of
 from roost.http.context import EXECUTOR, KEYS, LAUNCHER, METRICS, REFEREE, SETTINGS
 from roost.http.middleware import json_ok, read_json

@@ -24,11 +24,12 @@ from roost.core.completion import OPERATOR_CANCEL_DETAIL, CompletionRecord
 from roost.core.errors import BadGateway, Refused
 from roost.core.jobs import Job
 from roost.core.refusals import DRAINING_LAUNCH, refusals
+from roost.core.requests import LaunchRequest
+from roost.http.bodies.jobs import parse_launch
 from roost.observe.events import EventBus
 from roost.observe.metrics import Metrics
 from roost.observe.tracesink import TraceFiles
 from roost.services.launcher.context import LaunchServices
-from roost.services.launcher.request import LaunchRequest, parse_request
 from roost.services.launcher.service import Launcher
 from roost.services.referee.service import Referee
 from roost.state.config import Config
@@ -286,7 +287,7 @@ async def test_a_delegated_launch_hands_the_approval_to_the_child_on_stdin(harne
     )
     assert isinstance(parent, SessionRecord)
     harness.backend.next_lines = [ready()]
-    job = await harness.launch(parse_request({"name": "echo", "version": "0.1.0", "task": "x"}), credential)
+    job = await harness.launch(parse_launch({"name": "echo", "version": "0.1.0", "task": "x"}), credential)
     assert job.parent_id == parent.session_id and job.delegated and job.state == "running"
     assert Path(job.workdir).parent == workdir / ".murmur" / "children"
     stdin = harness.child(job).stdin

@@ -38,13 +38,13 @@ from roost.core import ids
 from roost.core.errors import Conflict, IdentityRefused, NotFound
 from roost.core.finalize import PARENT_ENDED_REASON
 from roost.core.jobs import Job, StopReason
+from roost.core.requests import LaunchRequest
 from roost.observe.events import ObservedError
 from roost.services.launcher.context import LaunchServices
 from roost.services.launcher.delegation import DelegationTrace, TraceSink
 from roost.services.launcher.finalizer import Completer, child_dir, process_attrs
 from roost.services.launcher.index import JobIndex, session_of
 from roost.services.launcher.reconcile import ReachesLater, reconcile
-from roost.services.launcher.request import LaunchRequest
 from roost.services.launcher.runner import JobRunner
 from roost.services.launcher.starter import LaunchTimeout, Starter
 from roost.services.referee.service import wall_ms

@@ -32,12 +32,12 @@ from roost.core.admission import Draining, admit_top_level
 from roost.core.errors import BadGateway, Conflict, IdentityRefused, NotFound, Refused, RoostError
 from roost.core.jobs import Job
 from roost.core.refusals import for_launch
+from roost.core.requests import LaunchRequest
 from roost.observe.events import ObservedError, Span
 from roost.services.launcher.context import Admitted, LaunchServices
 from roost.services.launcher.delegation import DelegationTrace
 from roost.services.launcher.finalizer import child_dir, process_attrs
 from roost.services.launcher.index import JobIndex, session_of
-from roost.services.launcher.request import LaunchRequest
 from roost.services.launcher.runner import JobRunner, NotReady
 from roost.services.launcher.spec import new_job, start_spec
 from roost.services.launcher.tickets import RegistrationTickets

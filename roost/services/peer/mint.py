@@ -47,30 +47,11 @@ from roost.state.sessions import SessionRecord
 if TYPE_CHECKING:
     from roost.services.peer.context import PeerServices
 
-__all__ = ["mint", "parse_mint_body"]
+__all__ = ["mint"]
 
 log = structlog.get_logger("roost.peer")
 
 _U64_MAX = 2**64 - 1
-
-
-def parse_mint_body(body: dict[str, object]) -> HandleRequest:
-    """The typed request (path, peer, ttl_secs) from a ``POST /handles`` body, or a 400 ``invalid_request``."""
-    out: list[str] = []
-    for key in ("path", "peer"):
-        value = body.get(key)
-        if not isinstance(value, str) or not value.strip():
-            raise BadPeerRequest(400, "invalid_request", f"POST /handles requires a non-empty string '{key}'")
-        out.append(value)
-    ttl = body.get("ttl_secs")
-    if ttl is not None and (type(ttl) is not int or ttl <= 0):
-        raise BadPeerRequest(
-            400,
-            "invalid_request",
-            "ttl_secs must be a positive integer number of seconds (it can only shorten a handle)",
-        )
-    # The path is not trimmed: a name with spaces is a name. The peer is an address: trimmed.
-    return HandleRequest.model_construct(path=out[0], peer=out[1].strip(), ttl_secs=ttl)
 
 
 async def mint(plane: PeerServices, rec: SessionRecord, req: HandleRequest) -> dict[str, object]:
