@@ -26,11 +26,13 @@ from roost.core.jobs import Job
 from roost.core.refusals import DRAINING_LAUNCH, refusals
 from roost.core.requests import LaunchRequest
 from roost.http.bodies.jobs import parse_launch
+from roost.http.bodies.referee import parse_register
 from roost.observe.events import EventBus
 from roost.observe.metrics import Metrics
 from roost.observe.tracesink import TraceFiles
 from roost.services.launcher.context import LaunchServices
 from roost.services.launcher.service import Launcher
+from roost.services.referee.registration import RegisterCaller
 from roost.services.referee.service import Referee
 from roost.state.config import Config
 from roost.state.keys import KeyHolder, KeyRing
@@ -266,7 +268,9 @@ async def test_a_draining_daemon_refuses_before_anything_is_prepared(harness: Ha
 async def test_a_start_in_flight_counts_against_the_ceiling(harness: Harness) -> None:
     """max_live_capsules is 2: one registered session and one top-level child still starting
     fill it, so another launch is refused with the ceiling's sentence before its directory is made."""
-    await harness.referee.register(None, session_id="ses_" + "d" * 16, name="echo", version="0.1.0")
+    await harness.referee.register(
+        None, parse_register({"session_id": "ses_" + "d" * 16, "name": "echo", "version": "0.1.0"}), RegisterCaller()
+    )
     first = asyncio.ensure_future(harness.launch())
     await asyncio.wait_for(harness.backend.started.wait(), 30)
     with pytest.raises(Refused) as info:
@@ -283,7 +287,9 @@ async def test_a_delegated_launch_hands_the_approval_to_the_child_on_stdin(harne
     workdir = tmp_path / "boss"
     workdir.mkdir(mode=0o700)
     credential, parent = await harness.referee.register(
-        None, session_id="ses_" + "b" * 16, name="boss", version="0.1.0", workdir=str(workdir), uid=os.geteuid()
+        None,
+        parse_register({"session_id": "ses_" + "b" * 16, "name": "boss", "version": "0.1.0", "workdir": str(workdir)}),
+        RegisterCaller(uid=os.geteuid()),
     )
     assert isinstance(parent, SessionRecord)
     harness.backend.next_lines = [ready()]
