@@ -40,10 +40,6 @@ _SETTLED = frozenset(
 )
 
 
-def now_iso() -> str:
-    return iso(time.time())
-
-
 def iso(ts: float) -> str:
     """RFC 3339 with milliseconds and ``Z``, the form every status timestamp is sent in.
 

@@ -484,12 +484,12 @@ async def test_a_lapsed_resolution_is_revalidated_once_for_a_burst(
     ref.forget_resolved()
     first = asyncio.ensure_future(ref.resolve("worker", "0.1.0"))
     await asyncio.sleep(0)
-    assert ("worker", "0.1.0") in ref._resolving
+    assert ("worker", "0.1.0") in ref.artifacts.resolving
     ref.forget_resolved()
     assert (await first).name == "worker"
-    assert ("worker", "0.1.0") not in ref._resolved
+    assert ("worker", "0.1.0") not in ref.artifacts.resolved
     assert (await d.spawn(cred, "worker"))[0] == 200
-    assert ("worker", "0.1.0") in d.roost.referee._resolved
+    assert ("worker", "0.1.0") in d.roost.referee.artifacts.resolved
 
 
 async def test_a_resolution_past_half_its_window_is_refreshed_ahead(
@@ -501,14 +501,14 @@ async def test_a_resolution_past_half_its_window_is_refreshed_ahead(
     _, cred = await d.register_top("orchestrator")
     assert (await d.spawn(cred, "worker"))[0] == 200
     ref = d.roost.referee
-    checked = ref._resolved[("worker", "0.1.0")][1]
+    checked = ref.artifacts.resolved[("worker", "0.1.0")][1]
     reads = d.registry.cache_info()
     await asyncio.sleep(0.25)  # past half the window, still inside it
     assert (await d.spawn(cred, "worker"))[0] == 200  # answered from the cache...
     for _ in range(100):  # ...while one revalidation runs behind it
-        if ref._resolved[("worker", "0.1.0")][1] > checked:
+        if ref.artifacts.resolved[("worker", "0.1.0")][1] > checked:
             break
         await asyncio.sleep(0.01)
-    assert ref._resolved[("worker", "0.1.0")][1] > checked
+    assert ref.artifacts.resolved[("worker", "0.1.0")][1] > checked
     after = d.registry.cache_info()
     assert (after.hits + after.misses) - (reads.hits + reads.misses) == 1

@@ -18,7 +18,8 @@ from a2a.door import Door, DoorTask, TaskOutcome
 from a2a.protocol import traceparent
 from a2a.protocol.origin import Trust
 from roost.core.errors import IDENTITY_REFUSAL, BadRequest
-from roost.services.relay import parse_send, stamp
+from roost.http.bodies.relay import parse_send
+from roost.services.relay import stamp
 from tests.support.daemon import RunningDaemon
 from tests.support.registry import RegistryBuilder
 

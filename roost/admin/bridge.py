@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 from roost.backends.base import ChildDir
 from roost.core.errors import NotFound, Unavailable
 from roost.core.jobs import Job
+from roost.core.requests import LaunchRequest
 from roost.core.wire import ACTIVE_JOB_STATES, JOB_STATES
 from roost.services.launcher.childrecords import LOG_FILE
 from roost.services.launcher.finalizer import child_dir
-from roost.services.launcher.request import LaunchRequest
 from roost.state.sessions import SessionRecord, SessionTable
 
 if TYPE_CHECKING:

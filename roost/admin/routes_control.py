@@ -19,8 +19,8 @@ from aiohttp import web
 
 from roost import __version__
 from roost.admin.context import CONTROL, EVENTS, TABLE
-from roost.core.errors import BadRequest
 from roost.http import ops_routes
+from roost.http.bodies.admin import parse_drain
 from roost.http.context import KEYS, LIFECYCLE, PROBES, REFEREE, SETTINGS
 from roost.http.middleware import read_json
 
@@ -74,10 +74,7 @@ async def config(request: web.Request) -> web.Response:
 
 @routes.post("/drain")
 async def drain(request: web.Request) -> web.Response:
-    body = await read_json(request) if request.can_read_body else {}
-    timeout = body.get("timeout_secs")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0):
-        raise BadRequest("timeout_secs must be a number of seconds, zero or more")
+    timeout = parse_drain(await read_json(request) if request.can_read_body else {})
     return web.json_response(request.app[CONTROL].drain(timeout_secs=timeout))
 
 

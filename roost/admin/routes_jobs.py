@@ -16,8 +16,8 @@ from roost.admin import bridge
 from roost.admin.context import JOBS
 from roost.core.errors import BadRequest
 from roost.core.ids import require_id
+from roost.http.bodies.jobs import parse_launch
 from roost.http.middleware import read_json
-from roost.services.launcher.request import parse_request
 
 __all__ = ["routes"]
 
@@ -41,7 +41,7 @@ async def job(request: web.Request) -> web.Response:
 
 @routes.post("/jobs")
 async def launch(request: web.Request) -> web.Response:
-    req = parse_request(await read_json(request))
+    req = parse_launch(await read_json(request))
     return web.json_response(await bridge.launch(request.app[JOBS], req), status=201)
 
 

@@ -17,6 +17,7 @@ from roost.admin.context import TABLE
 from roost.core.errors import BadRequest, Conflict, NotFound
 from roost.core.ids import require_id
 from roost.core.wire import SESSION_STATES
+from roost.http.bodies.admin import parse_end_reason
 from roost.http.context import LAUNCHER, REFEREE
 from roost.http.middleware import read_json
 from roost.state.sessions import SessionRecord
@@ -25,7 +26,6 @@ __all__ = ["routes"]
 
 routes = web.RouteTableDef()
 log = structlog.get_logger("roost.admin")
-OPERATOR_REASON = "ended by the operator"
 _STATES = (*SESSION_STATES, "all")
 
 
@@ -50,10 +50,7 @@ async def end_session(request: web.Request) -> web.Response:
     """End a running session with a recorded reason: its children's lifelines close, and an
     observation event (``roost.session.end``) says so. 404 unknown, 409 already ended."""
     referee, table = request.app[REFEREE], request.app[TABLE]
-    body = await read_json(request) if request.can_read_body else {}
-    reason = body.get("reason", OPERATOR_REASON)
-    if not isinstance(reason, str) or not reason.strip() or len(reason) > 500:
-        raise BadRequest("reason must be a non-empty string of at most 500 characters")
+    reason = parse_end_reason(await read_json(request) if request.can_read_body else {})
     sid = require_id("session_id", request.match_info["session_id"])
     rec = table.running_session(sid)
     if rec is None:

@@ -123,78 +123,116 @@ def wants_own_session_end(facts: Facts) -> bool:
 
 
 def decide(facts: Facts) -> Decision:
-    """The one decision for a job whose child has exited (rules in the module docstring)."""
-    existing = facts.existing
+    """The one decision for a job whose child has exited: the first rule that applies (the rules
+    in the module docstring, one function each, tried in their order)."""
     trace_line = facts.delegated and facts.parent_running and not facts.end_written
-    stopped = facts.stop_reason in _STOPPED_BY_US
+    return (
+        _parent_gone(facts)
+        or _stopped_by_us(facts, trace_line)
+        or _childs_record(facts, trace_line)
+        or _own_session_end(facts, trace_line)
+        or _crashed(facts, trace_line)
+    )
+
+
+def _posts(facts: Facts) -> bool:
+    """Whether a record may be posted to the parent's door: addressed, and (delegated) the
+    parent still running. Past rule 1 a delegated job's parent is running, or it ended after we
+    stopped the job."""
+    return facts.addressed and (not facts.delegated or facts.parent_running)
+
+
+def _parent_gone(facts: Facts) -> Decision | None:
+    """Rule 1: nobody to report to; no record written, the child's own kept."""
     parent_gone = facts.delegated and (
         facts.stop_reason == "parent_ended" or (not facts.parent_running and facts.stop_reason not in _FIRST_WINS)
     )
-    if parent_gone:
-        return Decision(
-            write="none",
-            send=False,
-            attempts=0,
-            outcome=existing.status if existing else "terminated",
-            reason=PARENT_ENDED_REASON,
-            state=state_for_status(existing.status) if existing else "terminated",
-            trace_line=False,
-        )
-    # Past this point a delegated job's parent is running, or it ended after we stopped the job.
-    post = facts.addressed and (not facts.delegated or facts.parent_running)
-    if stopped and not (existing and existing.delivered):
-        if facts.stop_reason == "deadline":
-            detail = deadline_detail(facts.deadline_secs)
-        elif facts.stop_reason == "operator_cancel":
-            detail = OPERATOR_CANCEL_DETAIL
-        else:
-            detail = TERMINATED_DETAIL
-        deadline = facts.stop_reason == "deadline"
-        return Decision(
-            write="launcher",
-            send=True,
-            attempts=2 if deadline and post else 0,
-            outcome="timed_out" if deadline else "terminated",
-            reason=detail,
-            state="terminated",
-            trace_line=trace_line,
-            status="terminated",
-            detail=detail,
-        )
-    if existing is not None:
-        send = not existing.delivered and facts.delivery == "none"
-        return Decision(
-            write="existing",
-            send=send,
-            attempts=(1 if existing.reported_by == "child" else 2) if send and post else 0,
-            outcome=existing.status,
-            reason=existing.detail if existing.status in ("crashed", "terminated") else None,
-            state=state_for_status(existing.status),
-            trace_line=trace_line,
-        )
+    if not parent_gone:
+        return None
+    existing = facts.existing
+    return Decision(
+        write="none",
+        send=False,
+        attempts=0,
+        outcome=existing.status if existing else "terminated",
+        reason=PARENT_ENDED_REASON,
+        state=state_for_status(existing.status) if existing else "terminated",
+        trace_line=False,
+    )
+
+
+def _stopped_by_us(facts: Facts, trace_line: bool) -> Decision | None:
+    """Rule 2: the launcher's ``terminated`` record, posted only for a deadline."""
+    existing = facts.existing
+    if facts.stop_reason not in _STOPPED_BY_US or (existing and existing.delivered):
+        return None
+    if facts.stop_reason == "deadline":
+        detail = deadline_detail(facts.deadline_secs)
+    elif facts.stop_reason == "operator_cancel":
+        detail = OPERATOR_CANCEL_DETAIL
+    else:
+        detail = TERMINATED_DETAIL
+    deadline = facts.stop_reason == "deadline"
+    return Decision(
+        write="launcher",
+        send=True,
+        attempts=2 if deadline and _posts(facts) else 0,
+        outcome="timed_out" if deadline else "terminated",
+        reason=detail,
+        state="terminated",
+        trace_line=trace_line,
+        status="terminated",
+        detail=detail,
+    )
+
+
+def _childs_record(facts: Facts, trace_line: bool) -> Decision | None:
+    """Rule 3: the child's own record, kept; posted unless it was, or a post may have been."""
+    existing = facts.existing
+    if existing is None:
+        return None
+    send = not existing.delivered and facts.delivery == "none"
+    return Decision(
+        write="existing",
+        send=send,
+        attempts=(1 if existing.reported_by == "child" else 2) if send and _posts(facts) else 0,
+        outcome=existing.status,
+        reason=existing.detail if existing.status in ("crashed", "terminated") else None,
+        state=state_for_status(existing.status),
+        trace_line=trace_line,
+    )
+
+
+def _own_session_end(facts: Facts, trace_line: bool) -> Decision | None:
+    """Rule 4: no record, but the child ended its own session (it had nobody to report to)."""
     unknown = facts.exit_status.startswith(UNKNOWN_PREFIX)
     own_end = facts.own_end
     if own_end is None and facts.told is not None and wants_own_session_end(facts):
         own_end = "complete" if facts.told == "ok" else "failed"
-    if own_end is not None and not facts.addressed:
-        # Nobody to report to, so the child wrote no completion; it ended its own session,
-        # so it did not crash: record how it ended.
-        exited_ok = facts.exit_status == "exit status 0" or (unknown and facts.told in ("ok", None))
-        status: Status = "ok" if own_end == "complete" and exited_ok else "error"
-        return Decision(
-            write="launcher",
-            send=True,
-            attempts=0,
-            outcome=status,
-            reason=None,
-            state=state_for_status(status),
-            trace_line=trace_line,
-            status=status,
-        )
+    if own_end is None or facts.addressed:
+        return None
+    # Nobody to report to, so the child wrote no completion; it ended its own session, so it
+    # did not crash: record how it ended.
+    exited_ok = facts.exit_status == "exit status 0" or (unknown and facts.told in ("ok", None))
+    status: Status = "ok" if own_end == "complete" and exited_ok else "error"
     return Decision(
         write="launcher",
         send=True,
-        attempts=2 if post else 0,
+        attempts=0,
+        outcome=status,
+        reason=None,
+        state=state_for_status(status),
+        trace_line=trace_line,
+        status=status,
+    )
+
+
+def _crashed(facts: Facts, trace_line: bool) -> Decision:
+    """Rule 5: the launcher's ``crashed`` record, its detail from the exit status and stderr."""
+    return Decision(
+        write="launcher",
+        send=True,
+        attempts=2 if _posts(facts) else 0,
         outcome="crashed",
         reason=None,
         state="crashed",

@@ -405,9 +405,11 @@ def parse_handle_payload(payload: bytes) -> HandleClaims:
 # Credential (msc1)
 
 
-def mint_credential(key: bytes, sid: str) -> str:
-    """Mint a session credential for ``sid`` with a fresh 32-hex nonce."""
-    return _mint(key, CREDENTIAL_TAG, CREDENTIAL_DOMAIN, {"v": 1, "sid": sid, "n": nonce_hex()})
+def mint_credential(key: bytes, sid: str) -> tuple[str, CredentialClaims]:
+    """Mint a session credential for ``sid`` with a fresh 32-hex nonce; returns the token and
+    the claims it carries (the session record keeps the nonce)."""
+    claims = CredentialClaims(sid, nonce_hex())
+    return _mint(key, CREDENTIAL_TAG, CREDENTIAL_DOMAIN, {"v": 1, "sid": claims.sid, "n": claims.n}), claims
 
 
 def verify_credential(key: bytes, token: str) -> CredentialClaims:

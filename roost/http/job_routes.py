@@ -20,10 +20,10 @@ from roost.core.errors import BadGateway, Conflict, Refused
 from roost.core.ids import require_id
 from roost.core.loopback import is_loopback_peer
 from roost.core.wire import CREDENTIAL_HEADER
+from roost.http.bodies.jobs import parse_launch
 from roost.http.caller import caller_of
 from roost.http.context import LAUNCHER, PROBES, REFEREE
 from roost.http.middleware import read_json
-from roost.services.launcher.request import parse_request
 
 __all__ = ["routes"]
 
@@ -32,7 +32,7 @@ routes = web.RouteTableDef()
 
 @routes.post("/jobs")
 async def launch(request: web.Request) -> web.Response:
-    req = parse_request(await read_json(request))
+    req = parse_launch(await read_json(request))
     credential = request.headers.get(CREDENTIAL_HEADER)
     try:
         job = await request.app[LAUNCHER].launch(

@@ -12,12 +12,11 @@ from __future__ import annotations
 from aiohttp import web
 
 from roost.core.wire import CREDENTIAL_HEADER
+from roost.http.bodies.peer import parse_fetch, parse_mint
 from roost.http.context import PEER_PLANE, REFEREE
 from roost.http.middleware import read_json
 from roost.http.peer_redeem import read_redeem, render
 from roost.services.peer.errors import PeerError
-from roost.services.peer.fetch import parse_fetch_body
-from roost.services.peer.mint import parse_mint_body
 
 __all__ = ["routes"]
 
@@ -29,7 +28,7 @@ async def mint_handle(request: web.Request) -> web.Response:
     rec = request.app[REFEREE].authenticate(request.headers.get(CREDENTIAL_HEADER))
     body = await read_json(request)
     try:
-        answer = await request.app[PEER_PLANE].mint(rec, parse_mint_body(body))
+        answer = await request.app[PEER_PLANE].mint(rec, parse_mint(body))
     except PeerError as err:
         raise err.coded() from None
     return web.json_response(answer)
@@ -40,7 +39,7 @@ async def peer_fetch(request: web.Request) -> web.Response:
     rec = request.app[REFEREE].authenticate(request.headers.get(CREDENTIAL_HEADER))
     body = await read_json(request)
     try:
-        answer = await request.app[PEER_PLANE].fetch(rec, parse_fetch_body(body))
+        answer = await request.app[PEER_PLANE].fetch(rec, parse_fetch(body))
     except PeerError as err:
         raise err.coded() from None
     return web.json_response(answer)

@@ -1,6 +1,6 @@
 """Upstream-compatible referee endpoints: /health, /spawn, /register, /deregister, /status.
 
-Each handler parses its body into a typed request (:mod:`roost.http.bodies`), does the checks that
+Each handler parses its body into a typed request (:mod:`roost.http.bodies.referee`), does the checks that
 need I/O, and hands typed values to :class:`roost.services.referee.service.Referee`."""
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from aiohttp import web
 from roost.core.errors import NotFound, Refused, RoostError
 from roost.core.ids import require_id
 from roost.core.wire import APPROVAL_HEADER, CREDENTIAL_HEADER
-from roost.http.bodies import parse_deregister, parse_register, parse_spawn
+from roost.http.bodies.referee import parse_deregister, parse_register, parse_spawn
 from roost.http.caller import caller_of
 from roost.http.context import EXECUTOR, KEYS, LAUNCHER, METRICS, REFEREE, SETTINGS
 from roost.http.middleware import json_ok, read_json
 from roost.services.launcher.tickets import is_ticket
+from roost.services.referee.registration import RegisterCaller
 from roost.services.sessionwatch import pid_holds_connection
 from roost.system.procstart import process_identity, process_owner
 
@@ -55,7 +56,7 @@ async def spawn(request: web.Request) -> web.Response:
 async def register(request: web.Request) -> web.Response:
     referee, executor = request.app[REFEREE], request.app[EXECUTOR]
     req = parse_register(await read_json(request))
-    workdir, pid = req.workdir, req.pid
+    pid = req.pid
     # The workdir is checked by the referee, on the disk of the host the session runs on.
     pid_start = None
     if pid is not None:
@@ -79,26 +80,14 @@ async def register(request: web.Request) -> web.Response:
                     "pid",
                 )
             log.info("register_pid_unverified", pid=pid)
-            pid = None
+            req = req.model_copy(update={"pid": None})
     approval, uid, job_id = request.headers.get(APPROVAL_HEADER), caller_of(request).uid, None
     try:
         if approval is not None and is_ticket(approval.strip()):
             # A top-level job's child on another node: registered top-level, as the job's uid.
             ticketed = request.app[LAUNCHER].redeem_ticket(approval.strip(), req.name, req.version)
             approval, uid, job_id = None, ticketed.uid, ticketed.job_id
-        credential, _rec = await referee.register(
-            approval,
-            session_id=req.session_id,
-            name=req.name,
-            version=req.version,
-            workdir=workdir,
-            pid=pid,
-            pid_start=pid_start,
-            capsule_url=req.capsule_url,
-            job_id=job_id,
-            uid=uid,
-            containment=req.containment,
-        )
+        credential, _rec = await referee.register(approval, req, RegisterCaller(uid, pid_start, job_id))
     except RoostError as exc:
         log.info("register_refused", outcome=_outcome(exc), status=exc.status, capsule=f"{req.name}@{req.version}")
         raise
@@ -116,7 +105,7 @@ async def register(request: web.Request) -> web.Response:
 @routes.post("/deregister")
 async def deregister(request: web.Request) -> web.Response:
     req = parse_deregister(await read_json(request))
-    await request.app[REFEREE].deregister(request.headers.get(CREDENTIAL_HEADER), req.outcome)
+    await request.app[REFEREE].deregister(request.headers.get(CREDENTIAL_HEADER), req)
     return json_ok({})
 
 

@@ -1,7 +1,7 @@
 """HTTP routes of the A2A relay; handlers stay thin and call :class:`roost.services.relay.Relay`.
 
-Each handler parses its body into a typed request here (a malformed one is counted as a refused
-relay call). Only the session credential header is read from the request; every other header
+Each handler parses its body into a typed request (:mod:`roost.http.bodies.relay`; a malformed
+one is counted as a refused relay call). Only the session credential header is read from the request; every other header
 (notably any ``x-murmur-task-*`` a caller adds) is ignored, because the relay stamps those itself.
 """
 
@@ -13,10 +13,12 @@ from typing import TypeVar
 from aiohttp import web
 
 from roost.core.errors import BadRequest
+from roost.core.fields import Body
+from roost.core.requests import SendRequest
 from roost.core.wire import CREDENTIAL_HEADER
+from roost.http.bodies.relay import parse_send, parse_task_call
 from roost.http.context import METRICS, RELAY
 from roost.http.middleware import json_ok, read_json
-from roost.services.relay import SendRequest, parse_send, parse_task_call
 
 __all__ = ["routes"]
 
@@ -25,7 +27,7 @@ T = TypeVar("T")
 routes = web.RouteTableDef()
 
 
-def _parsed(request: web.Request, method: str, parse: Callable[[dict[str, object]], T], body: dict[str, object]) -> T:
+def _parsed(request: web.Request, method: str, parse: Callable[[Body], T], body: Body) -> T:
     """The body's typed request; a malformed one counts as a refused relay call, as the relay counts its own."""
     try:
         return parse(body)

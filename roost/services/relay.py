@@ -21,7 +21,7 @@ a failed or refused send records nothing.
 from __future__ import annotations
 
 import functools
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 import structlog
 from yarl import URL
@@ -29,93 +29,24 @@ from yarl import URL
 from a2a.client import A2AClient, Endpoint
 from a2a.protocol import seal, traceparent
 from a2a.protocol.errors import A2AError, JsonRpcError, PeerHTTPError, PeerUnreachable, UnsupportedPeerURL
-from a2a.protocol.ids import prefixed
-from a2a.protocol.models import Message, Part, Task, build, parse_part, text_part
+from a2a.protocol.models import Message, Task, build
 from a2a.protocol.origin import Origin, Trust, outbound_headers
 from roost.core.api_models import A2ATaskRequest
 from roost.core.errors import BadGateway, BadRequest, Refused
-from roost.core.fields import optional_str, require_str
 from roost.core.netrule import allows
+from roost.core.requests import SendRequest
 from roost.observe.events import EventBus, ObservedError
 from roost.observe.metrics import Metrics
 from roost.observe.tracesink import TraceSink
 from roost.state.sessions import SessionRecord, SessionTable
 
-__all__ = ["Authenticator", "DoorKeys", "Relay", "SendRequest", "network_refusal", "parse_send", "parse_task_call"]
+__all__ = ["Authenticator", "DoorKeys", "Relay", "network_refusal"]
 
 log = structlog.get_logger("roost.relay")
-
-MAX_TEXT_BYTES = 48 * 1024  # the HTTP body ceiling is 64 KiB; leave room for the envelope
 
 
 def network_refusal(peer_url: str) -> str:
     return f"network policy: '{peer_url}' not in capabilities.network.allow"
-
-
-class SendRequest(NamedTuple):
-    """The only fields of a ``POST /a2a/send`` body the relay reads (a named tuple: one is made
-    per relayed send, and a frozen dataclass's ``__init__`` costs several times more)."""
-
-    peer_url: str
-    parts: tuple[Part, ...]
-    context_id: str | None
-    task_id: str | None
-    message_id: str
-    traceparent: str | None
-    tracestate: str | None
-
-
-def parse_task_call(body: dict[str, Any]) -> A2ATaskRequest:
-    """Validate a ``/a2a/tasks/get`` or ``/a2a/tasks/cancel`` body (pure): the peer and the task there."""
-    peer_url = require_str(body, "peer_url").strip()
-    task_id = require_str(body, "task_id")
-    if not peer_url or not task_id:
-        raise BadRequest("peer_url and task_id must not be empty")
-    return A2ATaskRequest.model_construct(peer_url=peer_url, task_id=task_id)
-
-
-def parse_send(body: dict[str, Any]) -> SendRequest:
-    """Validate a send body (pure). ``text`` or ``parts`` is required; nothing sets origin or trust.
-
-    ``task_id`` (with ``context_id``) makes the message continue a task the peer holds, e.g. one
-    waiting for input; the seal covers both, so neither can be swapped on a sealed message.
-    """
-    peer_url = require_str(body, "peer_url").strip()
-    if not peer_url:
-        raise BadRequest("peer_url must not be empty")
-    text = optional_str(body, "text")
-    raw_parts = body.get("parts")
-    parts: list[Part] = []
-    if raw_parts is not None:
-        if not isinstance(raw_parts, list) or not raw_parts:
-            raise BadRequest("invalid JSON: field 'parts' must be a non-empty list of parts")
-        try:
-            parts = [parse_part(p, i) for i, p in enumerate(raw_parts)]
-        except ValueError as exc:
-            reason = str(exc).splitlines()[0] if str(exc) else "invalid part"
-            raise BadRequest(f"invalid JSON: field 'parts': {reason}") from None
-    if text is not None:
-        parts.insert(0, text_part(text))
-    if not parts:
-        raise BadRequest("a send needs 'text' or 'parts'")
-    size = 0
-    for p in parts:
-        if p.text is not None:
-            size += len(p.text.encode())
-    if size > MAX_TEXT_BYTES:
-        raise BadRequest(f"the message text is {size} bytes; the relay carries at most {MAX_TEXT_BYTES}")
-    get = body.get
-    fields = (get("context_id"), get("task_id"), get("message_id"), get("traceparent"), get("tracestate"))
-    for key, value in zip(_OPTIONAL, fields, strict=True):
-        if value is not None and not isinstance(value, str):
-            raise BadRequest(f"invalid JSON: field '{key}' must be a string")
-    context_id, task_id, message_id, tp, tracestate = fields
-    return SendRequest(
-        peer_url, tuple(parts), context_id or None, task_id or None, message_id or prefixed("msg"), tp, tracestate
-    )
-
-
-_OPTIONAL = ("context_id", "task_id", "message_id", "traceparent", "tracestate")
 
 
 def stamp(trust: Trust, caller_traceparent: str | None, caller_tracestate: str | None) -> tuple[str, dict[str, str]]:

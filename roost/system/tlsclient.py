@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import ssl
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Final
 
 __all__ = ["CA_ENV", "TrustError", "client_ssl_context", "context_for", "untrusted_sentence"]
@@ -73,8 +72,3 @@ def untrusted_sentence(exc: BaseException, url: str) -> str | None:
         nested = getattr(seen, "certificate_error", None) or getattr(seen, "os_error", None)
         seen = nested if isinstance(nested, BaseException) else (seen.__cause__ or seen.__context__)
     return None
-
-
-def ca_path_shown(ca: str | Path | None) -> str:
-    """How the CA in use is named in a finding or log line."""
-    return os.fspath(ca) if ca is not None else os.environ.get(CA_ENV, "") or "the system trust store"

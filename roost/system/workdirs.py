@@ -22,6 +22,7 @@ import stat
 from collections.abc import Collection
 
 from roost.core.errors import BadRequest, Refused
+from roost.core.fields import not_absolute
 
 __all__ = [
     "NOT_A_DIRECTORY",
@@ -129,7 +130,7 @@ def _records_dir_problem(path: str, uid: int) -> str | None:
 def workdir_problem(workdir: str, uid: int) -> str | None:
     """Blocking: why ``workdir`` may not be used by ``uid`` (a sentence), or None if it may."""
     if not os.path.isabs(workdir):
-        return "workdir must be an absolute path"
+        return not_absolute("workdir")
     parts = [p for p in os.path.normpath(workdir).split("/") if p]
     current = "/"
     chain = [current]

@@ -114,7 +114,8 @@ class FakeDir:
 
 class FakeBackend:
     """Children and directories in memory; ``next_child`` shapes the next started child, which
-    prints ``next_lines`` at once (and exits with ``next_exit`` after them, when set)."""
+    prints ``next_lines`` at once (and exits with ``next_exit`` after them, when set);
+    ``start_error``, when set, is what starting a child raises instead."""
 
     def __init__(self) -> None:
         self.dirs: dict[str, FakeDir] = {}
@@ -125,6 +126,7 @@ class FakeBackend:
         self.next_child: dict[str, str] = {}
         self.next_lines: list[bytes] = []
         self.next_exit: str | None = None
+        self.start_error: Exception | None = None
         self.started = asyncio.Event()
         self.gate = asyncio.Semaphore(4)
         self._pid = 1000
@@ -188,6 +190,8 @@ class FakeBackend:
         return None
 
     async def start(self, spec: StartSpec) -> FakeChild:
+        if self.start_error is not None:
+            raise self.start_error
         self._pid += 1
         child = FakeChild(spec.dir.job_id, self._pid, **self.next_child)
         child.stdin = spec.stdin

@@ -9,25 +9,30 @@ stop by hand, and reads what the launcher did to the child, its directory and it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
 from a2a.client import A2AClient
+from roost.backends.base import StartFailed
 from roost.core.completion import OPERATOR_CANCEL_DETAIL, CompletionRecord
 from roost.core.errors import BadGateway, Refused
 from roost.core.jobs import Job
 from roost.core.refusals import DRAINING_LAUNCH, refusals
+from roost.core.requests import LaunchRequest
+from roost.http.bodies.jobs import parse_launch
+from roost.http.bodies.referee import parse_register
 from roost.observe.events import EventBus
 from roost.observe.metrics import Metrics
 from roost.observe.tracesink import TraceFiles
 from roost.services.launcher.context import LaunchServices
-from roost.services.launcher.request import LaunchRequest, parse_request
 from roost.services.launcher.service import Launcher
+from roost.services.referee.registration import RegisterCaller
 from roost.services.referee.service import Referee
 from roost.state.config import Config
 from roost.state.keys import KeyHolder, KeyRing
@@ -43,6 +48,15 @@ CHILD_SESSION = "ses_" + "c" * 16
 ECHO = LaunchRequest(name="echo", version="0.1.0", task={"objective": "hi"})
 
 
+def jobs_gauge(metrics: Metrics) -> dict[str, int]:
+    """The ``roost_jobs`` gauge by state, its zero states left out (as ``counts_by_state``)."""
+    found = {}
+    for family in metrics.registry.collect():
+        if family.name == "roost_jobs":
+            found = {sample.labels["state"]: int(sample.value) for sample in family.samples if sample.value}
+    return found
+
+
 def ready(session_id: str = CHILD_SESSION) -> bytes:
     return json.dumps({"session_id": session_id, "capsule_url": "http://127.0.0.1:9"}).encode() + b"\n"
 
@@ -54,9 +68,19 @@ class Harness:
     referee: Referee
     store: Store
     metrics: Metrics
+    services: LaunchServices
+    a2a: A2AClient
+    keys: KeyHolder
+    traces: TraceFiles
 
     async def launch(self, req: LaunchRequest = ECHO, credential: str | None = None) -> Job:
         return await self.launcher.launch(req, credential, loopback=True, uid=os.geteuid(), operator=True)
+
+    def restarted(self) -> Launcher:
+        """A second launcher over the same store, table and backend, with metrics of its own:
+        what a restarted daemon composes (its start reconciles what this one left running)."""
+        services = replace(self.services, metrics=Metrics())
+        return Launcher(services, trace=self.traces.write, a2a=self.a2a, door_key=self.keys.door_key_for)
 
     def child(self, job: Job) -> FakeChild:
         return self.backend.children[job.job_id]
@@ -88,27 +112,23 @@ async def compose(registry: RegistryBuilder, tmp_path: Path, **config: object) -
     backend = FakeBackend()
     traces = TraceFiles(executor, None)
     a2a = A2AClient(connect_timeout=1.0, total_timeout=2.0)
-    launcher = Launcher(
-        LaunchServices(
-            config=lambda: settings.config,
-            clock=referee.clock,
-            referee=referee,
-            table=table,
-            store=store,
-            executor=executor,
-            metrics=metrics,
-            events=events,
-            backend=backend,
-            url=lambda: "http://127.0.0.1:1",
-        ),
-        trace=traces.write,
-        a2a=a2a,
-        door_key=keys.door_key_for,
+    services = LaunchServices(
+        config=lambda: settings.config,
+        clock=referee.clock,
+        referee=referee,
+        table=table,
+        store=store,
+        executor=executor,
+        metrics=metrics,
+        events=events,
+        backend=backend,
+        url=lambda: "http://127.0.0.1:1",
     )
+    launcher = Launcher(services, trace=traces.write, a2a=a2a, door_key=keys.door_key_for)
     launcher.delivery_window_secs = 0.5
     await launcher.start()
     try:
-        yield Harness(launcher, backend, referee, store, metrics)
+        yield Harness(launcher, backend, referee, store, metrics, services, a2a, keys, traces)
     finally:
         await launcher.stop()
         await a2a.close()
@@ -191,6 +211,52 @@ async def test_a_child_that_exits_before_its_ready_line_fails_the_launch(harness
     assert harness.launcher.index.starting_top == 0  # the ceiling's hold was given back
 
 
+async def test_a_child_that_cannot_be_started_is_counted_failed_by_the_gauge_as_by_the_index(
+    harness: Harness,
+) -> None:
+    harness.backend.next_lines = [ready()]
+    running = await harness.launch()
+    harness.backend.start_error = StartFailed("/usr/bin/roost-capsule: No such file or directory")
+    with pytest.raises(BadGateway):
+        await harness.launch()
+    assert harness.launcher.counts_by_state() == {"running": 1, "failed": 1}
+    assert jobs_gauge(harness.metrics) == harness.launcher.counts_by_state()
+    harness.child(running).exit("exit status 0")
+    await harness.finished(running)
+    assert jobs_gauge(harness.metrics) == harness.launcher.counts_by_state() == {"crashed": 1, "failed": 1}
+
+
+async def test_jobs_a_restarted_launcher_adopts_or_finds_lost_are_counted_by_the_gauge_as_by_the_index(
+    harness: Harness,
+) -> None:
+    harness.backend.next_lines = [ready("ses_" + "1" * 16)]
+    running = await harness.launch()
+    harness.backend.next_lines = [ready("ses_" + "2" * 16)]
+    lost = await harness.launch()
+    harness.backend.next_lines = []
+    starting = asyncio.ensure_future(harness.launch())  # no ready line: it stays starting
+    for _ in range(3000):
+        if len(harness.launcher.jobs) == 3:
+            break
+        await asyncio.sleep(0.01)
+    # As a crash would leave them: every job's row written, the third one's still "starting".
+    await harness.store.commit([JobRepository.upsert_op(job) for job in harness.launcher.jobs.values()])
+    gone = harness.backend.children.pop(lost.job_id)  # its child ended while no daemon watched
+    second = harness.restarted()
+    await second.start()
+    try:
+        report = second.last_reconcile
+        assert report is not None and (report["matched"], report["lost"]) == (2, 1)
+        assert second.counts_by_state() == {"running": 2, "crashed": 1}
+        assert jobs_gauge(second.metrics) == second.counts_by_state()
+    finally:
+        await second.stop()
+        gone.exit("exit status 0")
+        with contextlib.suppress(BadGateway):
+            await starting
+    assert running.job_id in second.jobs
+
+
 async def test_a_draining_daemon_refuses_before_anything_is_prepared(harness: Harness) -> None:
     harness.referee.start_draining()
     with pytest.raises(Refused) as info:
@@ -202,7 +268,9 @@ async def test_a_draining_daemon_refuses_before_anything_is_prepared(harness: Ha
 async def test_a_start_in_flight_counts_against_the_ceiling(harness: Harness) -> None:
     """max_live_capsules is 2: one registered session and one top-level child still starting
     fill it, so another launch is refused with the ceiling's sentence before its directory is made."""
-    await harness.referee.register(None, session_id="ses_" + "d" * 16, name="echo", version="0.1.0")
+    await harness.referee.register(
+        None, parse_register({"session_id": "ses_" + "d" * 16, "name": "echo", "version": "0.1.0"}), RegisterCaller()
+    )
     first = asyncio.ensure_future(harness.launch())
     await asyncio.wait_for(harness.backend.started.wait(), 30)
     with pytest.raises(Refused) as info:
@@ -219,11 +287,13 @@ async def test_a_delegated_launch_hands_the_approval_to_the_child_on_stdin(harne
     workdir = tmp_path / "boss"
     workdir.mkdir(mode=0o700)
     credential, parent = await harness.referee.register(
-        None, session_id="ses_" + "b" * 16, name="boss", version="0.1.0", workdir=str(workdir), uid=os.geteuid()
+        None,
+        parse_register({"session_id": "ses_" + "b" * 16, "name": "boss", "version": "0.1.0", "workdir": str(workdir)}),
+        RegisterCaller(uid=os.geteuid()),
     )
     assert isinstance(parent, SessionRecord)
     harness.backend.next_lines = [ready()]
-    job = await harness.launch(parse_request({"name": "echo", "version": "0.1.0", "task": "x"}), credential)
+    job = await harness.launch(parse_launch({"name": "echo", "version": "0.1.0", "task": "x"}), credential)
     assert job.parent_id == parent.session_id and job.delegated and job.state == "running"
     assert Path(job.workdir).parent == workdir / ".murmur" / "children"
     stdin = harness.child(job).stdin

@@ -178,10 +178,10 @@ async def test_key_rotation_revokes_credentials_and_approvals(daemon: RunningDae
 async def test_reload_keeps_sessions_and_forgets_caches(daemon: RunningDaemon) -> None:
     sid, cred = await daemon.register_top("orchestrator")
     await daemon.roost.referee.resolve("worker", "0.1.0")
-    assert daemon.roost.referee._resolved
+    assert daemon.roost.referee.artifacts.resolved
     status, body = await admin(daemon, "POST", "/reload")
     assert status == 200 and body["reloaded"] is True
-    assert not daemon.roost.referee._resolved
+    assert not daemon.roost.referee.artifacts.resolved
     assert (await daemon.spawn(cred, "worker"))[0] == 200  # the session and its credential survive
     status, body = await admin(daemon, "GET", f"/sessions/{sid}")
     assert status == 200 and body["status"] == "running"

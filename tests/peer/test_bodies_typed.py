@@ -5,25 +5,24 @@ from __future__ import annotations
 import pytest
 
 from roost.core.api_models import HandleRequest, PeerFetchRequest
+from roost.http.bodies.peer import parse_fetch, parse_mint
 from roost.services.peer.errors import BadPeerRequest
-from roost.services.peer.fetch import parse_fetch_body
-from roost.services.peer.mint import parse_mint_body
 
 
 def test_handle_and_fetch_bodies_parse_to_their_typed_requests() -> None:
-    mint = parse_mint_body({"path": " a b ", "peer": " http://h:1 ", "ttl_secs": 30})
+    mint = parse_mint({"path": " a b ", "peer": " http://h:1 ", "ttl_secs": 30})
     assert isinstance(mint, HandleRequest) and (mint.path, mint.peer, mint.ttl_secs) == (" a b ", "http://h:1", 30)
-    fetch = parse_fetch_body({"peer": "h:1 ", "handle": " mph1.x ", "etag": "a" * 64})
+    fetch = parse_fetch({"peer": "h:1 ", "handle": " mph1.x ", "etag": "a" * 64})
     assert isinstance(fetch, PeerFetchRequest) and (fetch.peer, fetch.handle, fetch.etag) == ("h:1", "mph1.x", "a" * 64)
 
 
 @pytest.mark.parametrize(
     ("parse", "body"),
     [
-        (parse_mint_body, {"path": "p", "peer": "", "ttl_secs": 1}),
-        (parse_mint_body, {"path": "p", "peer": "h:1", "ttl_secs": 0}),
-        (parse_fetch_body, {"peer": "x"}),
-        (parse_fetch_body, {"peer": "x", "handle": "h", "etag": "nope"}),
+        (parse_mint, {"path": "p", "peer": "", "ttl_secs": 1}),
+        (parse_mint, {"path": "p", "peer": "h:1", "ttl_secs": 0}),
+        (parse_fetch, {"peer": "x"}),
+        (parse_fetch, {"peer": "x", "handle": "h", "etag": "nope"}),
     ],
 )
 def test_malformed_bodies_are_invalid_requests(parse: object, body: dict[str, object]) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import given
@@ -18,11 +18,16 @@ from roost.core.api_models import (
     SpawnRequest,
 )
 from roost.core.errors import BadRequest
-from roost.http.bodies import optional_str, parse_deregister, parse_register, parse_spawn, require_ident, require_str
+from roost.core.fields import optional_str, require_ident, require_str
+from roost.core.requests import LaunchRequest
+from roost.http.bodies.admin import parse_drain, parse_end_reason
+from roost.http.bodies.jobs import MAX_DEADLINE_SECS, parse_launch
+from roost.http.bodies.peer import parse_fetch, parse_mint
+from roost.http.bodies.referee import parse_deregister, parse_register, parse_spawn
+from roost.http.bodies.relay import parse_task_call
 from roost.services.peer.errors import BadPeerRequest
-from roost.services.peer.fetch import parse_fetch_body
-from roost.services.peer.mint import parse_mint_body
-from roost.services.relay import parse_task_call
+
+T = TypeVar("T")
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
@@ -36,6 +41,15 @@ def sentence(fn: Any, body: dict[str, Any]) -> str:
         fn(body)
     assert info.value.status == 400
     return info.value.message
+
+
+def parsed_or_refused(fn: Callable[[dict[str, Any]], T], body: dict[str, Any]) -> T | None:
+    """The typed request, or None when refused with one 400 sentence on one line (nothing else)."""
+    try:
+        return fn(body)
+    except BadRequest as exc:
+        assert exc.status == 400 and exc.message and "\n" not in exc.message
+        return None
 
 
 def test_spawn_parses_to_its_typed_request() -> None:
@@ -173,15 +187,15 @@ def test_task_calls_parse_to_their_typed_request() -> None:
 
 
 def test_handle_and_fetch_bodies_parse_to_their_typed_requests() -> None:
-    mint = parse_mint_body({"path": " a b ", "peer": " http://h:1 ", "ttl_secs": 30})
+    mint = parse_mint({"path": " a b ", "peer": " http://h:1 ", "ttl_secs": 30})
     assert isinstance(mint, HandleRequest) and (mint.path, mint.peer, mint.ttl_secs) == (" a b ", "http://h:1", 30)
-    fetch = parse_fetch_body({"peer": "h:1 ", "handle": " mph1.x ", "etag": "a" * 64})
+    fetch = parse_fetch({"peer": "h:1 ", "handle": " mph1.x ", "etag": "a" * 64})
     assert isinstance(fetch, PeerFetchRequest) and (fetch.peer, fetch.handle, fetch.etag) == ("h:1", "mph1.x", "a" * 64)
 
 
 @pytest.mark.parametrize(
     ("parse", "body"),
-    [(parse_mint_body, {"path": "p", "peer": "", "ttl_secs": 1}), (parse_fetch_body, {"peer": "x"})],
+    [(parse_mint, {"path": "p", "peer": "", "ttl_secs": 1}), (parse_fetch, {"peer": "x"})],
     ids=["mint", "fetch"],
 )
 def test_a_bad_handle_or_fetch_body_is_an_invalid_request(
@@ -190,3 +204,87 @@ def test_a_bad_handle_or_fetch_body_is_an_invalid_request(
     with pytest.raises(BadPeerRequest) as info:
         parse(body)
     assert (info.value.status, info.value.code) == (400, "invalid_request")
+
+
+# -- POST /jobs (the TCP port's and the admin socket's) -------------------------------------------
+
+
+def test_a_launch_parses_to_its_typed_request() -> None:
+    req = parse_launch(
+        {"name": "worker", "version": "0.1.0", "task": "go", "deadline_secs": 5, "untrusted": True, "workdir": "/a//b/"}
+    )
+    assert isinstance(req, LaunchRequest)
+    assert req == LaunchRequest(
+        name="worker",
+        version="0.1.0",
+        task={"objective": "go", "instructions": None, "context": None, "output_format": None},
+        deadline_secs=5.0,
+        untrusted=True,
+        workdir="/a/b",
+    )
+    assert parse_launch({"name": "w", "version": "1"}) == LaunchRequest(name="w", version="1")
+
+
+LAUNCH = {"name": "worker", "version": "0.1.0"}
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({}, "invalid JSON: missing field 'name'"),
+        # Unlike upstream's /spawn, a null coordinate reads as missing here.
+        ({"name": None, "version": "1"}, "invalid JSON: missing field 'name'"),
+        ({"name": "w", "version": None}, "invalid JSON: missing field 'version'"),
+        ({"name": 3, "version": "1"}, "invalid JSON: field 'name' must be a string"),
+        # Both coordinates' presence and type come before either one's grammar.
+        ({"name": "a..b"}, "invalid JSON: missing field 'version'"),
+        ({"name": "a..b", "version": "1"}, "name must not be '.' or contain '..'"),
+        ({**LAUNCH, "deadline_secs": 0}, "deadline_secs must be a number of seconds above 0 and at most 604800"),
+        ({**LAUNCH, "deadline_secs": True}, "deadline_secs must be a number of seconds above 0 and at most 604800"),
+        ({**LAUNCH, "deadline_secs": 604801}, "deadline_secs must be a number of seconds above 0 and at most 604800"),
+        ({**LAUNCH, "untrusted": 1}, "untrusted must be true or false"),
+        ({**LAUNCH, "workdir": "rel"}, "workdir must be an absolute path"),
+        (
+            {**LAUNCH, "task": 5},
+            "task must be a string or an object with objective, instructions, context, output_format",
+        ),
+        ({**LAUNCH, "task": {"objective": "x", "why": 1}}, "task has an unknown field 'why'"),
+        ({**LAUNCH, "task": {"objective": "x", "context": 1}}, "task.context must be a string"),
+        ({**LAUNCH, "task": {"context": "c"}}, "task.objective must be a non-empty string"),
+        (
+            {**LAUNCH, "deadline_secs": -1, "untrusted": 1, "workdir": "x"},
+            "deadline_secs must be a number of seconds above 0 and at most 604800",
+        ),
+    ],
+)
+def test_launch_sentences(body: dict[str, Any], expected: str) -> None:
+    assert sentence(parse_launch, body) == expected
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["name", "version", "task", "deadline_secs", "untrusted", "workdir", "x"]), json_values
+    )
+)
+def test_a_launch_never_fails_other_than_with_a_sentence(body: dict[str, Any]) -> None:
+    req = parsed_or_refused(parse_launch, body)
+    if req is not None:
+        assert isinstance(req.name, str) and isinstance(req.version, str) and isinstance(req.untrusted, bool)
+        assert req.deadline_secs is None or 0 < req.deadline_secs <= MAX_DEADLINE_SECS
+        assert req.workdir is None or req.workdir.startswith("/")
+
+
+# -- the admin socket's own bodies -----------------------------------------------------------------
+
+
+def test_admin_bodies() -> None:
+    assert (
+        parse_drain({}) is None and parse_drain({"timeout_secs": 0}) == 0 and parse_drain({"timeout_secs": 2.5}) == 2.5
+    )
+    for bad in (-1, True, "3"):
+        assert sentence(parse_drain, {"timeout_secs": bad}) == "timeout_secs must be a number of seconds, zero or more"
+    assert parse_end_reason({}) == "ended by the operator" and parse_end_reason({"reason": "why"}) == "why"
+    for bad in ("", " ", None, 3, "x" * 501):
+        assert sentence(parse_end_reason, {"reason": bad}) == (
+            "reason must be a non-empty string of at most 500 characters"
+        )

@@ -83,10 +83,11 @@ def handle_token(key: bytes = KEY_A, audience: str = "reporter@localhost:41234",
 
 def test_credential_known_answer(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tokens, "nonce_hex", lambda: "f" * 32)
-    tok = tokens.mint_credential(KEY_A, "ses_01")
+    tok, claims = tokens.mint_credential(KEY_A, "ses_01")
     payload = b'{"v":1,"sid":"ses_01","n":"ffffffffffffffffffffffffffffffff"}'
     assert tok == by_hand(KEY_A, "msc1", "murmur-spawn-credential-v1", payload)
-    assert tokens.verify_credential(KEY_A, tok) == tokens.CredentialClaims("ses_01", "f" * 32)
+    assert claims == tokens.CredentialClaims("ses_01", "f" * 32)
+    assert tokens.verify_credential(KEY_A, tok) == claims
 
 
 def test_approval_known_answer() -> None:
@@ -123,8 +124,8 @@ def test_fixed_vector_literal() -> None:
 
 
 def test_minted_nonces_are_fresh_hex() -> None:
-    a = tokens.verify_credential(KEY_A, tokens.mint_credential(KEY_A, "s"))
-    b = tokens.verify_credential(KEY_A, tokens.mint_credential(KEY_A, "s"))
+    a = tokens.verify_credential(KEY_A, tokens.mint_credential(KEY_A, "s")[0])
+    b = tokens.verify_credential(KEY_A, tokens.mint_credential(KEY_A, "s")[0])
     assert a.n != b.n
     assert len(a.n) == 32 and int(a.n, 16) >= 0 and a.n == a.n.lower()
     _, claims = tokens.mint_approval(KEY_A, sid="s", name="n", version="1", digest="d", depth=0, exp_ms=NOW)
@@ -173,7 +174,7 @@ def test_refusal_texts_are_fixed(make: Callable[[], TokenError], text: str) -> N
 
 
 def _cred() -> str:
-    return tokens.mint_credential(KEY_A, "ses_x")
+    return tokens.mint_credential(KEY_A, "ses_x")[0]
 
 
 def _noncanonical_last(seg: str) -> str:
@@ -657,7 +658,7 @@ def test_many_keys_do_not_confuse_the_hmac_cache() -> None:
     keys = [i.to_bytes(32, "big") for i in range(1100)]  # more than the cache bound
     toks = []
     for i, k in enumerate(keys):
-        toks.append(tokens.mint_credential(k, f"s{i}"))
+        toks.append(tokens.mint_credential(k, f"s{i}")[0])
         assert len(tokens._HMAC_CACHE) <= tokens._HMAC_CACHE_MAX
     for i, (k, tok) in enumerate(zip(keys, toks, strict=True)):
         assert tokens.verify_credential(k, tok).sid == f"s{i}"
@@ -685,6 +686,17 @@ def test_cached_approval_mint_is_byte_identical_to_the_general_path(
         assert fast == general
         if exp > 0:
             assert tokens.verify_approval(key, fast, now_ms=exp - 1) == claims
+
+
+@settings(max_examples=200, deadline=None)
+@given(key=st.binary(min_size=32, max_size=32), sid=st.text(max_size=40))
+def test_a_minted_credential_carries_the_claims_it_returns(key: bytes, sid: str) -> None:
+    try:
+        tok, claims = tokens.mint_credential(key, sid)
+    except UnicodeEncodeError:  # lone surrogates cannot be UTF-8 and so cannot be minted
+        return
+    assert claims.sid == sid and len(claims.n) == 32
+    assert tokens.verify_credential(key, tok) == claims
 
 
 def test_the_approval_head_cache_is_bounded() -> None:

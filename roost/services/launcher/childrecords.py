@@ -25,7 +25,6 @@ import stat
 from pathlib import Path
 
 from roost.core.completion import STDERR_LINES
-from roost.core.errors import BadRequest
 from roost.observe.tracelines import TRACE_FILE
 from roost.system.fsutil import Place, open_append_at, open_beneath, write_atomic_at
 
@@ -35,12 +34,12 @@ __all__ = [
     "LOG_FILE",
     "READ_MAX",
     "STDOUT_PREFIX",
+    "TASK_FIELDS",
     "append_log",
     "input_envelope",
     "list_names",
     "open_log",
     "own_session_end",
-    "parse_task",
     "place_of",
     "prepare_child_dir",
     "read_at",
@@ -52,29 +51,7 @@ JOB_ID_FILE = "meta/job_id.txt"
 INPUT_FILE = "input.json"
 LOG_FILE = ".murmur/launcher.log"
 STDOUT_PREFIX = "stdout: "
-_TASK_FIELDS = ("objective", "instructions", "context", "output_format")
-
-
-def parse_task(task: object) -> dict[str, str | None] | None:
-    """A request's ``task`` as the code_task payload; a string is the objective."""
-    if task is None:
-        return None
-    if isinstance(task, str):
-        return {"objective": task, "instructions": None, "context": None, "output_format": None}
-    if not isinstance(task, dict):
-        raise BadRequest("task must be a string or an object with objective, instructions, context, output_format")
-    unknown = sorted(set(task) - set(_TASK_FIELDS))
-    if unknown:
-        raise BadRequest(f"task has an unknown field '{unknown[0]}'")
-    payload: dict[str, str | None] = {}
-    for key in _TASK_FIELDS:
-        value = task.get(key)
-        if value is not None and not isinstance(value, str):
-            raise BadRequest(f"task.{key} must be a string")
-        payload[key] = value
-    if not payload["objective"]:
-        raise BadRequest("task.objective must be a non-empty string")
-    return payload
+TASK_FIELDS = ("objective", "instructions", "context", "output_format")
 
 
 def input_envelope(job_id: str, payload: dict[str, str | None]) -> dict[str, object]:
@@ -83,7 +60,7 @@ def input_envelope(job_id: str, payload: dict[str, str | None]) -> dict[str, obj
         "schema": "murmur.message.v1",
         "type": "murmur.code_task.request.v1",
         "job_id": job_id,
-        "payload": {key: payload.get(key) for key in _TASK_FIELDS},
+        "payload": {key: payload.get(key) for key in TASK_FIELDS},
     }
 
 

@@ -32,17 +32,39 @@ class JobIndex:
         self.runners: dict[str, JobRunner] = {}
         self._finished: OrderedDict[str, None] = OrderedDict()
         self._launching: dict[str, int | None] = {}  # job id → uid, from the quota check to supervision
-        self.starting_top = 0
+        self._starting_top: set[str] = set()  # top-level launches from their ceiling check to supervision
+
+    @property
+    def starting_top(self) -> int:
+        """Top-level launches under way: they count against the live-capsule ceiling until their
+        child is supervised (or the launch failed)."""
+        return len(self._starting_top)
+
+    def hold_top_start(self, job_id: str) -> None:
+        """A top-level launch passed the ceiling: hold its place until :meth:`launched`."""
+        self._starting_top.add(job_id)
 
     def set_state(self, job: Job, state: JobState) -> None:
-        """Move ``job`` to ``state``, keeping the jobs-by-state gauge true."""
-        if job.state != state:
-            self.metrics.jobs.labels(state=job.state).dec()
-        self.metrics.jobs.labels(state=state).inc()
+        """Move ``job`` to ``state``: the one place a job's state changes.
+
+        The jobs-by-state gauge counts the jobs this index holds (and the finished ones it let
+        go): one held here moves from its old state's count to the new one's; one not held yet
+        is counted when it is remembered, in the state it has then.
+        """
+        if self.jobs.get(job.job_id) is job:
+            gauge = self.metrics.jobs
+            gauge.labels(state=job.state).dec()
+            gauge.labels(state=state).inc()
         job.state = state
 
     def remember(self, job: Job) -> None:
-        """Index ``job``; past :data:`KEEP_FINISHED` finished jobs, the oldest is let go."""
+        """Index ``job`` (counted in the gauge the first time); past :data:`KEEP_FINISHED`
+        finished jobs, the oldest is let go."""
+        held = self.jobs.get(job.job_id)
+        if held is not job:
+            if held is not None:
+                self.metrics.jobs.labels(state=held.state).dec()
+            self.metrics.jobs.labels(state=job.state).inc()
         self.jobs[job.job_id] = job
         if job.final:
             self._finished[job.job_id] = None
@@ -90,8 +112,10 @@ class JobIndex:
         self._launching[job_id] = uid
 
     def launched(self, job_id: str) -> None:
-        """The launch is over (supervised, or failed): its quota place is the runner's now, or free."""
+        """The launch is over (supervised, or failed): its quota place is the runner's now, or
+        free, and a top-level one's place under the ceiling is its session's now, or free."""
         self._launching.pop(job_id, None)
+        self._starting_top.discard(job_id)
 
 
 def session_of(table: SessionTable, job: Job) -> SessionRecord | None:

@@ -38,13 +38,13 @@ from roost.core import ids
 from roost.core.errors import Conflict, IdentityRefused, NotFound
 from roost.core.finalize import PARENT_ENDED_REASON
 from roost.core.jobs import Job, StopReason
+from roost.core.requests import LaunchRequest
 from roost.observe.events import ObservedError
 from roost.services.launcher.context import LaunchServices
 from roost.services.launcher.delegation import DelegationTrace, TraceSink
 from roost.services.launcher.finalizer import Completer, child_dir, process_attrs
 from roost.services.launcher.index import JobIndex, session_of
 from roost.services.launcher.reconcile import ReachesLater, reconcile
-from roost.services.launcher.request import LaunchRequest
 from roost.services.launcher.runner import JobRunner
 from roost.services.launcher.starter import LaunchTimeout, Starter
 from roost.services.referee.service import wall_ms
@@ -284,7 +284,8 @@ class Launcher:
         self.index.remember(job)
         job.done.set()
         self.metrics.capsule_exits.labels(reason=job.state).inc()
-        span.completed(**_a({"roost.process.state": job.state, "roost.process.outcome": job.outcome}))
+        ended: dict[str, Any] = {"roost.process.state": job.state, "roost.process.outcome": job.outcome}
+        span.completed(**ended)
         log.info(
             "job_ended",
             job_id=job.job_id,
@@ -314,13 +315,12 @@ class Launcher:
             self.referee.supervised(session)
         if job.state == "starting":
             # It got as far as a session (or will never report to anyone): supervise it as running.
-            job.state = "running"
+            self.index.set_state(job, "running")
             job.ready_ms = job.ready_ms or job.created_ms
         runner = JobRunner(self.backend, child_dir(job), self.spawn_task)
         runner.adopt(ChildRef(job.job_id, job.pid, job.pid_start, job.node))
         self.index.runners[job.job_id] = runner
         self.index.remember(job)
-        self.metrics.jobs.labels(state=job.state).inc()
         elapsed = max(0.0, (wall_ms() - (job.ready_ms or job.created_ms)) / 1000)
         runner.run(job.deadline_secs - elapsed, lambda: self._on_deadline(job.job_id), drain=False)
         self.spawn_task(self._supervise(job, runner))
@@ -335,7 +335,6 @@ class Launcher:
         """Finalize a job whose child ended while no daemon was watching."""
         job.readopted = True
         self.index.remember(job)
-        self.metrics.jobs.labels(state=job.state).inc()
         await self.finalize(job, exit_status)
 
     def parent_gone(self, job_id: str) -> None:
@@ -392,7 +391,8 @@ class Launcher:
         except TimeoutError:
             span.failed(ObservedError(name="CancelTimeout", category="timeout"))
             raise
-        span.completed(**_a({"roost.process.state": job.state, "roost.process.sigkill": killed}))
+        canceled: dict[str, Any] = {"roost.process.state": job.state, "roost.process.sigkill": killed}
+        span.completed(**canceled)
         log.info("job_canceled", job_id=job.job_id, sigkill=killed)
         return job
 
@@ -443,8 +443,3 @@ class Launcher:
             rec = await self.backend.read_completion(child_dir(job))
             job.completion = rec.to_dict() if rec is not None else None
         return job
-
-
-def _a(attrs: dict[str, Any]) -> dict[str, Any]:
-    """Event attributes carry dotted keys, so they travel as a dict."""
-    return attrs

@@ -17,8 +17,8 @@ from roost.backends.process.spawn import capsule_host_env, child_argv, child_env
 from roost.core import ids
 from roost.core.completion import SpawnerHandle
 from roost.core.jobs import Job
+from roost.core.requests import LaunchRequest
 from roost.services.launcher.finalizer import child_dir
-from roost.services.launcher.request import LaunchRequest
 from roost.services.referee.service import wall_ms
 from roost.state.config import Config
 from roost.state.sessions import SessionRecord

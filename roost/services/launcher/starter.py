@@ -1,8 +1,9 @@
 """Launching a job: who may launch what, the job's record, its child's start and ready line.
 
-A delegated launch is the referee's ``spawn`` (the same refusals as ``/spawn``, nothing created
-on a refusal); a top-level one passes :func:`roost.core.admission.admit_top_level` (draining,
-``--spawn-allow``, the live-capsule ceiling) and the ``launch_uids`` rule. Then the backend
+A launch forks once, into two named halves that each return what the launch was cleared to start
+(:class:`Cleared`): a delegated launch is the referee's ``spawn`` (the same refusals as ``/spawn``,
+nothing created on a refusal); a top-level one passes :func:`roost.core.admission.admit_top_level`
+(draining, ``--spawn-allow``, the live-capsule ceiling) and the ``launch_uids`` rule. Then the backend
 places the child, prepares its directory and starts it (:class:`roost.services.launcher.runner.JobRunner`),
 and the answer waits for its ready line. A launch that fails after the referee granted it gives
 the reservation back, ends the child's session if it had one, and writes the parent's
@@ -17,7 +18,7 @@ import os
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import structlog
 
@@ -32,12 +33,12 @@ from roost.core.admission import Draining, admit_top_level
 from roost.core.errors import BadGateway, Conflict, IdentityRefused, NotFound, Refused, RoostError
 from roost.core.jobs import Job
 from roost.core.refusals import for_launch
+from roost.core.requests import LaunchRequest
 from roost.observe.events import ObservedError, Span
 from roost.services.launcher.context import Admitted, LaunchServices
 from roost.services.launcher.delegation import DelegationTrace
 from roost.services.launcher.finalizer import child_dir, process_attrs
 from roost.services.launcher.index import JobIndex, session_of
-from roost.services.launcher.request import LaunchRequest
 from roost.services.launcher.runner import JobRunner, NotReady
 from roost.services.launcher.spec import new_job, start_spec
 from roost.services.launcher.tickets import RegistrationTickets
@@ -61,6 +62,20 @@ class LaunchTimeout(RoostError):
     """The child did not report ready within the launch bound."""
 
     default_status = 504
+
+
+class Cleared(NamedTuple):
+    """What a launch's admission cleared it to start, delegated or top-level: the artifact, the
+    parent (delegated), the referee's approval and the reservation behind it (``jti``), the
+    child's trust and directory (``fresh``: it must not exist yet)."""
+
+    artifact: Artifact
+    parent: SessionRecord | None
+    approval: str | None
+    jti: str | None
+    trust: str
+    workdir: str
+    fresh: bool
 
 
 class Starter:
@@ -107,15 +122,19 @@ class Starter:
         """Launch a job; ``uid`` is the caller's (used for a top-level job; a delegated one takes its parent's).
 
         What a check reserves (a top-level start slot under the ceiling, a place in the caller's
-        live-jobs quota) is taken with no await after the check, and given back if the launch
-        fails before the child is being supervised.
+        live-jobs quota) is taken with no await after the check, and given back when the launch
+        ends: by then the child is supervised (and counted as such), or the launch failed.
         """
-        held: list[str] = []
         job_id = ids.job_id()
+        t0 = time.monotonic()
         try:
-            return await self._launch(
-                req, credential, loopback=loopback, uid=uid, operator=operator, job_id=job_id, held=held
-            )
+            if credential is not None:
+                cleared = await self._clear_delegated(req, credential, job_id, t0)
+            else:
+                cleared = await self._clear_top_level(req, job_id, loopback=loopback, uid=uid, operator=operator)
+            job = new_job(job_id, req, cleared.artifact, cleared.parent, cleared.trust, cleared.workdir, uid)
+            artifact, parent, approval, jti = cleared.artifact, cleared.parent, cleared.approval, cleared.jti
+            return await self._start(Admitted(job, artifact, parent, approval, jti, t0, cleared.fresh, req.task))
         except ArtifactNotFound as exc:
             # Upstream's /spawn and /register keep their 500 sentence; a launch is ours, and a
             # capsule nobody published is the caller's mistake, not a server error.
@@ -123,90 +142,73 @@ class Starter:
                 f"capsule {exc.name}@{exc.version} is not in the registry: nothing is published at those coordinates"
             ) from None
         finally:
-            if "top" in held:
-                self.index.starting_top -= 1
             self.index.launched(job_id)
 
-    async def _launch(
-        self,
-        req: LaunchRequest,
-        credential: str | None,
-        *,
-        loopback: bool,
-        uid: int | None,
-        operator: bool,
-        job_id: str,
-        held: list[str],
-    ) -> Job:
-        cfg = self.config
-        t0 = time.monotonic()
-        parent: SessionRecord | None = None
-        approval: str | None = None
-        jti: str | None = None
-        artifact: Artifact
-        if credential is not None:
-            parent = self.referee.authenticate(credential)
-            self._check_switch(parent.uid)
-            self.index.take_quota(job_id, parent.uid, self.config.uid_live_jobs_limit)
-            if parent.workdir is None:
-                raise Conflict(
-                    "this session registered without a workdir, so roost has nowhere to put a child "
-                    "directory; register with 'workdir' to delegate through POST /jobs"
-                )
-            try:
-                grant = await self.referee.spawn(
-                    credential, req.name, req.version, untrusted=req.untrusted, job_id=job_id
-                )
-            except Refused as exc:
-                self.metrics.spawn_decision(getattr(exc, "kind", "refused"))
-                if not isinstance(exc, IdentityRefused):
-                    await self.trace.not_started(parent, req.name, req.version, t0, "refused", exc.message)
-                raise
-            self.metrics.spawn_decision("granted")
-            artifact, approval, jti = grant.artifact, grant.approval, grant.claims.jti
-            trust = "untrusted" if req.untrusted else parent.trust
-            workdir = Path(parent.workdir) / ".murmur" / "children" / f"{artifact.name}-{ids.child_suffix()}"
-            fresh = True
-        else:
-            if not loopback:
-                raise Refused("a top-level job may only be launched from this host (a loopback address)")
-            if not operator:
-                allowed = cfg.launch_uids if cfg.launch_uids is not None else (os.geteuid(),)
-                if uid is None or uid not in allowed:
-                    raise Refused(
-                        "a top-level job without a credential may be launched only from the admin socket "
-                        f"or by a local user listed in launch_uids (uid {uid} is not)"
-                    )
-            self._check_switch(uid)
-            self.table.prune(self._clock())
-            refusal = admit_top_level(
-                req.name,
-                draining=self.referee.draining,
-                spawn_allow=cfg.spawn_allow,
-                live_capsules=self.table.live_capsules() + self.index.starting_top,
-                max_live_capsules=cfg.max_live_capsules,
+    async def _clear_delegated(self, req: LaunchRequest, credential: str, job_id: str, t0: float) -> Cleared:
+        """A session delegating: its quota, then the referee's spawn (the same refusals as
+        ``/spawn``); the child's directory goes under the parent's workdir."""
+        parent = self.referee.authenticate(credential)
+        self._check_switch(parent.uid)
+        self.index.take_quota(job_id, parent.uid, self.config.uid_live_jobs_limit)
+        if parent.workdir is None:
+            raise Conflict(
+                "this session registered without a workdir, so roost has nowhere to put a child "
+                "directory; register with 'workdir' to delegate through POST /jobs"
             )
-            if refusal is not None:
-                raise for_launch(refusal)
-            self.index.take_quota(job_id, uid, self.config.uid_live_jobs_limit)
-            self.index.starting_top += 1  # held across the registry await below, so the ceiling holds
-            held.append("top")
-            if req.workdir is not None:
-                # The workdir must be the launching caller's own (docs/security.md).
-                await self.executor.run(check_workdir, req.workdir, uid)
-            elif uid != os.geteuid():
+        try:
+            grant = await self.referee.spawn(credential, req.name, req.version, untrusted=req.untrusted, job_id=job_id)
+        except Refused as exc:
+            self.metrics.spawn_decision(getattr(exc, "kind", "refused"))
+            if not isinstance(exc, IdentityRefused):
+                await self.trace.not_started(parent, req.name, req.version, t0, "refused", exc.message)
+            raise
+        self.metrics.spawn_decision("granted")
+        artifact = grant.artifact
+        workdir = Path(parent.workdir) / ".murmur" / "children" / f"{artifact.name}-{ids.child_suffix()}"
+        trust = "untrusted" if req.untrusted else parent.trust
+        return Cleared(artifact, parent, grant.approval, grant.claims.jti, trust, str(workdir), fresh=True)
+
+    async def _clear_top_level(
+        self, req: LaunchRequest, job_id: str, *, loopback: bool, uid: int | None, operator: bool
+    ) -> Cleared:
+        """A launch with no parent: this host's caller only (the admin socket, or a user in
+        ``launch_uids``), the one admission decision, its quota and a place under the ceiling."""
+        cfg = self.config
+        if not loopback:
+            raise Refused("a top-level job may only be launched from this host (a loopback address)")
+        if not operator:
+            allowed = cfg.launch_uids if cfg.launch_uids is not None else (os.geteuid(),)
+            if uid is None or uid not in allowed:
                 raise Refused(
-                    "a top-level job launched by another user needs a 'workdir' of that user's own: "
-                    "roost keeps its own job directories private to the daemon's user"
+                    "a top-level job without a credential may be launched only from the admin socket "
+                    f"or by a local user listed in launch_uids (uid {uid} is not)"
                 )
-            artifact = await self.referee.resolve(req.name, req.version)
-            if self.referee.draining:  # begun while the workdir or the registry was read
-                raise for_launch(Draining())
-            trust = "trusted"
-            fresh = req.workdir is None
-            workdir = Path(req.workdir) if req.workdir else cfg.state_dir / "jobs" / job_id
-        job = new_job(job_id, req, artifact, parent, trust, str(workdir), uid)
-        return await self._start(Admitted(job, artifact, parent, approval, jti, t0, fresh, req.task))
+        self._check_switch(uid)
+        self.table.prune(self._clock())
+        refusal = admit_top_level(
+            req.name,
+            draining=self.referee.draining,
+            spawn_allow=cfg.spawn_allow,
+            live_capsules=self.table.live_capsules() + self.index.starting_top,
+            max_live_capsules=cfg.max_live_capsules,
+        )
+        if refusal is not None:
+            raise for_launch(refusal)
+        self.index.take_quota(job_id, uid, self.config.uid_live_jobs_limit)
+        self.index.hold_top_start(job_id)  # held across the registry await below, so the ceiling holds
+        if req.workdir is not None:
+            # The workdir must be the launching caller's own (docs/security.md).
+            await self.executor.run(check_workdir, req.workdir, uid)
+        elif uid != os.geteuid():
+            raise Refused(
+                "a top-level job launched by another user needs a 'workdir' of that user's own: "
+                "roost keeps its own job directories private to the daemon's user"
+            )
+        artifact = await self.referee.resolve(req.name, req.version)
+        if self.referee.draining:  # begun while the workdir or the registry was read
+            raise for_launch(Draining())
+        workdir = str(Path(req.workdir)) if req.workdir else str(cfg.state_dir / "jobs" / job_id)
+        return Cleared(artifact, None, None, None, "trusted", workdir, fresh=req.workdir is None)
 
     def _check_switch(self, uid: int | None) -> None:
         """Refuse at once (409, as a node that cannot take the child) a job whose uid the
@@ -240,7 +242,6 @@ class Starter:
             runner = await self._spawn(launch, span)
             self.index.runners[job.job_id] = runner
             self.index.remember(job)
-            self.metrics.jobs.labels(state="starting").inc()
             first_commit = asyncio.get_running_loop().create_task(self.store.commit([JobRepository.upsert_op(job)]))
             ready = await runner.handshake(self.config.launch_timeout_secs)
         finally:
@@ -255,15 +256,12 @@ class Starter:
                 raise LaunchTimeout(ready.why)
             raise BadGateway(ready.reason)
         await self._running(launch, runner, ready.session_id, ready.capsule_url)
-        span.completed(
-            **_a(
-                {
-                    "roost.process.pid": job.pid,
-                    "roost.process.session_id": job.session_id,
-                    "roost.process.state": job.state,
-                }
-            )
-        )
+        started: dict[str, Any] = {
+            "roost.process.pid": job.pid,
+            "roost.process.session_id": job.session_id,
+            "roost.process.state": job.state,
+        }
+        span.completed(**started)
         log.info(
             "job_started",
             job_id=job.job_id,
@@ -359,10 +357,7 @@ class Starter:
             runner.close()
         self.backend.lifeline_close(job.job_id)
         await self.backend.finish_off(job.job_id, None)
-        if job.state == "starting" and job.job_id in self.index.jobs:
-            self.index.set_state(job, "failed")
-        else:
-            job.state = "failed"
+        self.index.set_state(job, "failed")
         job.exit_status = exit_status
         job.outcome = "failed"
         job.reason = reason
@@ -389,10 +384,3 @@ class Starter:
         log.warning(
             "job_failed_to_start", job_id=job.job_id, capsule=f"{job.name}@{job.version}", reason=reason.split(";")[0]
         )
-
-    # -- exit, completion ------------------------------------------------------------------------
-
-
-def _a(attrs: dict[str, Any]) -> dict[str, Any]:
-    """Event attributes carry dotted keys, so they travel as a dict."""
-    return attrs

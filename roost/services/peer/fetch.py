@@ -58,7 +58,7 @@ from roost.state.sessions import SessionRecord
 if TYPE_CHECKING:
     from roost.services.peer.context import PeerServices
 
-__all__ = ["fetch", "normalize_etag", "parse_fetch_body"]
+__all__ = ["fetch", "normalize_etag"]
 
 log = structlog.get_logger("roost.peer")
 
@@ -66,21 +66,6 @@ _TOKEN_CHARS: Final = re.compile(r"[A-Za-z0-9_.-]{1,16384}")
 _CODE_RE: Final = re.compile(r"[a-z0-9_]{1,64}")
 _ETAG_RE: Final = re.compile(r'"?(?:sha256:)?([0-9a-fA-F]{64})"?')
 _CHUNK: Final = 256 * 1024
-
-
-def parse_fetch_body(body: dict[str, object]) -> PeerFetchRequest:
-    """The typed request (peer, handle, etag) from a ``POST /peer-fetch`` body, or a 400 ``invalid_request``."""
-    peer, handle = body.get("peer"), body.get("handle")
-    if not isinstance(peer, str) or not peer.strip():
-        raise BadPeerRequest(400, "invalid_request", "POST /peer-fetch requires a non-empty string 'peer'")
-    if not isinstance(handle, str) or not handle.strip():
-        raise BadPeerRequest(400, "invalid_request", "POST /peer-fetch requires a non-empty string 'handle'")
-    etag = body.get("etag")
-    if etag is not None and (not isinstance(etag, str) or normalize_etag(etag) is None):
-        raise BadPeerRequest(
-            400, "invalid_request", "etag must be a sha256 etag: '\"sha256:<64 hex>\"', 'sha256:<64 hex>' or 64 hex"
-        )
-    return PeerFetchRequest.model_construct(peer=peer.strip(), handle=handle.strip(), etag=etag)
 
 
 def normalize_etag(value: str) -> str | None:

@@ -14,7 +14,6 @@ registration rate (:mod:`.quotas`), and the rows it writes (:mod:`roost.state.re
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import secrets
 import time
@@ -25,13 +24,14 @@ import structlog
 
 from roost.core import tokens
 from roost.core.admission import SpawnLimits, admit_spawn
+from roost.core.api_models import DeregisterRequest, RegisterRequest
 from roost.core.envelope import violation
 from roost.core.errors import IdentityRefused, Refused
 from roost.core.ids import require_id, token_id
 from roost.core.refusals import for_spawn, refusals
 from roost.observe import logs
 from roost.services.referee.leases import Leases
-from roost.services.referee.registration import Registrar, WorkdirCheck
+from roost.services.referee.registration import RegisterCaller, Registrar, WorkdirCheck
 from roost.services.referee.reservelog import ReservationJournal, replay
 from roost.services.referee.resolvecache import ArtifactCache
 from roost.state.config import Config
@@ -167,14 +167,6 @@ class Referee:
         return rec
 
     # -- artifacts (roost/services/referee/resolvecache.py) ------------------------------------------------
-    @property
-    def _resolved(self) -> dict[tuple[str, str], tuple[Artifact, float]]:
-        return self.artifacts.resolved
-
-    @property
-    def _resolving(self) -> dict[tuple[str, str], asyncio.Future[Artifact]]:
-        return self.artifacts.resolving
-
     async def resolve(self, name: str, version: str) -> Artifact:
         """Resolve ``name@version``, reusing an answer checked within ``registry_recheck_secs``."""
         return await self.artifacts.resolve(name, version)
@@ -328,34 +320,10 @@ class Referee:
 
     # -- POST /register (roost/services/referee/registration.py) ---------------------------------------------
     async def register(
-        self,
-        approval: str | None,
-        *,
-        session_id: str,
-        name: str,
-        version: str,
-        workdir: str | None = None,
-        pid: int | None = None,
-        pid_start: float | None = None,
-        capsule_url: str | None = None,
-        job_id: str | None = None,
-        uid: int | None = None,
-        containment: str | None = None,
+        self, approval: str | None, req: RegisterRequest, caller: RegisterCaller
     ) -> tuple[str, SessionRecord]:
-        """Register a session; ``uid`` is the caller's (a child takes its parent's instead)."""
-        return await self.registrar.register(
-            approval,
-            session_id=session_id,
-            name=name,
-            version=version,
-            workdir=workdir,
-            pid=pid,
-            pid_start=pid_start,
-            capsule_url=capsule_url,
-            job_id=job_id,
-            uid=uid,
-            containment=containment,
-        )
+        """Register the session ``req`` names (:meth:`.registration.Registrar.register`)."""
+        return await self.registrar.register(approval, req, caller)
 
     @property
     def on_session_registered(self) -> list[Callable[[SessionRecord], None]]:
@@ -364,9 +332,9 @@ class Referee:
         return self.registrar.on_registered
 
     # -- POST /deregister ------------------------------------------------------------------
-    async def deregister(self, credential: str | None, outcome: str) -> SessionRecord:
+    async def deregister(self, credential: str | None, req: DeregisterRequest) -> SessionRecord:
         rec = self.authenticate(credential)
-        await self.end_session(rec, "complete" if outcome == "complete" else "failed")
+        await self.end_session(rec, "complete" if req.outcome == "complete" else "failed")
         return rec
 
     async def end_session(self, rec: SessionRecord, status: str, reason: str | None = None) -> bool:

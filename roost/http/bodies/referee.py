@@ -1,35 +1,21 @@
-"""Request bodies turned into typed requests at the edge, with one clear sentence per mistake.
+"""The referee's bodies: ``POST /spawn``, ``/register`` and ``/deregister``, in upstream's words.
 
-Why here and not in the services: a service takes typed values and never sees a raw JSON
-object, so every body is checked once, by the route that read it, and the sentences a client
-gets for a malformed body are defined in one place. Pure: no I/O (the checks that need the
-file system or the socket — a workdir that exists, a pid that holds the connection — stay in
-the route, after parsing).
-
-The typed requests are :mod:`roost.core.api_models`' (the models ``GET /openapi.json`` publishes);
-they are built with ``model_construct`` after the checks below, because the sentences are
-upstream's, byte for byte, and pydantic's own messages are not.
+The typed requests are :mod:`roost.core.api_models`' (the models ``GET /openapi.json``
+publishes); they are built with ``model_construct`` after the checks below, because the
+sentences are upstream's, byte for byte, and pydantic's own messages are not.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Literal, cast
 from urllib.parse import urlsplit
 
 from roost.core.api_models import DeregisterRequest, RegisterRequest, SpawnRequest
 from roost.core.errors import BadRequest
-from roost.core.fields import Body, optional_str, require_ident, require_str
+from roost.core.fields import Body, optional_abspath, require_ident
 from roost.core.manifest import CONTAINMENT_ORDER
 
-__all__ = [
-    "optional_str",
-    "parse_deregister",
-    "parse_register",
-    "parse_spawn",
-    "require_ident",
-    "require_str",
-]
+__all__ = ["parse_deregister", "parse_register", "parse_spawn"]
 
 
 def parse_spawn(body: Body) -> SpawnRequest:
@@ -37,15 +23,6 @@ def parse_spawn(body: Body) -> SpawnRequest:
     name = require_ident(body, "name")
     version = require_ident(body, "version")
     return SpawnRequest.model_construct(name=name, version=version)
-
-
-def _workdir(body: Body) -> str | None:
-    workdir = body.get("workdir")
-    if workdir is None:
-        return None
-    if not isinstance(workdir, str) or not os.path.isabs(workdir) or "\x00" in workdir:
-        raise BadRequest("workdir must be an absolute path")
-    return os.path.normpath(workdir)
 
 
 def _pid(body: Body) -> int | None:
@@ -88,7 +65,7 @@ def parse_register(body: Body) -> RegisterRequest:
         session_id=session_id,
         name=name,
         version=version,
-        workdir=_workdir(body),
+        workdir=optional_abspath(body, "workdir"),
         pid=_pid(body),
         capsule_url=_capsule_url(body),
         containment=_containment(body),
