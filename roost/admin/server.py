@@ -2,9 +2,11 @@
 
 Why a socket file and a peer-credential check instead of a token: a token must be stored,
 rotated and kept out of logs; a socket that only the daemon's user can open (0600, in a
-directory only it can enter) needs none of that. ``SO_PEERCRED`` is checked on every request
-as a second lock, so a socket whose mode was loosened by hand still answers no other user
-(403). Root is let in: it can read the master key in the state dir anyway.
+directory only it can enter) needs none of that. Every route is in the authorization table
+(:mod:`roost.http.authz`, ``ADMIN_ROUTES``): ``SO_PEERCRED`` is checked on every request as a
+second lock, so a socket whose mode was loosened by hand still answers no other user (403), and
+a peer process that belongs to a job — whatever its uid, root included — is refused too
+(:mod:`roost.system.jobpeer`). Root is let in otherwise: it can read the master key anyway.
 
 Paths longer than the 107-byte ``sun_path`` limit are bound through ``/proc/self/fd/<dir>``,
 so a deep state dir still works.
@@ -18,11 +20,11 @@ import os
 import socket
 import stat
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import structlog
 from aiohttp import web
-from aiohttp.typedefs import Handler
 
 from roost.admin.bridge import JobSources
 from roost.admin.context import CONTROL, EVENTS, JOBS, TABLE
@@ -33,13 +35,15 @@ from roost.admin.routes_jobs import routes as job_routes
 from roost.admin.routes_records import routes as record_routes
 from roost.admin.routes_sessions import routes as session_routes
 from roost.admin.routes_stream import routes as stream_routes
-from roost.http.caller import caller_of
-from roost.http.context import Services
-from roost.http.middleware import MAX_BODY_BYTES, error_middleware, json_error
+from roost.core.authz import CallerFacts, Listener, Policy, Who
+from roost.http.authz import authz_middleware
+from roost.http.context import EXECUTOR, LAUNCHER, Services
+from roost.http.middleware import MAX_BODY_BYTES, error_middleware
 from roost.http.server import QuietRunner
 from roost.observe.events import EventBus
 from roost.state.sessions import SessionTable
 from roost.system.blocking import BlockingExecutor
+from roost.system.jobpeer import peer_pid, process_in_job
 from roost.system.peercred import unix_peer_uid
 
 __all__ = ["AdminServer", "AdminSocketError", "build_admin_app", "peer_uid", "unix_address"]
@@ -71,21 +75,27 @@ def unix_address(path: Path) -> Iterator[str]:
         os.close(fd)
 
 
-@web.middleware
-async def peer_uid_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    caller = caller_of(request)
-    uid = caller.uid if caller.via == "unix" else None
-    me = os.geteuid()
-    if uid is None or (uid != me and uid != 0):
-        log.warning("admin_peer_refused", peer_uid=uid, path=request.rel_url.path)
-        return json_error(403, {"error": "refused: the admin socket answers only the daemon's own user"})
-    return await handler(request)
+async def _job_facts(request: web.Request, policy: Policy, facts: CallerFacts) -> CallerFacts:
+    """Whether the peer process belongs to a job (``SO_PEERCRED``'s pid, pinned by a pidfd)."""
+    if policy.who is not Who.OPERATOR or facts.uid not in (facts.daemon_uid, 0):
+        return facts
+    transport = request.transport
+    pid = peer_pid(transport.get_extra_info("socket") if transport is not None else None)
+    launcher = request.app[LAUNCHER]
+    cgroups = launcher.cgroups
+    inside = await request.app[EXECUTOR].run(
+        process_in_job, pid, launcher.job_roots(), cgroup_root=cgroups.root if cgroups is not None else None
+    )
+    if inside:
+        log.warning("admin_peer_refused", peer_uid=facts.uid, peer_pid=pid, in_job=True, path=request.rel_url.path)
+    return replace(facts, in_job=inside)
 
 
 def build_admin_app(
     services: Services, *, control: Control, events: EventBus, jobs: JobSources, table: SessionTable
 ) -> web.Application:
-    app = web.Application(middlewares=[peer_uid_middleware, error_middleware], client_max_size=MAX_BODY_BYTES)
+    authz = authz_middleware(Listener.ADMIN, facts_hook=_job_facts)
+    app = web.Application(middlewares=[authz, error_middleware], client_max_size=MAX_BODY_BYTES)
     services.install(app)
     app[CONTROL] = control
     app[EVENTS] = events

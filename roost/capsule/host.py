@@ -44,8 +44,10 @@ from roost.capsule.reaper import KILL_GRACE_SECS, become_subreaper, descendants,
 from roost.capsule.sandbox import Confinement
 from roost.capsule.serving import EXIT_STATUS, TaskServer, build_door
 from roost.capsule.taskinput import read_initial_task, read_job_id
+from roost.core.authz import Listener
 from roost.core.completion import CompletionRecord
 from roost.core.manifest import Manifest
+from roost.http.authz import EdgeNames, guard_handler
 from roost.http.server import QuietHandlerRunner
 from roost.observe.tracelines import TraceWriter
 from roost.services.completionfile import report, write_completion
@@ -175,8 +177,9 @@ class Host:
             await self._cleanup()
 
     async def _start_listeners(self) -> str:
+        names = EdgeNames(lambda: (self.door.url,))
         self._runner = QuietHandlerRunner(
-            self.door.handle,
+            guard_handler(Listener.DOOR, self.door.handle, names=names),
             note=door_note,
             on_cleanup=self.door.shutdown,
             access_log=None,
@@ -193,6 +196,7 @@ class Host:
             self.p.records,
             daemon_url=self.p.roost_url,
             credential=lambda: self.link.credential,
+            callers=self.tasks.trust_of_caller,
             traceparent=self.tasks.traceparent,
         )
         await self.hostsock.start()

@@ -7,7 +7,12 @@ goes through unchanged apart from the credential header the host adds, and the d
 and body come back unchanged — so the entrypoint sees exactly the daemon's sentences, and new
 daemon fields need no change here.
 
-The socket lives in a fresh 0700 directory and is itself 0600: only this user can reach it.
+The socket lives in a fresh 0700 directory and is itself 0600: only this user can reach it. And
+only the session's own entrypoints: every request's peer process (``SO_PEERCRED``, pinned by a
+pidfd) must descend from an entrypoint this host is running (the host is a child subreaper, so
+the ancestry is sound), else 403 — another session's capsule of the same uid that finds this
+socket cannot act as this session. What the host forwards carries ``x-roost-task-trust``, the
+trust of the task that process runs, which the daemon uses only to lower what it stamps.
 Errors the host itself produces (no daemon, daemon unreachable) carry ``x-roost-capsule-error``
 so the client can tell them from the daemon's answers.
 """
@@ -20,14 +25,18 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
 from aiohttp import web
 
 from roost.capsule.prepare import door_note
-from roost.core.wire import CREDENTIAL_HEADER, HOST_ERROR_HEADER
+from roost.core.authz import CallerFacts, Listener, Policy
+from roost.core.wire import CREDENTIAL_HEADER, HOST_ERROR_HEADER, TASK_TRUST_HEADER
+from roost.http.authz import authz_middleware
 from roost.http.server import QuietRunner
+from roost.system.jobpeer import peer_pid
 from roost.system.tlsclient import context_for, untrusted_sentence
 
 __all__ = ["HOST_ERROR_HEADER", "ROUTES", "HostSocket", "socket_dir"]
@@ -66,6 +75,7 @@ class HostSocket:
         *,
         daemon_url: str | None,
         credential: Callable[[], str | None],
+        callers: Callable[[int | None], str | None],
         traceparent: Callable[[], str | None] = lambda: None,
         timeout_secs: float = 60.0,
     ) -> None:
@@ -74,13 +84,15 @@ class HostSocket:
         self._owned_dir = not self.dir.is_relative_to(records)
         self._daemon_url = daemon_url.rstrip("/") if daemon_url else None
         self._credential = credential
+        self._callers = callers
         self._traceparent = traceparent
         self._timeout = aiohttp.ClientTimeout(total=timeout_secs, sock_connect=5.0)
         self._http: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
-        app = web.Application(client_max_size=64 * 1024)
+        authz = authz_middleware(Listener.HOST_SOCKET, facts_hook=self._entrypoint_facts)
+        app = web.Application(middlewares=[authz], client_max_size=64 * 1024)
         for verb in ROUTES:
             app.router.add_post(verb, self._forward)
         app.router.add_get("/jobs/{job_id}", self._forward)
@@ -108,6 +120,15 @@ class HostSocket:
             else:
                 self.dir.rmdir()
 
+    async def _entrypoint_facts(self, request: web.Request, policy: Policy, facts: CallerFacts) -> CallerFacts:
+        """Whether the peer process (``SO_PEERCRED``) descends from this session's running
+        entrypoint; the trust of the task it runs rides along on the request."""
+        return replace(facts, entrypoint=self._task_trust(request) is not None)
+
+    def _task_trust(self, request: web.BaseRequest) -> str | None:
+        transport = request.transport
+        return self._callers(peer_pid(transport.get_extra_info("socket") if transport is not None else None))
+
     @staticmethod
     def _host_error(status: int, sentence: str) -> web.Response:
         return web.json_response({"error": sentence}, status=status, headers={HOST_ERROR_HEADER: "1"})
@@ -127,7 +148,7 @@ class HostSocket:
             body = await request.read()
             if request.path == "/send":
                 body = self._with_traceparent(body)
-        headers = {CREDENTIAL_HEADER: credential}
+        headers = {CREDENTIAL_HEADER: credential, TASK_TRUST_HEADER: self._task_trust(request) or "untrusted"}
         if body is not None:
             headers["Content-Type"] = "application/json"
         if self._http is None or self._http.closed:

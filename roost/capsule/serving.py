@@ -33,6 +33,7 @@ from roost.capsule.taskinput import write_results
 from roost.core.wire import BLOCKING_CAP_ENV
 from roost.http.caller import caller_of
 from roost.observe.tracelines import TraceWriter
+from roost.system.jobpeer import descends_from
 
 __all__ = [
     "BLOCKING_CAP_ENV",
@@ -80,6 +81,7 @@ class TaskServer:
         self.task_nodes: dict[str, tuple[str, float]] = {}
         self.totals = dict.fromkeys(("turns", "input_tokens", "output_tokens", "tool_calls", "shell_calls"), 0)
         self.entry_pids: set[int] = set()
+        self.entry_trust: dict[int, str] = {}  # entrypoint pid -> the trust of the task it runs
         self.spawning = 0  # entrypoints started whose pid is not known yet
 
     async def on_activate(self, task: DoorTask) -> None:
@@ -135,6 +137,7 @@ class TaskServer:
         def started(pid: int) -> None:
             pids.append(pid)
             self.entry_pids.add(pid)
+            self.entry_trust[pid] = task.trust.value
             self.spawning -= 1
 
         self.spawning += 1  # until its pid is known, no orphan reaping (it could be ours)
@@ -146,6 +149,8 @@ class TaskServer:
             if not pids:
                 self.spawning -= 1
             self.entry_pids.difference_update(pids)
+            for pid in pids:
+                self.entry_trust.pop(pid, None)
         if result.ok:
             question = await asyncio.to_thread(_read_request, request_file)
             if question:  # the entrypoint asks for input: docs/a2a.md, "A script capsule that asks for input"
@@ -198,6 +203,12 @@ class TaskServer:
         )
         for key, value in counts.items():
             self.totals[key] += value
+
+    def trust_of_caller(self, pid: int | None) -> str | None:
+        """The trust of the task whose running entrypoint ``pid`` is or descends from; None when
+        it descends from none (the host socket then refuses it)."""
+        found = descends_from(pid, self.entry_trust.keys())
+        return self.entry_trust.get(found) if found is not None else None
 
     def traceparent(self) -> str | None:
         return self.current.trace.format() if self.current is not None else None

@@ -23,6 +23,7 @@ __all__ = [
     "MTIME_HEADER",
     "RECORD_START_HEADER",
     "SESSION_STATES",
+    "TASK_TRUST_HEADER",
     "JobState",
     "SessionStatus",
 ]
@@ -41,6 +42,11 @@ AUDIENCE_HEADER: Final = "x-murmur-audience"
 
 HOST_ERROR_HEADER: Final = "x-roost-capsule-error"
 """Marks an answer the capsule host produced itself (no daemon, daemon unreachable)."""
+
+TASK_TRUST_HEADER: Final = "x-roost-task-trust"
+"""Set by a capsule host on what it forwards for an entrypoint: the trust of the task that
+process is running. It can only lower what the daemon stamps (any value but ``trusted`` is
+``untrusted``); an upstream runtime sends none and keeps its session's trust."""
 
 BLOCKING_CAP_ENV: Final = "MURMUR_A2A_BLOCKING_CAP_SECS"
 """Tells a capsule host how long its door may hold a blocking send (the daemon passes

@@ -1,8 +1,8 @@
 """``POST /jobs``, ``GET /jobs/{job_id}``, ``POST /jobs/{job_id}/cancel`` (see ``docs/api.md``).
 
-Who may see a job: a delegated job answers only its parent session's credential
-(``x-murmur-spawn-credential``); a top-level job has no credential, so it answers callers on this
-host (loopback) — the same callers that may launch one. Unknown and not-yours are the same 404.
+Who may see and cancel a job (:func:`roost.core.authz.may_see_job`): its parent session's
+credential (``x-murmur-spawn-credential``); without one, a caller on this host whose uid owns the
+job, or root from a process that is not inside a job. Unknown and not-yours are the same 404.
 
 ``GET /debug/loop-lag`` (loopback only) gives the daemon's event-loop lag samples for the storm
 benchmark; ``?reset=1`` clears them, for the daemon's own user or root only: another local user
@@ -19,11 +19,14 @@ from aiohttp import web
 from roost.core.errors import BadGateway, Conflict, Refused
 from roost.core.ids import require_id
 from roost.core.loopback import is_loopback_peer
-from roost.core.wire import CREDENTIAL_HEADER
+from roost.core.wire import CREDENTIAL_HEADER, TASK_TRUST_HEADER
 from roost.http.bodies.jobs import parse_launch
 from roost.http.caller import caller_of
-from roost.http.context import LAUNCHER, PROBES, REFEREE
+from roost.http.context import EXECUTOR, LAUNCHER, PROBES, REFEREE
 from roost.http.middleware import read_json
+from roost.services.launcher.service import Viewer
+from roost.system.jobpeer import socket_in_job
+from roost.system.peercred import owner_of
 
 __all__ = ["routes"]
 
@@ -34,6 +37,9 @@ routes = web.RouteTableDef()
 async def launch(request: web.Request) -> web.Response:
     req = parse_launch(await read_json(request))
     credential = request.headers.get(CREDENTIAL_HEADER)
+    task_trust = request.headers.get(TASK_TRUST_HEADER)
+    if credential is not None and task_trust is not None and task_trust.strip().lower() != "trusted":
+        req = req._replace(untrusted=True)  # delegated from an untrusted task: the child is untrusted too
     try:
         job = await request.app[LAUNCHER].launch(
             req, credential, loopback=is_loopback_peer(request.remote), uid=caller_of(request).uid
@@ -59,12 +65,28 @@ def _still_running(request: web.Request, credential: str) -> bool:
     return True
 
 
+def viewer_of(request: web.Request) -> Viewer:
+    """The caller as a job's owner check sees it: the kernel's uid, on this host or not, and (asked
+    only for root without a credential) whether its process belongs to a job."""
+    caller = caller_of(request)
+
+    async def in_job() -> bool:
+        transport = request.transport
+        peer = transport.get_extra_info("peername") if transport is not None else None
+        local = transport.get_extra_info("sockname") if transport is not None else None
+        if not peer or not local:
+            return True
+        found = owner_of((str(peer[0]), int(peer[1])), (str(local[0]), int(local[1])))
+        roots = request.app[LAUNCHER].job_roots()
+        return await request.app[EXECUTOR].run(socket_in_job, found[1] if found else None, roots)
+
+    return Viewer(caller.uid, caller.loopback and is_loopback_peer(request.remote), in_job)
+
+
 @routes.get("/jobs/{job_id}")
 async def get_job(request: web.Request) -> web.Response:
     job = await request.app[LAUNCHER].find(
-        require_id("job_id", request.match_info["job_id"]),
-        request.headers.get(CREDENTIAL_HEADER),
-        loopback=is_loopback_peer(request.remote),
+        require_id("job_id", request.match_info["job_id"]), request.headers.get(CREDENTIAL_HEADER), viewer_of(request)
     )
     return web.json_response(job.view())
 
@@ -72,9 +94,7 @@ async def get_job(request: web.Request) -> web.Response:
 @routes.post("/jobs/{job_id}/cancel")
 async def cancel_job(request: web.Request) -> web.Response:
     job = await request.app[LAUNCHER].cancel(
-        require_id("job_id", request.match_info["job_id"]),
-        request.headers.get(CREDENTIAL_HEADER),
-        loopback=is_loopback_peer(request.remote),
+        require_id("job_id", request.match_info["job_id"]), request.headers.get(CREDENTIAL_HEADER), viewer_of(request)
     )
     return web.json_response(job.view())
 

@@ -1,8 +1,10 @@
 """HTTP routes of the A2A relay; handlers stay thin and call :class:`roost.services.relay.Relay`.
 
 Each handler parses its body into a typed request (:mod:`roost.http.bodies.relay`; a malformed
-one is counted as a refused relay call). Only the session credential header is read from the request; every other header
-(notably any ``x-murmur-task-*`` a caller adds) is ignored, because the relay stamps those itself.
+one is counted as a refused relay call). Only the session credential header and the capsule
+host's ``x-roost-task-trust`` (which can only lower the trust stamped) are read from the
+request; every other header (notably any ``x-murmur-task-*`` a caller adds) is ignored, because
+the relay stamps those itself.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from aiohttp import web
 from roost.core.errors import BadRequest
 from roost.core.fields import Body
 from roost.core.requests import SendRequest
-from roost.core.wire import CREDENTIAL_HEADER
+from roost.core.wire import CREDENTIAL_HEADER, TASK_TRUST_HEADER
 from roost.http.bodies.relay import parse_send, parse_task_call
 from roost.http.context import METRICS, RELAY
 from roost.http.middleware import json_ok, read_json
@@ -39,16 +41,22 @@ def _parsed(request: web.Request, method: str, parse: Callable[[Body], T], body:
 @routes.post("/a2a/send")
 async def a2a_send(request: web.Request) -> web.Response:
     req: SendRequest = _parsed(request, "send", parse_send, await read_json(request))
-    return json_ok(await request.app[RELAY].send(request.headers.get(CREDENTIAL_HEADER), req))
+    relay = request.app[RELAY]
+    return json_ok(
+        await relay.send(request.headers.get(CREDENTIAL_HEADER), req, request.headers.get(TASK_TRUST_HEADER))
+    )
 
 
 @routes.post("/a2a/tasks/get")
 async def a2a_tasks_get(request: web.Request) -> web.Response:
     req = _parsed(request, "get", parse_task_call, await read_json(request))
-    return json_ok(await request.app[RELAY].get(request.headers.get(CREDENTIAL_HEADER), req))
+    relay = request.app[RELAY]
+    return json_ok(await relay.get(request.headers.get(CREDENTIAL_HEADER), req, request.headers.get(TASK_TRUST_HEADER)))
 
 
 @routes.post("/a2a/tasks/cancel")
 async def a2a_tasks_cancel(request: web.Request) -> web.Response:
     req = _parsed(request, "cancel", parse_task_call, await read_json(request))
-    return json_ok(await request.app[RELAY].cancel(request.headers.get(CREDENTIAL_HEADER), req))
+    relay = request.app[RELAY]
+    trust = request.headers.get(TASK_TRUST_HEADER)
+    return json_ok(await relay.cancel(request.headers.get(CREDENTIAL_HEADER), req, trust))

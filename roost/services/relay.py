@@ -21,6 +21,7 @@ a failed or refused send records nothing.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import structlog
@@ -110,7 +111,9 @@ class Relay:
         events: EventBus,
         metrics: Metrics,
         traces: TraceSink,
+        may_launch: Callable[[int | None], bool] = lambda _uid: True,
     ) -> None:
+        self._may_launch = may_launch
         self._sessions = sessions
         self._door_keys = doors
         self._table = table
@@ -157,19 +160,37 @@ class Relay:
         self._doors[origin] = found
         return found
 
-    def _seal(self, headers: dict[str, str], sender: SessionRecord, url: str, tp: str, subject: str) -> None:
+    def _trust(self, sender: SessionRecord, task_trust: str | None, receiver: str | None) -> Trust:
+        """The trust a send carries: the lower of the session's and of the task it was sent from
+        (``task_trust``, told by the capsule host; it can only lower), and ``untrusted`` from a
+        session of a uid outside ``launch_uids`` to any receiver that is not a session of its own
+        uid (docs/security.md, "Sealed origin and trust")."""
+        if sender.trust != "trusted" or (task_trust is not None and task_trust.strip().lower() != "trusted"):
+            return Trust.UNTRUSTED
+        if not self._may_launch(sender.uid):
+            rec = self._table.running_session(receiver) if receiver is not None else None
+            if rec is None or rec.uid != sender.uid:
+                return Trust.UNTRUSTED
+        return Trust.TRUSTED
+
+    def _stamp(
+        self, headers: dict[str, str], sender: SessionRecord, url: str, tp: str, subject: str, task_trust: str | None
+    ) -> Trust:
+        """Stamp origin and trust on ``headers``, sealed when the receiver is a session of ours."""
         receiver = self._receiver(url)
-        if receiver is None:
-            return
-        headers[seal.SEAL_HEADER] = seal.seal(
-            self._door_keys.door_key_for(receiver),
-            sender=sender.session_id,
-            receiver=receiver,
-            origin=_PEER,
-            trust=sender.trust,
-            traceparent=tp,
-            subject=subject,
-        )
+        trust = self._trust(sender, task_trust, receiver)
+        headers.update(outbound_headers(Origin.PEER, trust))
+        if receiver is not None:
+            headers[seal.SEAL_HEADER] = seal.seal(
+                self._door_keys.door_key_for(receiver),
+                sender=sender.session_id,
+                receiver=receiver,
+                origin=_PEER,
+                trust=trust.value,
+                traceparent=tp,
+                subject=subject,
+            )
+        return trust
 
     async def _endpoint(self, rec: SessionRecord, peer_url: str) -> Endpoint:
         """The interface the peer's card selects; Refused when the network rule does not cover its URL."""
@@ -193,15 +214,14 @@ class Relay:
             raise Refused(network_refusal(peer_url))
         return rec
 
-    async def send(self, credential: str | None, req: SendRequest) -> dict[str, Any]:
+    async def send(self, credential: str | None, req: SendRequest, task_trust: str | None = None) -> dict[str, Any]:
         count = self._count
         try:
             rec = self._authorize(credential, req.peer_url)
         except (BadRequest, Refused):
             count("send", "refused")
             raise
-        trust = _TRUST[rec.trust]
-        sent_tp, headers = stamp(trust, req.traceparent, req.tracestate)
+        sent_tp, headers = stamp(_TRUST[rec.trust], req.traceparent, req.tracestate)
         message = build(
             Message,
             {
@@ -216,7 +236,7 @@ class Relay:
         span = self._events.start("roost.relay.send", **_attrs(rec.session_id, "send"))
         try:
             endpoint = await self._endpoint(rec, req.peer_url)
-            self._seal(headers, rec, endpoint.url, sent_tp, seal.send_subject(message))
+            trust = self._stamp(headers, rec, endpoint.url, sent_tp, seal.send_subject(message), task_trust)
             task = await self._a2a.send_message(endpoint.url, message, dialect=endpoint.dialect, headers=headers)
         except Refused:
             span.failed(ObservedError("Refused", "validation"))
@@ -254,13 +274,17 @@ class Relay:
             "state": state,
         }
 
-    async def get(self, credential: str | None, req: A2ATaskRequest) -> dict[str, Any]:
-        return await self._task_call("get", credential, req)
+    async def get(self, credential: str | None, req: A2ATaskRequest, task_trust: str | None = None) -> dict[str, Any]:
+        return await self._task_call("get", credential, req, task_trust)
 
-    async def cancel(self, credential: str | None, req: A2ATaskRequest) -> dict[str, Any]:
-        return await self._task_call("cancel", credential, req)
+    async def cancel(
+        self, credential: str | None, req: A2ATaskRequest, task_trust: str | None = None
+    ) -> dict[str, Any]:
+        return await self._task_call("cancel", credential, req, task_trust)
 
-    async def _task_call(self, method: str, credential: str | None, req: A2ATaskRequest) -> dict[str, Any]:
+    async def _task_call(
+        self, method: str, credential: str | None, req: A2ATaskRequest, task_trust: str | None
+    ) -> dict[str, Any]:
         count = self._count
         peer_url, task_id = req.peer_url, req.task_id
         try:
@@ -273,7 +297,7 @@ class Relay:
         client = self._a2a
         try:
             ep = await self._endpoint(rec, peer_url)
-            self._seal(headers, rec, ep.url, tp, task_id)
+            self._stamp(headers, rec, ep.url, tp, task_id, task_trust)
             if method == "get":
                 task = await client.get_task(ep.url, task_id, dialect=ep.dialect, headers=headers)
             else:

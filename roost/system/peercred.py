@@ -20,7 +20,7 @@ import socket
 import struct
 import threading
 
-__all__ = ["SockDiag", "owner_uid", "tcp_peer_uid", "unix_peer_uid"]
+__all__ = ["SockDiag", "owner_of", "owner_uid", "tcp_peer_uid", "unix_peer_uid"]
 
 NETLINK_SOCK_DIAG = 4
 SOCK_DIAG_BY_FAMILY = 20
@@ -98,6 +98,11 @@ class SockDiag:
         ``None`` when no such socket exists in this kernel (the other end is on another host,
         or already gone) or when netlink is unavailable.
         """
+        found = self.owner(local, remote)
+        return found[0] if found is not None else None
+
+    def owner(self, local: tuple[str, int], remote: tuple[str, int]) -> tuple[int, int] | None:
+        """``(uid, inode)`` of the TCP socket whose own address is ``local`` and peer ``remote``."""
         try:
             fam_l, src = _family_and_bytes(local[0])
             fam_r, dst = _family_and_bytes(remote[0])
@@ -119,9 +124,9 @@ class SockDiag:
                 sock.sendto(msg, (0, 0))
                 while True:
                     data = sock.recv(8192)
-                    uid = _parse(data, seq)
-                    if uid is not _STALE:
-                        return uid if isinstance(uid, int) else None
+                    found = _parse(data, seq)
+                    if found is not _STALE:
+                        return found if isinstance(found, tuple) else None
             except OSError:
                 with contextlib.suppress(OSError):
                     if self._sock is not None:
@@ -133,19 +138,19 @@ class SockDiag:
 _STALE = object()
 
 
-def _parse(data: bytes, seq: int) -> int | object | None:
-    """The uid in a reply for ``seq``; None for an error or no socket; ``_STALE`` for another seq."""
+def _parse(data: bytes, seq: int) -> tuple[int, int] | object | None:
+    """``(uid, inode)`` in a reply for ``seq``; None for an error or no socket; ``_STALE`` for another seq."""
     offset = 0
-    result: int | object | None = _STALE
+    result: tuple[int, int] | object | None = _STALE
     while offset + _NLMSGHDR.size <= len(data):
         length, mtype, _flags, mseq, _pid = _NLMSGHDR.unpack_from(data, offset)
         if length < _NLMSGHDR.size:
             break
         payload = offset + _NLMSGHDR.size
         if mseq == seq:
-            if mtype == SOCK_DIAG_BY_FAMILY and payload + _MSG_UID_OFFSET + 4 <= len(data):
-                (uid,) = struct.unpack_from("=I", data, payload + _MSG_UID_OFFSET)
-                return int(uid)
+            if mtype == SOCK_DIAG_BY_FAMILY and payload + _MSG_UID_OFFSET + 8 <= len(data):
+                uid, inode = struct.unpack_from("=II", data, payload + _MSG_UID_OFFSET)
+                return int(uid), int(inode)
             if mtype in (NLMSG_ERROR, NLMSG_DONE):
                 result = None
         offset += (length + 3) & ~3
@@ -159,6 +164,11 @@ atexit.register(_DEFAULT.close)
 def owner_uid(local: tuple[str, int], remote: tuple[str, int]) -> int | None:
     """The uid owning the TCP socket whose own address is ``local`` and peer ``remote`` (or None)."""
     return _DEFAULT.owner_uid(local, remote)
+
+
+def owner_of(local: tuple[str, int], remote: tuple[str, int]) -> tuple[int, int] | None:
+    """``(uid, inode)`` of the TCP socket whose own address is ``local`` and peer ``remote`` (or None)."""
+    return _DEFAULT.owner(local, remote)
 
 
 def tcp_peer_uid(sock: socket.socket) -> int | None:

@@ -26,6 +26,12 @@ state: dict[str, str] = {}
 TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
+def any_caller(_pid: int | None) -> str:
+    """A test double of the host's caller check: every peer runs a trusted task (these tests
+    exercise the forwards; tests/trust/test_capsule_reach.py the check itself)."""
+    return "trusted"
+
+
 @pytest.fixture
 async def far_end() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
     seen: list[dict[str, Any]] = []
@@ -78,7 +84,7 @@ async def test_forwards_add_credential_and_pass_answers(
     url, seen = far_end
     records = tmp_path / "r"
     records.mkdir()
-    hs = HostSocket(records, daemon_url=url, credential=lambda: CRED, traceparent=lambda: TP)
+    hs = HostSocket(records, daemon_url=url, credential=lambda: CRED, traceparent=lambda: TP, callers=any_caller)
     await hs.start()
     try:
         assert stat.S_IMODE(hs.path.stat().st_mode) == 0o600
@@ -124,14 +130,14 @@ async def test_cli_exit_codes(far_end: tuple[str, list[dict[str, Any]]], tmp_pat
     records = tmp_path / "r"
     records.mkdir()
     # No daemon behind the host, then an unreachable daemon.
-    hs = HostSocket(records, daemon_url=None, credential=lambda: None)
+    hs = HostSocket(records, daemon_url=None, credential=lambda: None, callers=any_caller)
     await hs.start()
     try:
         rc, _, err = await cli(hs.path, "send", "--peer", "x", "hi")
         assert rc == 3 and "MURMUR_ROOST_URL is not set" in err
     finally:
         await hs.stop()
-    hs = HostSocket(records, daemon_url="http://127.0.0.1:1", credential=lambda: CRED)
+    hs = HostSocket(records, daemon_url="http://127.0.0.1:1", credential=lambda: CRED, callers=any_caller)
     await hs.start()
     try:
         rc, _, err = await cli(hs.path, "delegate", "w@1", "--task", "x")
@@ -145,7 +151,7 @@ async def test_daemon_404_is_a_clear_error(far_end: tuple[str, list[dict[str, An
     url, _ = far_end
     records = tmp_path / "r"
     records.mkdir()
-    hs = HostSocket(records, daemon_url=url + "/missing#", credential=lambda: CRED)
+    hs = HostSocket(records, daemon_url=url + "/missing#", credential=lambda: CRED, callers=any_caller)
     await hs.start()
     try:
         rc, _, err = await cli(hs.path, "share", "f", "--peer", "p")

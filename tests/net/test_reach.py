@@ -19,8 +19,9 @@ import aiohttp
 import pytest
 
 from roost.backends.ray.node.artifactfetch import fetch_artifact
+from roost.core.authz import LOCAL_ONLY, Need
 from roost.core.errors import IDENTITY_REFUSAL
-from roost.http.reach import LOCAL_ONLY, REMOTE_ROUTES, Need, remote_need
+from roost.http.authz import REMOTE_ROUTES, remote_need
 from roost.services.artifactserve import keeper_token
 from roost.state.keys import KeyRing
 from roost.system.tlsclient import client_ssl_context

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -35,6 +36,7 @@ from a2a.client import A2AClient
 from roost.backends.base import ChildRef
 from roost.backends.process.cgroups import HoldsJobCgroups, JobCgroups
 from roost.core import ids
+from roost.core.authz import may_see_job
 from roost.core.errors import Conflict, IdentityRefused, NotFound
 from roost.core.finalize import PARENT_ENDED_REASON
 from roost.core.jobs import Job, StopReason
@@ -53,9 +55,23 @@ from roost.state.repos.jobs import JobRepository
 from roost.state.repos.sessions import SessionRepository
 from roost.state.sessions import SessionRecord
 
-__all__ = ["PARENT_ENDED_REASON", "LaunchServices", "LaunchTimeout", "Launcher"]
+__all__ = ["PARENT_ENDED_REASON", "LaunchServices", "LaunchTimeout", "Launcher", "Viewer"]
 
 log = structlog.get_logger("roost.launcher")
+
+
+@dataclass(frozen=True, slots=True)
+class Viewer:
+    """Who asks for a job without (or with) a credential: the kernel's uid, whether the caller is
+    on this host, and how to learn whether its process belongs to a job (asked only for root)."""
+
+    uid: int | None
+    local: bool
+    in_job: Callable[[], Awaitable[bool]] = field(default=lambda: _false())
+
+
+async def _false() -> bool:
+    return False
 
 
 class Launcher:
@@ -130,6 +146,11 @@ class Launcher:
     def launched_pid(self, pid: int) -> bool:
         """Whether ``pid`` is a child this launcher started and is already watching."""
         return self.index.launched_pid(pid)
+
+    def job_roots(self) -> frozenset[int]:
+        """The root process of every unfinished job on this host (what a peer's ancestry is
+        checked against: roost/system/jobpeer.py)."""
+        return frozenset(j.pid for j in self.jobs.values() if j.pid is not None and j.node is None and not j.final)
 
     def named_sessions(self) -> set[str]:
         """Sessions retention must keep: every unfinished job's child and parent."""
@@ -363,8 +384,8 @@ class Launcher:
         for job_id in self.index.children_of(rec.session_id):
             self.parent_gone(job_id)
 
-    async def cancel(self, job_id: str, credential: str | None, *, loopback: bool) -> Job:
-        return await self._cancel(await self.find(job_id, credential, loopback=loopback))
+    async def cancel(self, job_id: str, credential: str | None, viewer: Viewer) -> Job:
+        return await self._cancel(await self.find(job_id, credential, viewer))
 
     async def cancel_as_operator(self, job_id: str) -> Job:
         """Cancel any job, delegated or not (the admin socket; its peer uid is already checked)."""
@@ -397,20 +418,32 @@ class Launcher:
         return job
 
     # -- GET /jobs/{id} --------------------------------------------------------------------------
-    async def find(self, job_id: str, credential: str | None, *, loopback: bool) -> Job:
-        """The job, if the caller may see it: its parent session's credential, or (top-level) loopback.
+    async def find(self, job_id: str, credential: str | None, viewer: Viewer) -> Job:
+        """The job, if the caller may see it (:func:`roost.core.authz.may_see_job`): its parent
+        session's credential, else — on this host — its owner uid, or root not inside a job.
 
         Unknown and not-yours are the same 404, so the answer is no oracle for job ids.
         """
-        owner: str | None = None
+        session_id: str | None = None
         if credential is not None:
-            owner = self.referee.authenticate(credential).session_id
-        elif not loopback:
+            session_id = self.referee.authenticate(credential).session_id
+        elif not viewer.local:
             raise IdentityRefused()
         job = self.jobs.get(job_id)
         if job is None and ids.JOB_ID_RE.match(job_id):
             job = await self._load(job_id)
-        if job is None or job.parent_id != owner:
+        if job is None:
+            raise NotFound("job not found")
+        caller_in_job = False
+        if session_id is None and viewer.uid == 0:
+            caller_in_job = await viewer.in_job()  # root inside a job is not the operator
+        if not may_see_job(
+            parent_id=job.parent_id,
+            owner_uid=job.uid,
+            session_id=session_id,
+            caller_uid=viewer.uid,
+            caller_in_job=caller_in_job,
+        ):
             raise NotFound("job not found")
         return job
 

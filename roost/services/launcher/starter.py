@@ -30,6 +30,7 @@ from roost.backends.base import (
 )
 from roost.core import ids
 from roost.core.admission import Draining, admit_top_level
+from roost.core.authz import launch_allowed
 from roost.core.errors import BadGateway, Conflict, IdentityRefused, NotFound, Refused, RoostError
 from roost.core.jobs import Job
 from roost.core.refusals import for_launch
@@ -148,6 +149,14 @@ class Starter:
         """A session delegating: its quota, then the referee's spawn (the same refusals as
         ``/spawn``); the child's directory goes under the parent's workdir."""
         parent = self.referee.authenticate(credential)
+        if not launch_allowed(parent.uid, self.config.launch_uids, os.geteuid()):
+            # A session its uid registered for itself, outside launch_uids (or its child): it may
+            # use /spawn as upstream runtimes do, but obtains no launch from this daemon.
+            raise Refused(
+                f"this session belongs to uid {parent.uid}, which is not in launch_uids, so it cannot obtain "
+                "launches (POST /jobs); the operator may add the uid to launch_uids",
+                "launch_uids",
+            )
         self._check_switch(parent.uid)
         self.index.take_quota(job_id, parent.uid, self.config.uid_live_jobs_limit)
         if parent.workdir is None:
@@ -176,13 +185,11 @@ class Starter:
         cfg = self.config
         if not loopback:
             raise Refused("a top-level job may only be launched from this host (a loopback address)")
-        if not operator:
-            allowed = cfg.launch_uids if cfg.launch_uids is not None else (os.geteuid(),)
-            if uid is None or uid not in allowed:
-                raise Refused(
-                    "a top-level job without a credential may be launched only from the admin socket "
-                    f"or by a local user listed in launch_uids (uid {uid} is not)"
-                )
+        if not operator and not launch_allowed(uid, cfg.launch_uids, os.geteuid()):
+            raise Refused(
+                "a top-level job without a credential may be launched only from the admin socket "
+                f"or by a local user listed in launch_uids (uid {uid} is not)"
+            )
         self._check_switch(uid)
         self.table.prune(self._clock())
         refusal = admit_top_level(

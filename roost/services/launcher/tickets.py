@@ -1,6 +1,6 @@
 """Registration approvals for top-level jobs whose child runs on another node.
 
-From another host, ``/register`` needs an approval (roost/http/reach.py): a top-level session
+From another host, ``/register`` needs an approval (roost/http/authz.py): a top-level session
 registers only on the daemon's own host. A top-level job the Ray backend placed on another node
 is still the daemon's own launch, so its child gets what a delegated child gets: a single-use
 approval bound to that job, on its stdin (never argv, environment or a log), sent back in
