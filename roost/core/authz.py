@@ -20,7 +20,6 @@ import ipaddress
 from dataclasses import dataclass
 from enum import Enum
 from typing import Final
-from urllib.parse import urlsplit
 
 __all__ = [
     "CROSS_SITE",
@@ -283,13 +282,13 @@ def cross_site(origin: str | None, fetch_site: str | None, origins: frozenset[st
         return True
     if origin is None:
         return False
-    try:
-        parts = urlsplit(origin.strip())
-    except ValueError:
-        return True
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    scheme, sep, rest = origin.strip().partition("://")
+    netloc = rest.split("/", 1)[0]
+    scheme = scheme.lower()
+    if not sep or scheme not in _PORTS or not netloc or "@" in netloc:
         return True  # "null", a file: page, an opaque origin
-    netloc = parts.netloc if ":" in parts.netloc.rsplit("]", 1)[-1] else f"{parts.netloc}:{_PORTS[parts.scheme]}"
+    if ":" not in netloc.rsplit("]", 1)[-1]:
+        netloc = f"{netloc}:{_PORTS[scheme]}"
     return netloc_key(netloc) not in origins
 
 

@@ -19,11 +19,13 @@ import hmac
 import secrets
 from dataclasses import dataclass, field
 
+from roost.core.authz import cross_site, netloc_key
+
 __all__ = ["COOKIE", "CSRF_HEADER", "Guard"]
 
 COOKIE = "roost_dashboard"
 CSRF_HEADER = "X-Roost-CSRF"
-_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 
 
 def _same(a: str | None, b: str) -> bool:
@@ -43,13 +45,19 @@ class Guard:
         return f"http://{host}:{self.port}/?token={self.token}"
 
     def hosts(self) -> frozenset[str]:
+        """``name:port`` of our listener, as :func:`roost.core.authz.netloc_key` writes them."""
         return frozenset(f"{name}:{self.port}" for name in _LOOPBACK_NAMES)
 
     def origins(self) -> frozenset[str]:
         return frozenset(f"http://{h}" for h in self.hosts())
 
     def host_ok(self, host: str | None) -> bool:
-        return host is not None and host.lower() in self.hosts()
+        """``Host`` must name our loopback address and port (the shared parsing of roost/core/authz.py)."""
+        return host is not None and netloc_key(host) in self.hosts()
+
+    def cross_site(self, origin: str | None, fetch_site: str | None) -> bool:
+        """A foreign ``Origin`` or ``Sec-Fetch-Site: cross-site`` (roost/core/authz.py's one rule)."""
+        return cross_site(origin, fetch_site, self.hosts())
 
     def token_ok(self, token: str | None) -> bool:
         return _same(token, self.token)
@@ -59,7 +67,7 @@ class Guard:
 
     def origin_ok(self, origin: str | None) -> bool:
         """A state-changing request must come from our own page (browsers always send Origin on POST)."""
-        return origin is not None and origin.lower() in self.origins()
+        return origin is not None and not cross_site(origin, None, self.hosts())
 
     def csrf_ok(self, value: str | None) -> bool:
         return _same(value, self.csrf)

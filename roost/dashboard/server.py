@@ -20,12 +20,14 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from roost.core.authz import CallerFacts, decide
 from roost.dashboard import render
 from roost.dashboard.admin import AdminError, AdminSocket
 from roost.dashboard.gauges import gauges
 from roost.dashboard.guard import COOKIE, CSRF_HEADER, Guard
 from roost.dashboard.records import read_records
 from roost.dashboard.timeline import layout, parse_trace
+from roost.http.authz import DASHBOARD_ROUTES, policy_for
 from roost.system.peercred import tcp_peer_uid
 
 __all__ = ["build_app"]
@@ -78,9 +80,21 @@ def _peer_uid(request: web.Request) -> int | None:
 @web.middleware
 async def guard_mw(request: web.Request, handler: Handler) -> web.StreamResponse:
     guard = request.app[GUARD]
-    if _peer_uid(request) != os.getuid():
+    match = request.match_info
+    route = match.route if match.http_exception is None else None
+    policy = (
+        policy_for(DASHBOARD_ROUTES, request.method, route.resource.canonical) if route and route.resource else None
+    )
+    facts = CallerFacts(
+        uid=_peer_uid(request),
+        local=True,
+        daemon_uid=os.getuid(),
+        host_ok=guard.host_ok(request.headers.get("Host")),
+        cross_site=guard.cross_site(request.headers.get("Origin"), request.headers.get("Sec-Fetch-Site")),
+    )
+    if match.http_exception is None and decide(policy, facts) is not None:
         return _forbidden()
-    if not guard.host_ok(request.headers.get("Host")):
+    if facts.uid != os.getuid() or not facts.host_ok:
         return _forbidden()
     if request.method == "GET" and request.path == "/" and "token" in request.query:
         if not guard.token_ok(request.query.get("token")):

@@ -97,7 +97,8 @@ async def test_child_runs_as_the_callers_uid(daemon_factory: Any, registry: Regi
 
 
 async def test_delegated_child_inherits_the_uid(daemon_factory: Any, registry: RegistryBuilder, scratch: Path) -> None:
-    d = await start(daemon_factory, registry, runtime_command=RUNTIME_ANYONE)
+    # A self-registered session launches only for a uid in launch_uids (docs/security.md).
+    d = await start(daemon_factory, registry, runtime_command=RUNTIME_ANYONE, launch_uids=(0, NOBODY))
     wd = owned_dir(scratch, "boss", NOBODY)
     sid = "ses_" + os.urandom(8).hex()
     status, body = await request_as(
