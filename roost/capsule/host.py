@@ -48,6 +48,7 @@ from roost.core.authz import Listener
 from roost.core.completion import CompletionRecord
 from roost.core.manifest import Manifest
 from roost.http.authz import EdgeNames, guard_handler
+from roost.http.guard import ConnectionGuard
 from roost.http.server import QuietHandlerRunner
 from roost.observe.tracelines import TraceWriter
 from roost.services.completionfile import report, write_completion
@@ -58,6 +59,9 @@ StopReason = Literal["natural", "signal", "lifeline"]
 LIFELINE_GRACE_SECS = 20.0
 KILL_GRACE_ENV = "MURMUR_KILL_GRACE_SECS"
 REAP_EVERY_SECS = 1.0
+DOOR_HEAD_SECS = 10.0
+DOOR_KEEPALIVE_SECS = 15.0
+DOOR_CONNECTIONS_PER_UID = 256
 
 
 def kill_grace(env: dict[str, str] | os._Environ[str]) -> float:
@@ -180,6 +184,10 @@ class Host:
         names = EdgeNames(lambda: (self.door.url,))
         self._runner = QuietHandlerRunner(
             guard_handler(Listener.DOOR, self.door.handle, names=names),
+            # The daemon's connection guard: a head deadline, an idle keep-alive timeout and a cap
+            # on open connections per uid (a response that streams is not idle).
+            policy=ConnectionGuard(header_timeout_secs=DOOR_HEAD_SECS, max_per_uid=DOOR_CONNECTIONS_PER_UID),
+            keepalive_timeout=DOOR_KEEPALIVE_SECS,
             note=door_note,
             on_cleanup=self.door.shutdown,
             access_log=None,

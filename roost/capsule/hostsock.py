@@ -35,6 +35,7 @@ from roost.capsule.prepare import door_note
 from roost.core.authz import CallerFacts, Listener, Policy
 from roost.core.wire import CREDENTIAL_HEADER, HOST_ERROR_HEADER, TASK_TRUST_HEADER
 from roost.http.authz import authz_middleware
+from roost.http.middleware import error_middleware, read_body
 from roost.http.server import QuietRunner
 from roost.system.jobpeer import peer_pid
 from roost.system.tlsclient import context_for, untrusted_sentence
@@ -90,13 +91,17 @@ class HostSocket:
         self._http: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
 
-    async def start(self) -> None:
+    def build_app(self) -> web.Application:
+        """The socket's application: the forwards, behind the authorization table's check."""
         authz = authz_middleware(Listener.HOST_SOCKET, facts_hook=self._entrypoint_facts)
-        app = web.Application(middlewares=[authz], client_max_size=64 * 1024)
+        app = web.Application(middlewares=[authz, error_middleware], client_max_size=64 * 1024)
         for verb in ROUTES:
             app.router.add_post(verb, self._forward)
         app.router.add_get("/jobs/{job_id}", self._forward)
-        self._runner = QuietRunner(app, note=door_note, access_log=None, handle_signals=False)
+        return app
+
+    async def start(self) -> None:
+        self._runner = QuietRunner(self.build_app(), note=door_note, access_log=None, handle_signals=False)
         await self._runner.setup()
         old = os.umask(0o177)
         try:
@@ -145,7 +150,7 @@ class HostSocket:
             return self._host_error(503, "this session is not registered with mur-roost, so it holds no credential")
         body: bytes | None = None
         if method == "POST":
-            body = await request.read()
+            body = await read_body(request)
             if request.path == "/send":
                 body = self._with_traceparent(body)
         headers = {CREDENTIAL_HEADER: credential, TASK_TRUST_HEADER: self._task_trust(request) or "untrusted"}

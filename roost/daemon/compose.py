@@ -144,6 +144,7 @@ class Roost:
             metrics=self.metrics,
             traces=self.traces,
             may_launch=lambda uid: launch_allowed(uid, self.settings.config.launch_uids, os.geteuid()),
+            own_listeners=self._own_listeners,
         )
         self.referee.on_session_registered.append(self.relay.forget_doors)
         self.peer_plane = PeerPlane(
@@ -220,6 +221,15 @@ class Roost:
         self.admin = AdminServer(path=config.admin_socket_path, executor=self.executor, app=self._admin_app)
         self.app: web.Application | None = None
         self._runner: web.AppRunner | None = None
+
+    def _own_listeners(self) -> list[tuple[str, int]]:
+        """The daemon's listeners as ``(host, port)``: what the relay never dials."""
+        lc = self.lifecycle
+        out = [(lc.bind, lc.port)] if lc.port is not None else []
+        listen = self.settings.config.listen_address
+        if listen is not None and lc.network_port is not None:
+            out.append((listen[0], lc.network_port))
+        return out
 
     def _admin_app(self) -> web.Application:
         jobs = JobSources(launcher=self.launcher, table=self.table)

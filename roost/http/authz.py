@@ -36,7 +36,7 @@ from roost.core.authz import (
 )
 from roost.core.wire import APPROVAL_HEADER, CREDENTIAL_HEADER
 from roost.http.caller import caller_of
-from roost.http.middleware import json_error
+from roost.http.middleware import CORRUPT_BODY, BodyTimeout, json_error, read_body
 
 __all__ = [
     "ADMIN_ROUTES",
@@ -326,7 +326,9 @@ def guard_handler(
     names: EdgeNames | None = None,
     facts_hook: HandlerFactsHook | None = None,
 ) -> Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]:
-    """The same check for a listener served by a plain handler (the door matches its own paths)."""
+    """The same check for a listener served by a plain handler (the door matches its own paths),
+    plus what the daemon's error middleware does for its app: a body read within the deadline,
+    a corrupt body answered 400 with a sentence."""
     table = TABLES[listener]
 
     async def guarded(request: web.BaseRequest) -> web.StreamResponse:
@@ -339,6 +341,17 @@ def guard_handler(
         denial = decide(policy, facts)
         if denial is not None:
             return _refuse(denial, listener, request)
-        return await handler(request)
+        try:
+            if method == "POST" and request.can_read_body:
+                await read_body(request)  # held to the body deadline; the handler reads it again
+            return await handler(request)
+        except web.RequestPayloadError:
+            answer = json_error(400, {"error": CORRUPT_BODY})
+            answer.force_close()
+            return answer
+        except BodyTimeout as exc:
+            answer = json_error(exc.status, exc.body())
+            answer.force_close()
+            return answer
 
     return guarded

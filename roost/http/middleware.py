@@ -8,6 +8,7 @@ sentence: no traceback and no exception text ever reaches a client.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -19,11 +20,33 @@ from aiohttp.typedefs import Handler
 from roost.core.errors import BadRequest, RoostError
 from roost.http.jsonbody import BodyError, decode_body
 
-__all__ = ["INTERNAL_ERROR", "MAX_BODY_BYTES", "error_middleware", "json_error", "json_ok", "read_json"]
+__all__ = [
+    "BODY_DEADLINE_SECS",
+    "CORRUPT_BODY",
+    "INTERNAL_ERROR",
+    "MAX_BODY_BYTES",
+    "BodyTimeout",
+    "error_middleware",
+    "json_error",
+    "json_ok",
+    "read_body",
+    "read_json",
+]
 
 log = structlog.get_logger("roost.http")
 
 MAX_BODY_BYTES = 64 * 1024
+BODY_DEADLINE_SECS = 30.0
+CORRUPT_BODY = "the request body could not be read: its Content-Encoding or framing is not valid"
+SLOW_BODY = f"the request body did not arrive within {BODY_DEADLINE_SECS:g} seconds"
+
+
+class BodyTimeout(RoostError):
+    """408: the body trickled in too slowly; the connection is not kept."""
+
+    default_status = 408
+
+
 INTERNAL_ERROR = "internal error: the daemon could not complete this request; its log has the details"
 
 
@@ -52,23 +75,41 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     try:
         return await handler(request)
     except RoostError as exc:
-        return json_error(exc.status, exc.body())
+        answer = json_error(exc.status, exc.body())
+        if isinstance(exc, BodyTimeout):
+            answer.force_close()
+        return answer
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         sentence = _HTTP_SENTENCES.get(exc.status) or (exc.reason or "request refused").lower()
         headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
         return json_error(exc.status, {"error": sentence}, headers)
-    except (ConnectionResetError, web.RequestPayloadError):
+    except web.RequestPayloadError:
+        # A body aiohttp could not decode (a corrupt gzip stream, broken chunking): the client's
+        # error, and the connection is closed since the rest of its bytes cannot be framed.
+        resp = json_error(400, {"error": CORRUPT_BODY})
+        resp.force_close()
+        return resp
+    except ConnectionResetError:
         raise
     except Exception:
         log.exception("request_failed", method=request.method, path=request.rel_url.path)
         return json_error(500, {"error": INTERNAL_ERROR})
 
 
+async def read_body(request: web.BaseRequest) -> bytes:
+    """The whole request body within :data:`BODY_DEADLINE_SECS` (else 408, the connection closed),
+    so a body trickled a byte at a time holds no handler for long."""
+    try:
+        return await asyncio.wait_for(request.read(), BODY_DEADLINE_SECS)
+    except TimeoutError:
+        raise BodyTimeout(SLOW_BODY) from None
+
+
 async def read_json(request: web.Request) -> dict[str, Any]:
-    """The request body as a JSON object, or a 400/413 with one sentence."""
-    raw = await request.read()
+    """The request body as a JSON object, or a 400/408/413 with one sentence."""
+    raw = await read_body(request)
     try:
         body = decode_body(raw)
     except BodyError as exc:

@@ -139,7 +139,8 @@ class QuietRunner(web.AppRunner):
 
 class QuietHandlerRunner(web.BaseRunner):
     """:class:`QuietRunner` for a plain request handler instead of an Application (the capsule
-    door routes its own three paths: no router or middleware chain per request).
+    door routes its own three paths: no router or middleware chain per request); with ``policy``
+    its connections go through a :class:`ConnectionPolicy` as :class:`PolicedRunner`'s do.
 
     ``on_cleanup`` runs once the listener has stopped, as an Application's cleanup hooks would.
     """
@@ -150,18 +151,25 @@ class QuietHandlerRunner(web.BaseRunner):
         *,
         note: ErrorNote = log_low_level,
         on_cleanup: Callable[[], Awaitable[None]] | None = None,
+        policy: ConnectionPolicy | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.handler = handler
         self.note = note
         self.on_cleanup = on_cleanup
+        self.policy = policy
 
     async def shutdown(self) -> None:
         """Nothing to shut down before the connections close: the handler owns no Application."""
 
     async def _make_server(self) -> Server:
-        server = _QuietServer(self.handler, loop=asyncio.get_running_loop(), **self._kwargs)
+        loop = asyncio.get_running_loop()
+        if self.policy is not None:
+            policed = _PolicedServer(self.handler, loop=loop, **self._kwargs)
+            policed.note, policed.policy = self.note, self.policy
+            return policed
+        server = _QuietServer(self.handler, loop=loop, **self._kwargs)
         server.note = self.note
         return server
 

@@ -35,6 +35,7 @@ from a2a.protocol.origin import Origin, Trust, outbound_headers
 from roost.core.api_models import A2ATaskRequest
 from roost.core.errors import BadGateway, BadRequest, Refused
 from roost.core.netrule import allows
+from roost.core.ownlisteners import dials_own_listener
 from roost.core.requests import SendRequest
 from roost.observe.events import EventBus, ObservedError
 from roost.observe.metrics import Metrics
@@ -44,6 +45,9 @@ from roost.state.sessions import SessionRecord, SessionTable
 __all__ = ["Authenticator", "DoorKeys", "Relay", "network_refusal"]
 
 log = structlog.get_logger("roost.relay")
+
+
+OWN_LISTENER = "network policy: '{url}' is this daemon's own listener, which the relay never dials"
 
 
 def network_refusal(peer_url: str) -> str:
@@ -112,8 +116,10 @@ class Relay:
         metrics: Metrics,
         traces: TraceSink,
         may_launch: Callable[[int | None], bool] = lambda _uid: True,
+        own_listeners: Callable[[], list[tuple[str, int]]] = list,
     ) -> None:
         self._may_launch = may_launch
+        self._own_listeners = own_listeners
         self._sessions = sessions
         self._door_keys = doors
         self._table = table
@@ -200,6 +206,7 @@ class Relay:
             raise BadGateway(str(exc)) from None
         if not _allows(rec.envelope.network_allow, endpoint.url):
             raise Refused(network_refusal(endpoint.url))
+        self._refuse_own(endpoint.url)
         return endpoint
 
     async def start(self) -> None:
@@ -212,7 +219,13 @@ class Relay:
         rec = self._sessions.authenticate(credential)
         if not _allows(rec.envelope.network_allow, peer_url):
             raise Refused(network_refusal(peer_url))
+        self._refuse_own(peer_url)
         return rec
+
+    def _refuse_own(self, url: str) -> None:
+        """Never dial the daemon's own listeners, whatever ``network.allow`` says."""
+        if dials_own_listener(url, self._own_listeners()):
+            raise Refused(OWN_LISTENER.format(url=url), "own_listener")
 
     async def send(self, credential: str | None, req: SendRequest, task_trust: str | None = None) -> dict[str, Any]:
         count = self._count

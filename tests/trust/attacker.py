@@ -18,13 +18,25 @@ from typing import Any
 NOBODY = 65534
 
 _CLIENT = r"""
-import http.client, json, sys
+import http.client, json, socket, sys
 req = json.loads(sys.stdin.read())
-conn = http.client.HTTPConnection(req["host"], req["port"], timeout=30)
+
+class UnixConnection(http.client.HTTPConnection):
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(30)
+        self.sock.connect(req["unix"])
+
+if req.get("unix"):
+    conn = UnixConnection("localhost", timeout=30)
+else:
+    conn = http.client.HTTPConnection(req["host"], req["port"], timeout=30)
 body = None if req["body"] is None else json.dumps(req["body"]).encode()
 headers = dict(req["headers"])
 if body is not None:
     headers["content-type"] = "application/json"
+if req.get("data") is not None:
+    body = req["data"].encode()
 conn.request(req["method"], req["path"], body=body, headers=headers)
 resp = conn.getresponse()
 raw = resp.read()
@@ -47,16 +59,25 @@ async def request_as(
     path: str,
     body: Any = None,
     headers: dict[str, str] | None = None,
+    data: str | None = None,
 ) -> tuple[int, Any]:
-    """One HTTP request from a process running as ``uid``; the status and the decoded body."""
-    host, port = url.removeprefix("http://").rsplit(":", 1)
+    """One HTTP request from a process running as ``uid``; the status and the decoded body.
+
+    ``url`` is ``http://host:port`` or ``unix:/path/to/socket``.
+
+    ``data`` is sent as the body as it is (with whatever content-type ``headers`` name), the way a
+    browser's form or ``text/plain`` fetch would."""
+    unix = url.removeprefix("unix:") if url.startswith("unix:") else None
+    host, port = ("", "0") if unix else url.removeprefix("http://").rsplit(":", 1)
     spec = {
+        "unix": unix,
         "host": host.strip("[]"),
         "port": int(port),
         "method": method,
         "path": path,
         "body": body,
         "headers": headers or {},
+        "data": data,
     }
     proc = await asyncio.create_subprocess_exec(
         system_python(),
