@@ -118,7 +118,7 @@ def _sample(key: tuple[str, str], ids: dict[str, str]) -> tuple[str, str, Any]:
         "/deregister": {"status": "complete"},
         "/renew": {},
         "/jobs": {"name": "solo", "version": "0.1.0", "task": "sleep 30"},
-        "/a2a/send": {"peer_url": "http://127.0.0.1:9", "message": "hi"},
+        "/a2a/send": {"peer_url": "http://127.0.0.1:9", "text": "hi"},
         "/a2a/tasks/get": {"peer_url": "http://127.0.0.1:9", "task_id": "t"},
         "/a2a/tasks/cancel": {"peer_url": "http://127.0.0.1:9", "task_id": "t"},
         "/handles": {"path": "x", "peer": "p@127.0.0.1:9"},

@@ -1,0 +1,154 @@
+"""What a local attacker who did not read our tests tried over HTTP, each as they tried it.
+
+uid 65534 (a client forked to it) against root's jobs; a web page the operator visits posting
+cross-site in each of the three content types a browser sends without a preflight; a uid outside
+``launch_uids`` registering a session of its own and launching with its credential; a corrupt
+compressed body; a relay told to dial the daemon itself. docs/security.md, "Who may call what".
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from launcher.test_launch import start
+from trust.attacker import NOBODY, owned_dir, request_as, system_python
+
+from tests.support.daemon import RunningDaemon
+from tests.support.launcher import DOUBLE
+from tests.support.registry import RegistryBuilder
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="forking a client as uid 65534 needs root")
+RUNTIME_ANYONE = (system_python(), str(DOUBLE))
+JOB = {"name": "solo", "version": "0.1.0", "task": "sleep 60"}
+
+
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    d = Path(tempfile.mkdtemp(prefix="roost-attack-", dir="/tmp"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+async def test_another_uid_cannot_read_or_cancel_roots_job(daemon_factory: Any, registry: RegistryBuilder) -> None:
+    d = await start(daemon_factory, registry, runtime_command=RUNTIME_ANYONE)
+    status, job, _, _ = await d.call("POST", "/jobs", json=JOB)
+    assert status == 201, job
+    job_id = job["job_id"]  # in every user's `ps` (--workdir …/jobs/job_…)
+    status, body = await request_as(NOBODY, d.url, "GET", f"/jobs/{job_id}")
+    assert status == 404, body
+    status, body = await request_as(NOBODY, d.url, "POST", f"/jobs/{job_id}/cancel")
+    assert status == 404, body
+    assert d.roost.launcher.jobs[job_id].state == "running"
+    assert (await d.call("POST", f"/jobs/{job_id}/cancel"))[0] == 200  # root, not inside a job
+
+
+CROSS_SITE_BODIES = (
+    ("text/plain", '{"name": "solo", "version": "0.1.0", "task": "sleep 60"}'),
+    ("application/x-www-form-urlencoded", '{"name": "solo", "version": "0.1.0", "task": "sleep 60", "x": "="}'),
+    ("multipart/form-data; boundary=x", '{"name": "solo", "version": "0.1.0", "task": "sleep 60"}'),
+)
+
+
+@pytest.mark.parametrize(("ctype", "data"), CROSS_SITE_BODIES)
+@pytest.mark.parametrize(
+    "browser",
+    [
+        {"Origin": "http://evil.example"},
+        {"Origin": "null"},
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Host": "evil.example:7700", "Origin": "http://evil.example:7700"},  # DNS rebinding
+    ],
+)
+async def test_a_cross_site_page_launches_nothing(
+    daemon_factory: Any, registry: RegistryBuilder, ctype: str, data: str, browser: dict[str, str]
+) -> None:
+    d = await start(daemon_factory, registry, runtime_command=RUNTIME_ANYONE)
+    headers = {"Content-Type": ctype, **browser}
+    status, body = await request_as(0, d.url, "POST", "/jobs", data=data, headers=headers)
+    assert status == 403, body
+    assert not d.roost.launcher.jobs
+    sid = "ses_" + os.urandom(8).hex()
+    register = f'{{"session_id": "{sid}", "name": "boss", "version": "0.1.0"}}'
+    status, body = await request_as(0, d.url, "POST", "/register", data=register, headers=headers)
+    assert status == 403, body
+    assert d.roost.table.get(sid) is None
+
+
+async def test_non_browser_clients_keep_working(daemon_factory: Any, registry: RegistryBuilder) -> None:
+    """``curl -d`` sends no Origin: a launch and a register as before (a form content type is
+    still read as JSON, as upstream's runtimes expect)."""
+    d = await start(daemon_factory, registry, runtime_command=RUNTIME_ANYONE)
+    status, body = await request_as(
+        0, d.url, "POST", "/jobs", data='{"name": "solo", "version": "0.1.0", "task": "sleep 60"}',
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )  # fmt: skip
+    assert status == 201, body
+    status, body = await request_as(0, d.url, "POST", "/jobs", JOB, headers={"Origin": d.url})
+    assert status == 201, body  # our own origin may act
+
+
+async def test_self_registration_outside_launch_uids_obtains_no_launch(
+    daemon_factory: Any, registry: RegistryBuilder, scratch: Path
+) -> None:
+    d = await start(daemon_factory, registry, runtime_command=RUNTIME_ANYONE)
+    wd = owned_dir(scratch, "wd", NOBODY)
+    sid = "ses_" + os.urandom(8).hex()
+    status, body = await request_as(
+        NOBODY, d.url, "POST", "/register", {"session_id": sid, "name": "boss", "version": "0.1.0", "workdir": str(wd)}
+    )
+    assert status == 200, body  # upstream runtimes register top-level sessions of their own
+    cred = {"x-murmur-spawn-credential": body["credential"]}
+    status, body = await request_as(NOBODY, d.url, "POST", "/jobs", {"name": "kid", "version": "0.1.0"}, cred)
+    assert status == 403 and "launch_uids" in body["error"], body
+    assert not d.roost.launcher.jobs
+    assert not any(wd.iterdir()) or not (wd / ".murmur" / "children").exists()
+
+
+async def test_a_corrupt_compressed_body_is_a_400_sentence(daemon: RunningDaemon) -> None:
+    corrupt = b"\x1f\x8b\x08\x00" + os.urandom(64)
+    for path in ("/register", "/jobs", "/a2a/send"):
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(
+                daemon.url + path,
+                data=corrupt,
+                headers={"Content-Encoding": "gzip", "Content-Type": "application/json"},
+            ) as resp,
+        ):
+            assert resp.status == 400, (path, await resp.text())
+            body = await resp.json()
+            assert "Content-Encoding" in body["error"], body
+    good = gzip.compress(b'{"session_id": "ses_0123456789abcdef", "name": "orchestrator", "version": "0.1.0"}')
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(
+            daemon.url + "/register",
+            data=good,
+            headers={"Content-Encoding": "gzip", "Content-Type": "application/json"},
+        ) as resp,
+    ):
+        assert resp.status == 200, await resp.text()
+
+
+async def test_the_relay_never_dials_the_daemon_itself(daemon_factory: Any, registry: RegistryBuilder) -> None:
+    registry.add("bare", capabilities={"network": {"allow": ["127.0.0.1", "localhost", "127.0.0.2"]}})
+    d = await daemon_factory(registry.root, spawn_allow=("bare",))
+    _, cred = await d.register_top("bare")
+    port = d.port
+    for url in (f"http://127.0.0.1:{port}", f"http://localhost:{port}/", f"http://127.0.0.2:{port}"):
+        status, body, _, _ = await d.call(
+            "POST",
+            "/a2a/send",
+            json={"peer_url": url, "text": "hi"},
+            headers={"x-murmur-spawn-credential": cred},
+        )
+        assert status == 403 and "own listener" in body["error"], (url, body)
