@@ -74,6 +74,8 @@ class StartSpec:
     * ``capsule`` — ``name@version``, for placement decisions and logs.
     * ``sha256`` — the digest of the capsule's artifact the referee resolved (a backend whose
       node has no copy of the registry fetches the artifact by it and checks it).
+    * ``containment`` — the manifest's containment floor (``sealed`` needs the sandbox builder:
+      roost/backends/process/privdrop.py).
     * ``instance`` — this daemon instance's id; the backend marks the child with it
       (``MURMUR_ROOST_INSTANCE`` is in ``env`` already) so :meth:`ProcessBackend.list_running`
       finds it after a crash.
@@ -90,6 +92,7 @@ class StartSpec:
     capsule: str
     instance: str
     sha256: str = ""
+    containment: str = "advisory"
 
 
 @dataclass(frozen=True, slots=True)

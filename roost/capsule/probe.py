@@ -150,14 +150,27 @@ def _try_userns() -> tuple[bool, str | None]:
     libc = ctypes.CDLL(None, use_errno=True)
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
+        euid = os.geteuid()
         rc = libc.unshare(CLONE_NEWUSER)
-        os._exit(0 if rc == 0 else (ctypes.get_errno() or 1))
+        if rc != 0:
+            os._exit(ctypes.get_errno() or 1)
+        # bwrap maps our uid next: mapping uid 0 needs CAP_SETFCAP (Linux >= 5.12), which a
+        # uid-0 child started without capabilities lacks.
+        try:
+            fd = os.open("/proc/self/uid_map", os.O_WRONLY)
+            try:
+                os.write(fd, f"{euid} {euid} 1".encode())
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            os._exit(exc.errno or 1)
+        os._exit(0)
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     if code == 0:
         return True, None
     if code > 0:
-        return False, f"unshare(CLONE_NEWUSER) failed: {os.strerror(code)}"
+        return False, f"a user namespace cannot be created and mapped: {os.strerror(code)}"
     return False, f"the probe child died by signal {-code}"
 
 

@@ -18,6 +18,7 @@ PR_SET_NO_NEW_PRIVS = 38
 READ = (1 << 2) | (1 << 3)
 WRITE_FILE = 1 << 1
 EXTRA = {"/proc": READ, "/dev": READ | WRITE_FILE}
+_CAP_V3 = 0x20080522
 
 
 class _PathBeneath(ctypes.Structure):
@@ -45,6 +46,14 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"sealexec: landlock_restrict_self: {os.strerror(err)}\n")
         return 126
     os.close(fd)
+    # Whatever capability reached us (a uid-0 job keeps CAP_SETFCAP for bwrap's uid map) goes
+    # now: the entrypoint holds none, and the locked securebits keep it from regaining any.
+    header = (ctypes.c_uint32 * 2)(_CAP_V3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    if libc.capset(ctypes.byref(header), ctypes.byref(data)) != 0:
+        err = ctypes.get_errno()
+        sys.stderr.write(f"sealexec: capset: {os.strerror(err)}\n")
+        return 126
     target = argv[3:]
     try:
         os.execv(target[0], target)

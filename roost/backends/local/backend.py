@@ -33,6 +33,7 @@ from roost.backends.base import (
 )
 from roost.backends.local.lifeline import HolderClient, HolderError, connect_holder, make_pipe, stop_holder
 from roost.backends.process.cgroups import JobCgroups, sweep_marked
+from roost.backends.process.privdrop import find_setpriv
 from roost.backends.process.spawn import (
     CannotSwitchUser,
     ChildSpec,
@@ -181,6 +182,7 @@ class LocalBackend:
         self.cgroups: JobCgroups | None = None
         # Root with CAP_SETUID/CAP_SETGID (read at open); a job of another uid is refused up front without.
         self._can_switch = True
+        self._setpriv: str | None = None  # the privilege-dropping exec step, found at open
         # Write ends held here only when the holder is unavailable (then a crash ends the children).
         self._own_lifelines: dict[str, int] = {}
 
@@ -188,6 +190,9 @@ class LocalBackend:
     async def open(self) -> None:
         self.cgroups = await self._executor.run(JobCgroups.discover, self._job_cgroups)
         self._can_switch = await self._executor.run(can_switch_users)
+        self._setpriv = await self._executor.run(find_setpriv)
+        if self._setpriv is None:
+            log.warning("setpriv_missing", why="children keep the daemon's capabilities; install util-linux")
         # Empty cgroups of jobs that ended without removing theirs (roost/backends/process/cgroups.py).
         swept = await self._executor.run(self.cgroups.sweep_empty) if self.cgroups is not None else 0
         log.info(
@@ -275,7 +280,16 @@ class LocalBackend:
         read_fd, write_fd = make_pipe()
         env = dict(spec.env)
         env["MURMUR_SPAWNER_LIFELINE"] = str(read_fd)
-        child = ChildSpec(argv=spec.argv, env=env, cwd=spec.cwd, lifeline_fd=read_fd, stderr_fd=log_fd, user=user)
+        child = ChildSpec(
+            argv=spec.argv,
+            env=env,
+            cwd=spec.cwd,
+            lifeline_fd=read_fd,
+            stderr_fd=log_fd,
+            user=user,
+            setpriv=self._setpriv,
+            sealed=spec.containment == "sealed",
+        )
         try:
             popen = start_process(child)
             if cgroups is not None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from roost.backends.process.privdrop import Privileges, drop_argv
 from roost.core.manifest import Manifest, ResourceCaps
 from roost.core.wire import BLOCKING_CAP_ENV
 from roost.state.config import Config
@@ -205,23 +206,41 @@ class ChildSpec:
     lifeline_fd: int
     stderr_fd: int
     user: RunAs | None = None
+    setpriv: str | None = None
+    """The privilege-dropping exec step (roost/backends/process/privdrop.py); None: none found."""
+    sealed: bool = False
+    """The child's containment floor is ``sealed`` (a uid-0 child keeps CAP_SETFCAP for bwrap)."""
 
 
 def start_process(spec: ChildSpec) -> subprocess.Popen[bytes]:
     """Start the child in its own process group. Call from the event loop's thread only.
 
-    With ``spec.user`` the child's uid, gid and supplementary groups are set in the forked
-    child before exec (``Popen(user=, group=, extra_groups=)``): it never runs a single
-    instruction of its own as the daemon's user.
+    The child execs through ``setpriv`` (:mod:`roost.backends.process.privdrop`): with
+    ``spec.user`` it switches to that uid, gid and supplementary groups, and whatever its uid it
+    starts with no capability, ``no_new_privs`` and locked securebits — it never runs a single
+    instruction of its own with the daemon's privileges. Without ``setpriv`` the switch is made in
+    the forked child (``Popen(user=, group=, extra_groups=)``) and capabilities are not dropped.
     """
     user = group = None
     extra_groups: list[int] | None = None
-    if spec.user is not None:
+    argv = spec.argv
+    if spec.user is not None and spec.user.home:
+        spec.env["HOME"] = spec.user.home
+    if spec.setpriv is not None:
+        privileged = os.geteuid() == 0
+        target = spec.user
+        child_uid = target.uid if target is not None else os.geteuid()
+        who = Privileges(
+            uid=target.uid if target is not None else None,
+            gid=target.gid if target is not None else None,
+            groups=target.groups if target is not None else (),
+            keep_setfcap=spec.sealed and child_uid == 0,
+        )
+        argv = drop_argv(spec.setpriv, spec.argv, who, privileged=privileged)
+    elif spec.user is not None:
         user, group, extra_groups = spec.user.uid, spec.user.gid, list(spec.user.groups)
-        if spec.user.home:
-            spec.env["HOME"] = spec.user.home
     return subprocess.Popen(
-        spec.argv,
+        argv,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=spec.stderr_fd,
