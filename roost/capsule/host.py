@@ -42,6 +42,7 @@ from roost.capsule.limits import rlimit_plan
 from roost.capsule.prepare import ContainmentRefused, LaunchRefused, Prepared, RunOptions, door_note, prepare, say
 from roost.capsule.reaper import KILL_GRACE_SECS, become_subreaper, descendants, kill_tree, reap_orphans
 from roost.capsule.sandbox import Confinement
+from roost.capsule.seccomp import SeccompUnavailable, build_filter
 from roost.capsule.serving import EXIT_STATUS, TaskServer, build_door
 from roost.capsule.taskinput import read_initial_task, read_job_id
 from roost.core.authz import Listener
@@ -246,6 +247,13 @@ class Host:
                 door_port=_port_of(url),
             )
         self.tasks.confinement.grants = grants
+        if grants is not None:
+            try:
+                self.tasks.confinement.seccomp = build_filter()
+            except SeccompUnavailable as exc:
+                grants.advisory.append(
+                    f"the seccomp filter (scheduler reach, memfd and fexecve) is not applied: {exc.strerror or exc}"
+                )
         start: dict[str, object] = {
             "capsule_name": m.name,
             "capsule_version": m.version,

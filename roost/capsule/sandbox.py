@@ -18,6 +18,7 @@ from pathlib import Path
 from roost.capsule import landlock
 from roost.capsule.confine import Grants
 from roost.capsule.probe import Decision, HostProbe
+from roost.capsule.seccomp import Filter
 
 __all__ = ["Confinement", "build_ruleset", "sandbox_argv"]
 
@@ -50,7 +51,9 @@ def _allow(rs: landlock.Ruleset, path: str, access: int) -> None:
         rs.allow_path(path, access)
 
 
-def sandbox_argv(g: Grants, argv: list[str], *, workdir: Path, socket_path: Path, ruleset_fd: int) -> list[str]:
+def sandbox_argv(
+    g: Grants, argv: list[str], *, workdir: Path, socket_path: Path, ruleset_fd: int, seccomp_fd: int | None = None
+) -> list[str]:
     """``bwrap …`` around the sealexec helper around ``argv``."""
     bwrap = shutil.which("bwrap") or "bwrap"
     out = [
@@ -83,6 +86,8 @@ def sandbox_argv(g: Grants, argv: list[str], *, workdir: Path, socket_path: Path
     for p in g.read_only_binds:
         out += ["--ro-bind", p, p]
     out += ["--bind", str(socket_path), str(socket_path), "--chdir", str(workdir)]
+    if seccomp_fd is not None:
+        out += ["--add-seccomp-fd", str(seccomp_fd)]
     out += ["--", os.path.realpath(sys.executable), "-I", "-S", str(SEALEXEC), str(ruleset_fd), "--", *argv]
     return out
 
@@ -94,6 +99,7 @@ class Confinement:
     probe: HostProbe
     decision: Decision
     grants: Grants | None
+    seccomp: Filter | None = None
 
     def launch_parts(
         self, argv: list[str], *, workdir: Path, socket_path: Path, rlimits: Callable[[], None]
@@ -104,14 +110,26 @@ class Confinement:
             return argv, rlimits, (), _noop
         rs = build_ruleset(self.grants, self.probe.landlock_abi)
         fd = rs.fd
+        seccomp = self.seccomp
         if achieved == "sealed":
             os.set_inheritable(fd, True)
-            wrapped = sandbox_argv(self.grants, argv, workdir=workdir, socket_path=socket_path, ruleset_fd=fd)
-            return wrapped, rlimits, (fd,), rs.close
+            sfd = seccomp.pipe_fd() if seccomp is not None else None
+            wrapped = sandbox_argv(
+                self.grants, argv, workdir=workdir, socket_path=socket_path, ruleset_fd=fd, seccomp_fd=sfd
+            )
+
+            def done() -> None:
+                rs.close()
+                if sfd is not None:
+                    os.close(sfd)
+
+            return wrapped, rlimits, (fd,) if sfd is None else (fd, sfd), done
 
         def preexec() -> None:
             rlimits()
-            landlock.restrict_self(fd)
+            landlock.restrict_self(fd)  # sets no_new_privs, which seccomp needs
+            if seccomp is not None:
+                seccomp.install()
 
         return argv, preexec, (), rs.close
 
