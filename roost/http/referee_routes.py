@@ -18,6 +18,7 @@ from roost.http.middleware import json_ok, read_json
 from roost.services.launcher.tickets import is_ticket
 from roost.services.referee.registration import RegisterCaller
 from roost.services.sessionwatch import pid_holds_connection
+from roost.system.fsutil import dir_identity
 from roost.system.procstart import process_identity, process_owner
 
 __all__ = ["routes"]
@@ -91,6 +92,13 @@ async def register(request: web.Request) -> web.Response:
     except RoostError as exc:
         log.info("register_refused", outcome=_outcome(exc), status=exc.status, capsule=f"{req.name}@{req.version}")
         raise
+    if _rec.workdir is not None and _local_session(request, _rec.job_id):
+        # What the workdir is now, reached with no link: every later walk beneath it must find
+        # the same directory (docs/security.md, "Workdirs").
+        try:
+            _rec.workdir_id = await executor.run(dir_identity, _rec.workdir)
+        except OSError:
+            log.warning("workdir_identity_unreadable", session_id=_rec.session_id)
     # The session's door checks the daemon's seals with this key (docs/security.md).
     answer = {"credential": credential, "door_key": request.app[KEYS].door_key_for(_rec.session_id).hex()}
     job = request.app[LAUNCHER].jobs.get(_rec.job_id) if _rec.job_id is not None else None
@@ -100,6 +108,12 @@ async def register(request: web.Request) -> web.Response:
         # node is reached through that node's keeper (roost/backends/ray/doors.py).
         answer["completion_delivery"] = "launcher"
     return json_ok(answer)
+
+
+def _local_session(request: web.Request, job_id: str | None) -> bool:
+    """Whether the session's workdir is on this host (not a job placed on another node)."""
+    job = request.app[LAUNCHER].jobs.get(job_id) if job_id is not None else None
+    return job is None or job.node is None
 
 
 @routes.post("/deregister")

@@ -65,6 +65,9 @@ class SessionRecord:
     """The uid that registered the session (children inherit their parent's); None if unknown."""
     containment: str | None = None
     """The class the session's host achieved (advisory|scoped|sealed), as told at register."""
+    workdir_id: tuple[int, int] | None = None
+    """(dev, inode) of the workdir as checked at register, on this host (not persisted: a session
+    re-loaded after a restart is walked without links but not compared)."""
 
     @property
     def running(self) -> bool:

@@ -22,9 +22,11 @@ __all__ = [
     "LinkRefused",
     "Owner",
     "Place",
+    "dir_identity",
     "fsync_dir",
     "open_append_at",
     "open_beneath",
+    "open_no_links",
     "owner_for",
     "write_atomic",
     "write_atomic_at",
@@ -84,6 +86,7 @@ Owner = tuple[int, int]
 """(uid, gid) that files and directories the daemon creates for a session are given."""
 
 _DIR_OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NO_LINK_DIR = os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class LinkRefused(OSError):
@@ -107,6 +110,44 @@ def owner_for(uid: int | None) -> Owner | None:
         return uid, uid
 
 
+def open_no_links(path: str | os.PathLike[str], flags: int = os.O_PATH) -> int:
+    """A descriptor on the directory ``path`` (absolute) reached from ``/`` one component at a
+    time with ``O_NOFOLLOW``: a link anywhere on the path is :class:`LinkRefused`, so a parent
+    swapped for a link after a check cannot redirect what is opened. The caller closes it."""
+    where = os.fspath(path)
+    parts = [p for p in where.split("/") if p and p != "."]
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for i, name in enumerate(parts):
+            last = i == len(parts) - 1
+            try:
+                nfd = os.open(name, (flags if last else os.O_PATH) | _NO_LINK_DIR, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise LinkRefused("/" + "/".join(parts[: i + 1])) from None
+                raise
+            os.close(fd)
+            fd = nfd
+        if not parts and flags != os.O_PATH:
+            nfd = os.open("/", flags | os.O_DIRECTORY | os.O_CLOEXEC)
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def dir_identity(path: str | os.PathLike[str]) -> tuple[int, int]:
+    """Blocking: ``(st_dev, st_ino)`` of the directory ``path``, reached without any link."""
+    fd = open_no_links(path)
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return st.st_dev, st.st_ino
+
+
 def open_beneath(
     base: str | os.PathLike[str],
     rel: tuple[str, ...] | list[str],
@@ -120,12 +161,9 @@ def open_beneath(
     With ``create``, missing directories are made (``mode``, then given to ``owner``). A link
     or non-directory anywhere on the way is :class:`LinkRefused`. The caller closes the fd.
     """
-    try:
-        fd = os.open(base, _DIR_OPEN)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise LinkRefused(os.fspath(base)) from None
-        raise
+    # The base itself is reached with no link anywhere on its path: a parent swapped for a link
+    # after the workdir was checked cannot send the daemon's writes elsewhere.
+    fd = open_no_links(base, os.O_RDONLY) if os.path.isabs(base) else _open_relative_base(base)
     where = os.fspath(base)
     for name in rel:
         where = os.path.join(where, name)
@@ -152,6 +190,15 @@ def open_beneath(
         if made and owner is not None:
             os.fchown(fd, owner[0], owner[1])
     return fd
+
+
+def _open_relative_base(base: str | os.PathLike[str]) -> int:
+    try:
+        return os.open(base, _DIR_OPEN)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise LinkRefused(os.fspath(base)) from None
+        raise
 
 
 def write_atomic_at(

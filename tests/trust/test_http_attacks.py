@@ -21,7 +21,9 @@ import pytest
 from launcher.test_launch import start
 from trust.attacker import NOBODY, owned_dir, request_as, system_python
 
+from a2a.door import Door, TaskOutcome
 from tests.support.daemon import RunningDaemon
+from tests.support.doorserve import serve_door
 from tests.support.launcher import DOUBLE
 from tests.support.registry import RegistryBuilder
 
@@ -152,3 +154,64 @@ async def test_the_relay_never_dials_the_daemon_itself(daemon_factory: Any, regi
             headers={"x-murmur-spawn-credential": cred},
         )
         assert status == 403 and "own listener" in body["error"], (url, body)
+
+
+async def test_a_workdir_swapped_after_registration_serves_nothing(
+    daemon_factory: Any, registry: RegistryBuilder, scratch: Path
+) -> None:
+    """uid 65534 registers its own workdir, then replaces it with a link into a root 0700
+    directory: a mint and a redeem must not serve the 0644 file it could not read itself."""
+    registry.add(
+        "exporter",
+        capabilities={"network": {"allow": ["localhost", "127.0.0.1"]}},
+        extra={"exports": {"peer_files": {"root": "share", "max_ttl": 900}}},
+    )
+    d = await daemon_factory(registry.root, spawn_allow=("exporter",))
+    home = owned_dir(scratch, "att", NOBODY, 0o755)
+    wd = owned_dir(home, "wd", NOBODY, 0o755)
+    owned_dir(wd, "share", NOBODY, 0o755)
+    vault = scratch / "vault"
+    (vault / "inner" / "share").mkdir(parents=True)
+    vault.chmod(0o700)
+    (vault / "inner").chmod(0o755)
+    secret = vault / "inner" / "share" / "secret.txt"
+    secret.write_text("root's secret")
+    secret.chmod(0o644)
+    sid = "ses_" + os.urandom(8).hex()
+    status, body = await request_as(
+        NOBODY,
+        d.url,
+        "POST",
+        "/register",
+        {"session_id": sid, "name": "exporter", "version": "0.1.0", "workdir": str(wd)},
+    )
+    assert status == 200, body
+    cred = {"x-murmur-spawn-credential": body["credential"]}
+    async with serve_door(Door(name="reader", version="0.1.0", session_id="ses_reader", runner=_ok)) as peer:
+        await _swap_and_read(d, home, wd, vault, cred, peer)
+
+
+async def _ok(_task: Any) -> Any:
+    return TaskOutcome.completed("ok")
+
+
+async def _swap_and_read(d: RunningDaemon, home: Path, wd: Path, vault: Path, cred: dict[str, str], peer: str) -> None:
+    # What uid 65534 can do to a directory of its own: move it away, put a link in its place.
+    os.rename(wd, home / "wd.old")
+    os.symlink(vault / "inner", wd)
+    os.lchown(wd, NOBODY, NOBODY)
+    status, minted = await request_as(NOBODY, d.url, "POST", "/handles", {"path": "secret.txt", "peer": peer}, cred)
+    assert status != 200, minted
+    assert "replaced after it registered" in minted.get("message", ""), minted
+    # Even a handle minted before the swap redeems nothing afterwards.
+    os.unlink(wd)
+    os.rename(home / "wd.old", wd)
+    (wd / "share" / "secret.txt").write_text("mine")
+    status, minted = await request_as(NOBODY, d.url, "POST", "/handles", {"path": "secret.txt", "peer": peer}, cred)
+    assert status == 200, minted
+    os.rename(wd, home / "wd.old")
+    os.symlink(vault / "inner", wd)
+    status, body = await request_as(
+        NOBODY, d.url, "GET", f"/resources/peer/{minted['handle']}", headers={"x-murmur-audience": minted["audience"]}
+    )
+    assert status != 200 and "root's secret" not in str(body), body

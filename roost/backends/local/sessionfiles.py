@@ -35,7 +35,13 @@ class LocalSessionFiles:
 
     async def mint_target(self, rec: SessionRecord, export: Export, components: tuple[str, ...]) -> tuple[str, ...]:
         found: tuple[str, ...] = await self.executor.run(
-            mint_target, export.workdir, export.root, components, export.uid, follow=export.follow
+            mint_target,
+            export.workdir,
+            export.root,
+            components,
+            export.uid,
+            follow=export.follow,
+            identity=export.workdir_id,
         )
         return found
 
@@ -44,7 +50,14 @@ class LocalSessionFiles:
     ) -> SmallBody | LargeBody:
         try:
             got: SmallBody | OpenedFile = await self.executor.run(
-                open_and_read, export.workdir, export.root, components, export.max_bytes, export.uid, export.follow
+                open_and_read,
+                export.workdir,
+                export.root,
+                components,
+                export.max_bytes,
+                export.uid,
+                export.follow,
+                export.workdir_id,
             )
         except OSError as exc:
             raise IoError(exc.strerror or "unexpected error") from None

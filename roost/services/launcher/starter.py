@@ -214,7 +214,13 @@ class Starter:
         artifact = await self.referee.resolve(req.name, req.version)
         if self.referee.draining:  # begun while the workdir or the registry was read
             raise for_launch(Draining())
-        workdir = str(Path(req.workdir)) if req.workdir else str(cfg.state_dir / "jobs" / job_id)
+        if req.workdir:
+            workdir = str(Path(req.workdir))
+        else:
+            # The daemon's own job directories, by a path with no link in it: every write beneath
+            # a workdir is made from / without following links (roost/system/fsutil.py).
+            state = await self.executor.run(os.path.realpath, cfg.state_dir)
+            workdir = str(Path(state) / "jobs" / job_id)
         return Cleared(artifact, None, None, None, "trusted", workdir, fresh=req.workdir is None)
 
     def _check_switch(self, uid: int | None) -> None:

@@ -37,6 +37,8 @@ class Export:
     max_bytes: int
     uid: int | None
     follow: bool
+    workdir_id: tuple[int, int] | None = None
+    """(dev, inode) of the workdir as registered, when it is on this host (re-verified on each walk)."""
 
 
 def export_of(rec: SessionRecord) -> Export | None:
@@ -44,7 +46,14 @@ def export_of(rec: SessionRecord) -> Export | None:
     plane = rec.manifest.exports.peer_files
     if plane is None or rec.workdir is None:
         return None
-    return Export(rec.workdir, root_components(plane.root), plane.max_bytes, rec.uid, follows_links(rec.containment))
+    return Export(
+        rec.workdir,
+        root_components(plane.root),
+        plane.max_bytes,
+        rec.uid,
+        follows_links(rec.containment),
+        rec.workdir_id,
+    )
 
 
 class LargeBody(Protocol):

@@ -73,6 +73,7 @@ def open_and_read(
     max_bytes: int,
     uid: int | None = None,
     follow: bool = False,
+    identity: tuple[int, int] | None = None,
 ) -> SmallBody | OpenedFile:
     """One blocking job for the common case: walk, open, and (small file) read + hash + close.
 
@@ -80,7 +81,7 @@ def open_and_read(
     1``: a file that grew past the ceiling is ``too_large``) and hashed from the very bytes that
     will be sent. A larger one is returned open; the caller owns and closes its descriptor.
     """
-    opened = open_export(workdir, root, components, max_bytes, uid, follow=follow)
+    opened = open_export(workdir, root, components, max_bytes, uid, follow=follow, identity=identity)
     if opened.size > SMALL_FILE:
         return opened
     try:

@@ -39,6 +39,7 @@ from roost.services.peer.errors import (
     SymlinkRefused,
     TooLarge,
 )
+from roost.system.fsutil import LinkRefused, open_no_links
 from roost.system.workdirs import R_OK, X_OK, groups_of, may_access
 
 Reader = tuple[int, frozenset[int]]
@@ -130,16 +131,32 @@ def _check(fd: int, reader: Reader | None, want: int) -> None:
         raise _denied()
 
 
-def _walk(workdir: str, dirs: tuple[str, ...], reader: Reader | None = None) -> int:
+WORKDIR_REPLACED: Final = (
+    "the session's workdir was replaced after it registered (it is not the directory roost checked), "
+    "so nothing is served from it"
+)
+
+
+def _walk(
+    workdir: str, dirs: tuple[str, ...], reader: Reader | None = None, identity: tuple[int, int] | None = None
+) -> int:
     """Open ``workdir`` and descend through ``dirs`` without following links; return the last fd.
 
-    With a ``reader``, every directory on the way must be searchable by that uid.
+    The workdir itself is reached from ``/`` without following any link and, with ``identity``
+    (recorded at registration), must still be that directory. With a ``reader``, every directory
+    on the way must be searchable by that uid.
     """
     try:
-        fd = os.open(workdir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = open_no_links(workdir)
+    except LinkRefused:
+        raise IoError(WORKDIR_REPLACED) from None
     except OSError as exc:
         raise map_oserror(exc) from None
     try:
+        if identity is not None:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != identity:
+                raise IoError(WORKDIR_REPLACED)
         _check(fd, reader, X_OK)
     except PeerError:
         os.close(fd)
@@ -196,26 +213,32 @@ def mint_target(
     uid: int | None = None,
     *,
     follow: bool = False,
+    identity: tuple[int, int] | None = None,
 ) -> tuple[str, ...]:
     """Mint-time check; returns the components the handle names (a followed link's target)."""
     try:
-        stat_export(workdir, root, components, uid)
+        stat_export(workdir, root, components, uid, identity=identity)
         return components
     except SymlinkRefused:
         if not follow:
             raise
     resolved = _resolved(workdir, root, components)
-    stat_export(workdir, root, resolved, uid)
+    stat_export(workdir, root, resolved, uid, identity=identity)
     return resolved
 
 
 def stat_export(
-    workdir: str, root: tuple[str, ...], components: tuple[str, ...], uid: int | None = None
+    workdir: str,
+    root: tuple[str, ...],
+    components: tuple[str, ...],
+    uid: int | None = None,
+    *,
+    identity: tuple[int, int] | None = None,
 ) -> os.stat_result:
     """Mint-time check: the target exists under the root, reached without links, is a regular
     file, and (with ``uid``) that uid could read it."""
     reader = reader_for(uid)
-    parent = _walk(workdir, root + components[:-1], reader)
+    parent = _walk(workdir, root + components[:-1], reader, identity)
     try:
         st = _lstat_final(parent, components[-1])
     finally:
@@ -233,6 +256,7 @@ def open_export(
     uid: int | None = None,
     *,
     follow: bool = False,
+    identity: tuple[int, int] | None = None,
 ) -> OpenedFile:
     """Redeem-time open: walk, refuse links (or, with ``follow``, resolve them inside the root)
     and non-regular files, check size on the descriptor.
@@ -243,18 +267,23 @@ def open_export(
     read itself. The caller owns the returned descriptor and must close it.
     """
     try:
-        return _open_export(workdir, root, components, max_bytes, uid)
+        return _open_export(workdir, root, components, max_bytes, uid, identity)
     except SymlinkRefused:
         if not follow:
             raise
-    return _open_export(workdir, root, _resolved(workdir, root, components), max_bytes, uid)
+    return _open_export(workdir, root, _resolved(workdir, root, components), max_bytes, uid, identity)
 
 
 def _open_export(
-    workdir: str, root: tuple[str, ...], components: tuple[str, ...], max_bytes: int, uid: int | None
+    workdir: str,
+    root: tuple[str, ...],
+    components: tuple[str, ...],
+    max_bytes: int,
+    uid: int | None,
+    identity: tuple[int, int] | None,
 ) -> OpenedFile:
     reader = reader_for(uid)
-    parent = _walk(workdir, root + components[:-1], reader)
+    parent = _walk(workdir, root + components[:-1], reader, identity)
     try:
         # Refuse FIFOs, devices and sockets without opening them (opening a device can have
         # side effects); the descriptor is re-checked below in case the name was swapped.
