@@ -43,7 +43,7 @@ from roost.capsule.prepare import ContainmentRefused, LaunchRefused, Prepared, R
 from roost.capsule.reaper import KILL_GRACE_SECS, become_subreaper, descendants, kill_tree, reap_orphans
 from roost.capsule.sandbox import Confinement
 from roost.capsule.seccomp import SeccompUnavailable, build_filter
-from roost.capsule.serving import EXIT_STATUS, TaskServer, build_door
+from roost.capsule.serving import EXIT_STATUS, TaskServer, build_door, libc_prctl
 from roost.capsule.taskinput import read_initial_task, read_job_id
 from roost.core.authz import Listener
 from roost.core.completion import CompletionRecord
@@ -60,6 +60,7 @@ StopReason = Literal["natural", "signal", "lifeline"]
 LIFELINE_GRACE_SECS = 20.0
 KILL_GRACE_ENV = "MURMUR_KILL_GRACE_SECS"
 REAP_EVERY_SECS = 1.0
+PR_SET_DUMPABLE = 4
 DOOR_HEAD_SECS = 10.0
 DOOR_KEEPALIVE_SECS = 15.0
 DOOR_CONNECTIONS_PER_UID = 256
@@ -172,6 +173,11 @@ class Host:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop, "signal")
+        if self.p.decision.achieved == "advisory":
+            # Nothing confines the entrypoint, which runs as our uid: at least it may not ptrace
+            # us or read our memory for the credential (docs/security.md, "Sealed origin and trust").
+            with contextlib.suppress(OSError):
+                libc_prctl(PR_SET_DUMPABLE, 0)
         if not become_subreaper():
             say("could not become a child subreaper; a descendant that leaves its session may outlive it")
         self._reaper = loop.call_later(REAP_EVERY_SECS, self._reap)
