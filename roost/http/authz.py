@@ -14,6 +14,7 @@ route without an entry fails the build. docs/security.md, "Who may call what".
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Final
 
@@ -224,10 +225,17 @@ class EdgeNames:
         self._urls = urls
         self._extra = extra
         self._seen: tuple[str | None, ...] | None = None
+        self._checked = -1.0
         self.hosts: frozenset[str] = frozenset()
         self.origins: frozenset[str] = frozenset()
+        self._host_ok: dict[str | None, bool] = {}
 
     def refresh(self) -> EdgeNames:
+        """Re-read the listeners' URLs at most once a second (they change only as listeners bind)."""
+        now = time.monotonic()
+        if now - self._checked < 1.0:
+            return self
+        self._checked = now
         urls = self._urls()
         if urls == self._seen:
             return self
@@ -246,7 +254,18 @@ class EdgeNames:
         self.hosts = frozenset(hosts)
         self.origins = frozenset(f"{h}:{p}" for h in hosts for p in ports)
         self._seen = urls
+        self._host_ok = {}
         return self
+
+    def host_ok(self, host: str | None) -> bool:
+        """:func:`roost.core.authz.host_allowed` for our names, remembered per distinct header."""
+        known = self._host_ok.get(host)
+        if known is None:
+            known = host_allowed(host, self.hosts, any_address=True)
+            if len(self._host_ok) >= 1024:
+                self._host_ok.clear()
+            self._host_ok[host] = known
+        return known
 
 
 FactsHook = Callable[[web.Request, Policy, CallerFacts], Awaitable[CallerFacts]]
@@ -270,12 +289,17 @@ def facts_of(request: web.BaseRequest, names: EdgeNames | None, *, owner_uid: in
     caller = caller_of(request)
     host_ok, foreign = True, False
     if names is not None:
+        headers = request.headers
         names.refresh()
-        host_ok = host_allowed(request.headers.get("Host"), names.hosts, any_address=True)
-        foreign = cross_site(request.headers.get("Origin"), request.headers.get("Sec-Fetch-Site"), names.origins)
+        host_ok = names.host_ok(headers.get("Host"))
+        origin, fetch_site = headers.get("Origin"), headers.get("Sec-Fetch-Site")
+        if origin is not None or fetch_site is not None:
+            foreign = cross_site(origin, fetch_site, names.origins)
+    if caller.loopback:  # which token is presented matters only to a caller from another host
+        return CallerFacts(caller.uid, True, owner_uid, cross_site=foreign, host_ok=host_ok)
     return CallerFacts(
         uid=caller.uid,
-        local=caller.loopback,
+        local=False,
         daemon_uid=owner_uid,
         credential=_has(request, CREDENTIAL_HEADER),
         approval=_has(request, APPROVAL_HEADER),
@@ -299,6 +323,8 @@ def authz_middleware(
 ) -> Middleware:
     """The middleware every :class:`aiohttp.web.Application` listener installs first."""
     table = TABLES[listener]
+    me = os.geteuid()
+    by_route: dict[int, Policy | None] = {}  # the route objects of one application are fixed
 
     @web.middleware
     async def authz(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -306,9 +332,13 @@ def authz_middleware(
         if match.http_exception is not None:
             return await handler(request)  # no route: the same 404/405 for anyone
         route = match.route
-        canonical = route.resource.canonical if route.resource is not None else ""
-        policy = policy_for(table, route.method, canonical)
-        facts = facts_of(request, names(request), owner_uid=os.geteuid())
+        key = id(route)
+        if key in by_route:
+            policy = by_route[key]
+        else:
+            canonical = route.resource.canonical if route.resource is not None else ""
+            policy = by_route[key] = policy_for(table, route.method, canonical)
+        facts = facts_of(request, names(request), owner_uid=me)
         if policy is not None and facts_hook is not None and facts.local:
             facts = await facts_hook(request, policy, facts)
         denial = decide(policy, facts)
