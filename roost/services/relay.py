@@ -224,7 +224,7 @@ class Relay:
 
     def _refuse_own(self, url: str) -> None:
         """Never dial the daemon's own listeners, whatever ``network.allow`` says."""
-        if dials_own_listener(url, self._own_listeners()):
+        if _dials_own(url, tuple(self._own_listeners())):
             raise Refused(OWN_LISTENER.format(url=url), "own_listener")
 
     async def send(self, credential: str | None, req: SendRequest, task_trust: str | None = None) -> dict[str, Any]:
@@ -328,6 +328,12 @@ class Relay:
         span.completed(**done)
         count(method, "ok")
         return task_answer(task)
+
+
+@functools.lru_cache(maxsize=4096)
+def _dials_own(url: str, listeners: tuple[tuple[str, int], ...]) -> bool:
+    """:func:`roost.core.ownlisteners.dials_own_listener`, remembered (pure; a session dials few peers)."""
+    return dials_own_listener(url, listeners)
 
 
 @functools.lru_cache(maxsize=4096)
