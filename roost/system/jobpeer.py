@@ -18,9 +18,10 @@ import contextlib
 import os
 import select
 import socket
-import struct
 from collections.abc import Collection
 from pathlib import Path
+
+from roost.system.peercred import unix_peer
 
 __all__ = [
     "ancestor_in",
@@ -31,19 +32,11 @@ __all__ = [
     "socket_in_job",
 ]
 
-_PEERCRED = struct.Struct("3i")
-
 
 def peer_pid(sock: socket.socket | None) -> int | None:
     """The pid at the other end of a unix socket (``SO_PEERCRED``), or None."""
-    if sock is None or sock.family != socket.AF_UNIX:
-        return None
-    try:
-        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-    except OSError:
-        return None
-    pid = _PEERCRED.unpack(raw)[0]
-    return int(pid) if pid > 0 else None
+    found = unix_peer(sock)
+    return found[0] if found is not None and found[0] > 0 else None
 
 
 def _ppid(pid: int) -> int | None:

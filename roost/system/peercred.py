@@ -20,7 +20,7 @@ import socket
 import struct
 import threading
 
-__all__ = ["SockDiag", "owner_of", "owner_uid", "tcp_peer_uid", "unix_peer_uid"]
+__all__ = ["SockDiag", "owner_of", "owner_uid", "tcp_peer_uid", "unix_peer", "unix_peer_uid"]
 
 NETLINK_SOCK_DIAG = 4
 SOCK_DIAG_BY_FAMILY = 20
@@ -41,16 +41,22 @@ _MSG_UID_OFFSET = 4 + 48 + 12
 _PEERCRED = struct.Struct("3i")
 
 
-def unix_peer_uid(sock: socket.socket | None) -> int | None:
-    """The uid of the process at the other end of a unix socket (``SO_PEERCRED``), or None."""
+def unix_peer(sock: socket.socket | None) -> tuple[int, int] | None:
+    """``(pid, uid)`` of the process at the other end of a unix socket (``SO_PEERCRED``), or None."""
     if sock is None or sock.family != socket.AF_UNIX:
         return None
     try:
         raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
     except OSError:
         return None
-    _pid, uid, _gid = _PEERCRED.unpack(raw)
-    return int(uid)
+    pid, uid, _gid = _PEERCRED.unpack(raw)
+    return int(pid), int(uid)
+
+
+def unix_peer_uid(sock: socket.socket | None) -> int | None:
+    """The uid of the process at the other end of a unix socket (``SO_PEERCRED``), or None."""
+    found = unix_peer(sock)
+    return found[1] if found is not None else None
 
 
 _V4_MAPPED = b"\x00" * 10 + b"\xff\xff"

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +27,6 @@ from tests.support.registry import RegistryBuilder
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="forking a client as uid 65534 needs root")
 RUNTIME_ANYONE = (system_python(), str(DOUBLE))
 JOB = {"name": "solo", "version": "0.1.0", "task": "sleep 60"}
-
-
-@pytest.fixture
-def scratch() -> Iterator[Path]:
-    d = Path(tempfile.mkdtemp(prefix="roost-attack-", dir="/tmp"))
-    d.chmod(0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 async def test_another_uid_cannot_read_or_cancel_roots_job(daemon_factory: Any, registry: RegistryBuilder) -> None:

@@ -17,17 +17,11 @@ import aiohttp
 
 from tests.support.capsules import Capsules, add_examples, base_env, capsules, trace_events, wait_for
 from tests.support.registry import RegistryBuilder
+from tests.test_relay_capsules import SENDER
 
 __all__ = ["capsules"]
 
-RELAYER = """
-import subprocess, sys
-peer = sys.stdin.read().strip()
-proc = subprocess.run(["roost-capsule", "send", "--peer", peer, "forwarded"], capture_output=True, text=True)
-sys.stderr.write(proc.stderr)
-sys.stdout.write(proc.stdout)
-sys.exit(proc.returncode)
-"""
+RELAYER = SENDER  # reads a peer URL as its task and sends to it through its host socket
 
 
 async def _message(url: str, text: str) -> Any:
