@@ -38,7 +38,24 @@ from roost.core.netrule import NetworkAllowRule
 
 __all__ = ["Grants", "effective_grants", "plan_grants"]
 
-SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin")
+SYSTEM_READ = (
+    "/usr/lib",
+    "/usr/lib32",
+    "/usr/lib64",
+    "/usr/libx32",
+    "/usr/local/lib",
+    "/usr/share",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+)
+"""Library and data directories, never the program directories (``/usr/bin``, ``/bin``, ``/sbin``…):
+read access to a program lets the dynamic loader run it (``ld.so /usr/bin/id``), so the programs an
+entrypoint may run are the files of ``exec_files`` alone."""
+TOP_LEVEL_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+"""Merged-/usr links a sandbox keeps as links (``#!/bin/sh`` must resolve), with nothing behind them
+but what is granted."""
 ETC_READ = (
     "/etc/ld.so.cache",
     "/etc/ld.so.conf",
@@ -87,9 +104,15 @@ def _shebang(path: str) -> list[str]:
     return line.split()
 
 
+def _as_named(path: str) -> str:
+    """``path`` with its directory resolved but not its last component (``/bin/sh`` →
+    ``/usr/bin/sh``): where a sandbox must bind the file for the name a ``#!`` line uses."""
+    return os.path.join(os.path.realpath(os.path.dirname(path) or "."), os.path.basename(path))
+
+
 def interpreter_chain(argv0: str, path_env: str) -> list[str]:
     """The files the kernel executes to run ``argv0``: itself, its ``#!`` interpreter (through
-    ``env``), and the dynamic loader."""
+    ``env``), and the dynamic loader — each by its real path and by the name that reaches it."""
     chain = [argv0]
     words = _shebang(argv0)
     if words:
@@ -103,18 +126,29 @@ def interpreter_chain(argv0: str, path_env: str) -> list[str]:
     chain.extend(sorted(glob.glob("/lib*/ld-linux*.so*") + glob.glob("/lib*/ld-musl*.so*")))
     out: list[str] = []
     for item in chain:
-        real = os.path.realpath(item)
-        if os.path.isfile(real) and real not in out:
-            out.append(real)
+        for path in (os.path.realpath(item), _as_named(item)):
+            if os.path.isfile(path) and path not in out:
+                out.append(path)
     return out
 
 
 def runtime_roots() -> list[str]:
-    """Directories the interpreter and our own package are read from (read-only)."""
+    """Directories (and files) the interpreter and our own package are read from (read-only): the
+    standard library and site-packages, the prefixes' ``lib`` (``libpython``), a virtual
+    environment's ``pyvenv.cfg`` — not the prefixes themselves, whose ``bin`` holds programs."""
+    import sysconfig
+
     import a2a
     import roost
 
-    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    paths = sysconfig.get_paths()
+    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}:
+        roots.add(os.path.join(prefix, "lib"))
+        roots.add(os.path.join(prefix, "lib64"))
+        cfg = os.path.join(prefix, "pyvenv.cfg")
+        if os.path.isfile(cfg):
+            roots.add(cfg)
     roots.add(str(Path(roost.__file__).resolve().parent))
     roots.add(str(Path(a2a.__file__).resolve().parent))
     for entry in sys.path:
@@ -123,7 +157,7 @@ def runtime_roots() -> list[str]:
     for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):  # read by every interpreter
         if entry and os.path.isdir(entry):
             roots.add(os.path.realpath(entry))
-    return sorted(r for r in roots if os.path.isdir(r))
+    return sorted(r for r in roots if os.path.exists(r))
 
 
 def _ports(manifest: Manifest, fixed: Sequence[int]) -> tuple[list[int] | None, list[str]]:

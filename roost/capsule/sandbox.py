@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roost.capsule import landlock
-from roost.capsule.confine import Grants
+from roost.capsule.confine import TOP_LEVEL_LINKS, Grants
 from roost.capsule.probe import Decision, HostProbe
 from roost.capsule.seccomp import Filter
 
@@ -72,14 +72,21 @@ def sandbox_argv(
         "/dev",
     ]
     seen: set[str] = set()
+    for link in TOP_LEVEL_LINKS:
+        if os.path.islink(link):
+            out += ["--symlink", os.readlink(link), link]
+            seen.add(link)
+    bound: list[str] = []
     for p in (*g.read, *g.read_exec, *g.exec_files):
         if p in seen or p.startswith(("/proc", "/dev")):
             continue
         seen.add(p)
         if os.path.islink(p) and p.count("/") == 1:
             out += ["--symlink", os.readlink(p), p]
-        else:
+        elif not any(p.startswith(d + "/") for d in bound):  # a file under a bound directory is there
             out += ["--ro-bind-try", p, p]
+            if os.path.isdir(p):
+                bound.append(p.rstrip("/"))
     for p in g.read_write:
         Path(p).mkdir(parents=True, exist_ok=True)
         out += ["--bind", p, p]
