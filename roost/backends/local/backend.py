@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import os
-import shutil
 import signal
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,6 +40,7 @@ from roost.backends.process.spawn import (
     RunAs,
     apply_limits,
     can_switch_users,
+    require_command,
     run_as,
     start_process,
     switch_refusal,
@@ -159,7 +158,10 @@ def _before_start(
         user = run_as(spec.uid)
     except CannotSwitchUser as exc:
         raise CannotRunAs(str(exc)) from None
-    _check_command(spec.argv[0], spec.env.get("PATH", os.defpath))
+    try:
+        require_command(spec.argv[0], spec.env.get("PATH", os.defpath))
+    except FileNotFoundError as exc:
+        raise StartFailed(f"{spec.argv[0]}: {exc.strerror}") from None
     log_fd = childrecords.open_log(place)
     if cgroups is not None:
         job_id = spec.dir.job_id
@@ -171,14 +173,6 @@ def _before_start(
             log.warning("cgroup_create_failed", job_id=job_id, error=exc.strerror)
             cgroups = None
     return user, log_fd, cgroups
-
-
-def _check_command(argv0: str, path: str) -> None:
-    """Blocking: the child's command exists (the exec step, not the command, is what ``Popen``
-    execs, so a missing command would otherwise surface only as an early exit)."""
-    found = argv0 if "/" in argv0 else shutil.which(argv0, path=path)
-    if found is None or not os.path.isfile(found):
-        raise StartFailed(f"{argv0}: {os.strerror(errno.ENOENT)}")
 
 
 class LocalBackend:

@@ -23,8 +23,10 @@ Why it is done this way:
 
 from __future__ import annotations
 
+import errno
 import os
 import resource
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -46,6 +48,7 @@ __all__ = [
     "capsule_host_env",
     "child_argv",
     "child_env",
+    "require_command",
     "run_as",
     "setid_capable",
     "start_process",
@@ -196,6 +199,15 @@ def run_as(uid: int | None) -> RunAs | None:
     except OSError:
         groups = ()
     return RunAs(uid=uid, gid=pw.pw_gid, groups=groups, home=pw.pw_dir or None)
+
+
+def require_command(argv0: str, path: str) -> None:
+    """Blocking: :class:`FileNotFoundError` unless the child's command exists. The exec step, not
+    the command, is what ``Popen`` execs, so a missing command would otherwise show only as the
+    child's early exit instead of the start's own error."""
+    found = argv0 if "/" in argv0 else shutil.which(argv0, path=path)
+    if found is None or not os.path.isfile(found):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv0)
 
 
 @dataclass(slots=True)

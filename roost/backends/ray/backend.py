@@ -211,6 +211,7 @@ class RayBackend:
                 spec.resources.model_dump(),
                 spec.stdin,
                 not spec.limits_in_child,
+                spec.containment,
             )
         except RayActorError as exc:
             raise StartFailed(await self.keepers.gone_sentence(node, exc)) from None

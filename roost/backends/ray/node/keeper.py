@@ -54,7 +54,15 @@ from typing import Any
 import psutil
 
 from roost.backends.process.cgroups import JobCgroups, sweep_marked
-from roost.backends.process.spawn import CannotSwitchUser, ChildSpec, apply_limits, run_as, start_process
+from roost.backends.process.privdrop import find_setpriv
+from roost.backends.process.spawn import (
+    CannotSwitchUser,
+    ChildSpec,
+    apply_limits,
+    require_command,
+    run_as,
+    start_process,
+)
 from roost.backends.process.supervise import ProcessWatch, signal_group
 from roost.backends.ray.node import cache as keepercache
 from roost.backends.ray.node.checks import check_command
@@ -175,8 +183,13 @@ class NodeKeeper(ChildRecordsKeeper, PeerFilesKeeper, DoorKeeper):
         caps: dict[str, Any],
         stdin: bytes | None,
         limit_host: bool,
+        containment: str = "advisory",
     ) -> dict[str, Any]:
         """Start the child in its directory, in its own process group, as ``uid``; hold its lifeline.
+
+        It execs through the privilege-dropping step (roost/backends/process/privdrop.py), as on
+        the daemon's host; ``containment`` is the manifest's floor (``sealed`` keeps CAP_SETFCAP
+        for a uid-0 child's bwrap).
 
         ``argv[0] == "@python"`` becomes this node's interpreter; ``MURMUR_REGISTRY_PATH`` is this
         keeper's artifact cache. Returns ``{pid, start}`` (start: :func:`roost.system.procstart.process_identity`).
@@ -190,9 +203,10 @@ class NodeKeeper(ChildRecordsKeeper, PeerFilesKeeper, DoorKeeper):
         place = self.place(job_id, uid)
         resources = ResourceCaps.model_validate(caps)
         user = await asyncio.to_thread(run_as, uid)
-        log_fd = await asyncio.to_thread(childrecords.open_log, place)
         if argv and argv[0] == PYTHON_MARK:
             argv = [sys.executable, *argv[1:]]
+        await asyncio.to_thread(require_command, argv[0], env.get("PATH", os.environ.get("PATH", os.defpath)))
+        log_fd = await asyncio.to_thread(childrecords.open_log, place)
         read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
         env = dict(env)
         env["MURMUR_SPAWNER_LIFELINE"] = str(read_fd)
@@ -201,7 +215,16 @@ class NodeKeeper(ChildRecordsKeeper, PeerFilesKeeper, DoorKeeper):
         ca = os.environ.get(CA_ENV)
         if ca:  # the node's own CA file: its children verify the daemon's certificate with it
             env[CA_ENV] = ca
-        spec = ChildSpec(argv=argv, env=env, cwd=str(place.path), lifeline_fd=read_fd, stderr_fd=log_fd, user=user)
+        spec = ChildSpec(
+            argv=argv,
+            env=env,
+            cwd=str(place.path),
+            lifeline_fd=read_fd,
+            stderr_fd=log_fd,
+            user=user,
+            setpriv=await asyncio.to_thread(find_setpriv),
+            sealed=containment == "sealed",
+        )
         cgroups = self.cgroups
         if cgroups is not None:
             try:
