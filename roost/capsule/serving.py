@@ -28,8 +28,10 @@ from a2a.protocol.origin import Origin
 from roost.capsule.entrypoint import Launch, run_entrypoint
 from roost.capsule.limits import apply_rlimits
 from roost.capsule.prepare import Prepared
+from roost.capsule.reaper import kill_tree
 from roost.capsule.sandbox import Confinement
 from roost.capsule.taskinput import write_results
+from roost.capsule.writecap import WriteWatch, over_sentence
 from roost.core.wire import BLOCKING_CAP_ENV
 from roost.http.caller import caller_of
 from roost.observe.tracelines import TraceWriter
@@ -141,11 +143,14 @@ class TaskServer:
             self.spawning -= 1
 
         self.spawning += 1  # until its pid is known, no orphan reaping (it could be ours)
+        watch = self._write_watch(pids)
         try:
             result = await run_entrypoint(
                 launch, text=task.text, cwd=self.p.workdir, env=env, grace=self.grace, on_start=started
             )
         finally:
+            if watch is not None:
+                await watch.close()
             if not pids:
                 self.spawning -= 1
             self.entry_pids.difference_update(pids)
@@ -157,10 +162,23 @@ class TaskServer:
                 return TaskOutcome.input_required(question)
             write_results(self.p.workdir, result.stdout, ok=True, job_id=self.job_id)
             return TaskOutcome.completed(result.stdout)
-        reason = result.failure()
+        reason = result.failure() if watch is None or watch.over is None else over_sentence(watch.over, watch.cap)
         sep = "" if not result.stdout or result.stdout.endswith("\n") else "\n"
         write_results(self.p.workdir, result.stdout + sep + reason + "\n", ok=False, job_id=self.job_id)
         return TaskOutcome.failed(reason)
+
+    def _write_watch(self, pids: list[int]) -> WriteWatch | None:
+        """The ``max_workdir_bytes`` watch for one task, started; None when none is declared."""
+        cap = self.p.manifest.capabilities.resources.max_workdir_bytes
+        if cap is None:
+            return None
+
+        async def stop() -> None:
+            await kill_tree(pids[0] if pids else None, grace=self.grace, keep=tuple(pids))
+
+        watch = WriteWatch(self.p.workdir, cap, stop)
+        watch.start()
+        return watch
 
     def _launch(self) -> Launch:
         """The entrypoint's argv and the hook that binds it before exec (rlimits, parent death,

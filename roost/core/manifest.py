@@ -156,8 +156,11 @@ class ResourceCaps(_Model):
     """The job's cgroup ``memory.max`` (default: ``address_space_bytes``), where cgroups are used."""
     cpu_percent: int | None = Field(default=None, gt=0, le=100_000)
     """The job's cgroup ``cpu.max`` as a percentage of one CPU, where cgroups are used."""
+    max_workdir_bytes: int | None = Field(default=None, gt=0)
+    """What a script capsule's job may hold in its workdir, measured while a task runs and
+    enforced by stopping it (eventually: roost/capsule/writecap.py)."""
 
-    @field_validator("max_file_size_bytes", "address_space_bytes", "memory_bytes", mode="before")
+    @field_validator("max_file_size_bytes", "address_space_bytes", "memory_bytes", "max_workdir_bytes", mode="before")
     @classmethod
     def _bytes(cls, v: object) -> object:
         return None if v is None else parse_byte_count(v)
