@@ -8,6 +8,8 @@ helpers themselves live in ``tests/support/`` so each exists once, whatever impo
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,16 @@ from tests.support.registry import RegistryBuilder
 # "data generation is too slow") measure the machine's load, not the code, so they are off.
 settings.register_profile("roost", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("roost")
+
+
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    """A directory under /tmp that every uid can enter (pytest's own tmp dirs are root's 0700):
+    for tests that act as another uid (tests/trust/attacker.py)."""
+    d = Path(tempfile.mkdtemp(prefix="roost-scratch-", dir="/tmp"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture

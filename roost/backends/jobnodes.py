@@ -35,7 +35,7 @@ class JobNodes:
             job = next((j for j in jobs.values() if j.session_id == rec.session_id), None)
         if job is None or job.node is None:
             return None
-        return ChildDir(job.job_id, job.workdir, job.parent_workdir, job.uid, job.node)
+        return ChildDir(job.job_id, job.workdir, job.parent_workdir, job.process_uid, job.node)
 
     async def append_trace(
         self, dir: ChildDir, session_id: str, lines: Sequence[tuple[str, dict[str, object]]]

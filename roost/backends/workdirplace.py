@@ -63,5 +63,5 @@ class RegisteredWorkdirs:
         job = self.remote_job(workdir, job_id)
         if job is None or self._backend is None:
             return await self._executor.run(registered_workdir, workdir, uid)
-        where = ChildDir(job.job_id, job.workdir, job.parent_workdir, job.uid, job.node)
+        where = ChildDir(job.job_id, job.workdir, job.parent_workdir, job.process_uid, job.node)
         return await self._backend.check_workdir(where, workdir, uid)

@@ -106,7 +106,10 @@ class Job:
     start_written: bool = False
     end_written: bool = False
     uid: int | None = None
-    """The uid the job runs as: its parent session's, or the top-level launcher's."""
+    """The job's owner: its parent session's uid, or the top-level launcher's."""
+    run_uid: int | None = None
+    """The uid its process runs as when that is not the owner's: the config's ``run_as`` user for
+    an operator's job (None: the owner's uid)."""
     node: NodeRef | None = None
     """The machine its child runs on (None: this host)."""
     # In-memory only: set once the exit has been handled (completion, trace, record).
@@ -116,6 +119,11 @@ class Job:
     """In memory: found running or lost by reconcile (a previous daemon may have written its lines)."""
     finalizing: bool = field(default=False, repr=False)
     """In memory: its exit is being handled (a second caller returns at once)."""
+
+    @property
+    def process_uid(self) -> int | None:
+        """The uid the job's process runs as (and owns what is made for it)."""
+        return self.run_uid if self.run_uid is not None else self.uid
 
     @property
     def final(self) -> bool:

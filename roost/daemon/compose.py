@@ -9,7 +9,6 @@ systemd) is roost/daemon/serve.py.
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,7 +22,6 @@ from roost.admin.control import Control
 from roost.admin.server import AdminServer, AdminSocketError, build_admin_app
 from roost.backends.bundle import BackendNeeds, BackendServices
 from roost.backends.choose import choose_backend
-from roost.core.authz import launch_allowed
 from roost.daemon.lifecycle import Lifecycle
 from roost.daemon.network import check_listeners, start_network_listener
 from roost.daemon.startup import (
@@ -143,7 +141,7 @@ class Roost:
             events=self.events,
             metrics=self.metrics,
             traces=self.traces,
-            may_launch=lambda uid: launch_allowed(uid, self.settings.config.launch_uids, os.geteuid()),
+            may_launch=lambda uid: self.launcher.may_launch(uid),
             own_listeners=self._own_listeners,
         )
         self.referee.on_session_registered.append(self.relay.forget_doors)

@@ -121,6 +121,11 @@ class Config(BaseModel):
     """``auto``: a cgroup v2 per job where one can be made; ``off``: always the fallback sweep."""
     launch_uids: tuple[int, ...] | None = None
     """Loopback uids that may launch a top-level job without a credential (None: the daemon's own)."""
+    run_as: str | None = None
+    """A user (name or uid) every operator's job runs as instead of root or the daemon's user
+    (the sysusers file creates ``mur-roost-jobs``); None: as the operator's own uid."""
+    run_as_capsules: dict[str, str] = Field(default_factory=dict)
+    """``run_as`` per capsule name, over ``run_as`` for that capsule's operator jobs."""
     peer_fetch_max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     peer_timeout_secs: float = Field(default=30.0, gt=0, le=3600)
     door_blocking_cap_secs: float = Field(default=120.0, gt=0, le=86400)

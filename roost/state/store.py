@@ -179,6 +179,10 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE jobs ADD COLUMN node TEXT;
     """,
+    # 9: the uid an operator's job runs as when it is not its owner's (config run_as).
+    """
+    ALTER TABLE jobs ADD COLUMN run_uid INTEGER;
+    """,
 ]
 
 # The WAL is truncated back to this after each checkpoint, whatever its high-water mark was.

@@ -8,8 +8,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +22,6 @@ from .test_launch import start
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="switching uids needs root")
 RUNTIME_ANYONE = (system_python(), str(DOUBLE))
-
-
-@pytest.fixture
-def scratch() -> Iterator[Path]:
-    d = Path(tempfile.mkdtemp(prefix="roost-runas-", dir="/tmp"))
-    d.chmod(0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def _uids(pid: int) -> tuple[int, ...]:

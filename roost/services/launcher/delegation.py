@@ -63,7 +63,7 @@ class DelegationTrace:
             job = next((j for j in jobs.values() if j.session_id == parent.session_id), None)
         if job is None or job.node is None:
             return None
-        return ChildDir(job.job_id, job.workdir, job.parent_workdir, job.uid, job.node)
+        return ChildDir(job.job_id, job.workdir, job.parent_workdir, job.process_uid, job.node)
 
     async def _remote_lines(self, dir: ChildDir, session_id: str) -> list[dict[str, object]]:
         """The parent's trace read on its node, from the start, in chunks."""

@@ -42,7 +42,7 @@ log = structlog.get_logger("roost.launcher")
 
 def child_dir(job: Job) -> ChildDir:
     """The job's directory, as the backend is asked about it."""
-    return ChildDir(job.job_id, job.workdir, job.parent_workdir, job.uid, job.node)
+    return ChildDir(job.job_id, job.workdir, job.parent_workdir, job.process_uid, job.node)
 
 
 def process_attrs(job: Job, **more: Any) -> dict[str, Any]:

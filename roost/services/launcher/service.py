@@ -147,6 +147,10 @@ class Launcher:
         """Whether ``pid`` is a child this launcher started and is already watching."""
         return self.index.launched_pid(pid)
 
+    def may_launch(self, uid: int | None) -> bool:
+        """Whether sessions of ``uid`` may obtain launches (``launch_uids`` or a ``run_as`` user)."""
+        return self.starter.may_launch(uid)
+
     def job_roots(self) -> frozenset[int]:
         """The root process of every unfinished job on this host (what a peer's ancestry is
         checked against: roost/system/jobpeer.py)."""

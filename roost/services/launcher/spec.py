@@ -102,7 +102,7 @@ def start_spec(
         env=env,
         cwd=job.workdir,
         stdin=approval.encode() + b"\n" if approval is not None else b"",
-        uid=job.uid,
+        uid=job.process_uid,
         resources=artifact.manifest.capabilities.resources,
         limits_in_child=bool(artifact.manifest.entrypoint),
         capsule=f"{job.name}@{job.version}",

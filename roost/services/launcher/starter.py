@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
+import sys
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -49,6 +51,7 @@ from roost.state.registry import ArtifactNotFound
 from roost.state.repos.jobs import JobRepository
 from roost.state.repos.sessions import SessionRepository
 from roost.state.sessions import SessionRecord
+from roost.system.runas import RunAsError, reach_problem, resolve_user
 from roost.system.workdirs import check_workdir
 
 if TYPE_CHECKING:
@@ -77,6 +80,7 @@ class Cleared(NamedTuple):
     trust: str
     workdir: str
     fresh: bool
+    run_uid: int | None = None
 
 
 class Starter:
@@ -134,6 +138,7 @@ class Starter:
             else:
                 cleared = await self._clear_top_level(req, job_id, loopback=loopback, uid=uid, operator=operator)
             job = new_job(job_id, req, cleared.artifact, cleared.parent, cleared.trust, cleared.workdir, uid)
+            job.run_uid = cleared.run_uid
             artifact, parent, approval, jti = cleared.artifact, cleared.parent, cleared.approval, cleared.jti
             return await self._start(Admitted(job, artifact, parent, approval, jti, t0, cleared.fresh, req.task))
         except ArtifactNotFound as exc:
@@ -149,7 +154,7 @@ class Starter:
         """A session delegating: its quota, then the referee's spawn (the same refusals as
         ``/spawn``); the child's directory goes under the parent's workdir."""
         parent = self.referee.authenticate(credential)
-        if not launch_allowed(parent.uid, self.config.launch_uids, os.geteuid()):
+        if not self.may_launch(parent.uid):
             # A session its uid registered for itself, outside launch_uids (or its child): it may
             # use /spawn as upstream runtimes do, but obtains no launch from this daemon.
             raise Refused(
@@ -203,10 +208,15 @@ class Starter:
             raise for_launch(refusal)
         self.index.take_quota(job_id, uid, self.config.uid_live_jobs_limit)
         self.index.hold_top_start(job_id)  # held across the registry await below, so the ceiling holds
+        user = self._run_as_user(req.name, uid, operator=operator)
+        run_uid = await self._run_as_uid(user) if user is not None else None
+        if run_uid is not None:
+            self._check_switch(run_uid)
         if req.workdir is not None:
-            # The workdir must be the launching caller's own (docs/security.md).
-            await self.executor.run(check_workdir, req.workdir, uid)
-        elif uid != os.geteuid():
+            # The workdir must be the launching caller's own (docs/security.md) — or, for a job
+            # run as the run_as user, that user's, who writes there.
+            await self.executor.run(check_workdir, req.workdir, uid if run_uid is None else run_uid)
+        elif uid != os.geteuid() and run_uid is None:
             raise Refused(
                 "a top-level job launched by another user needs a 'workdir' of that user's own: "
                 "roost keeps its own job directories private to the daemon's user"
@@ -221,7 +231,58 @@ class Starter:
             # a workdir is made from / without following links (roost/system/fsutil.py).
             state = await self.executor.run(os.path.realpath, cfg.state_dir)
             workdir = str(Path(state) / "jobs" / job_id)
-        return Cleared(artifact, None, None, None, "trusted", workdir, fresh=req.workdir is None)
+        if run_uid is not None and user is not None:
+            problem = await self.executor.run(self._reach_problem, run_uid, artifact, workdir)
+            if problem is not None:
+                raise Conflict(f"run_as: the job would run as {user} (uid {run_uid}), but {problem}")
+        return Cleared(artifact, None, None, None, "trusted", workdir, fresh=req.workdir is None, run_uid=run_uid)
+
+    def _run_as_user(self, name: str, uid: int | None, *, operator: bool) -> str | None:
+        """The ``run_as`` user of an operator's job of capsule ``name`` (the admin socket, or root
+        or the daemon's own uid launching), or None."""
+        cfg = self.config
+        if not (operator or uid in (0, os.geteuid())):
+            return None
+        return cfg.run_as_capsules.get(name) or cfg.run_as
+
+    async def _run_as_uid(self, user: str) -> int:
+        try:
+            uid: int = await self.executor.run(resolve_user, user)
+        except RunAsError as exc:
+            raise Conflict(str(exc)) from None
+        return uid
+
+    def _reach_problem(self, run_uid: int, artifact: Artifact, workdir: str) -> str | None:
+        """Blocking: why ``run_uid`` could not run this job (:func:`roost.system.runas.reach_problem`)."""
+        return reach_problem(run_uid, interpreter=self._interpreter(artifact), workdir=workdir)
+
+    def _interpreter(self, artifact: Artifact) -> str | None:
+        """Blocking (a PATH search): what the job's child execs first, the capsule host's command
+        or the runtime's."""
+        cfg = self.config
+        command: str | None
+        if artifact.manifest.entrypoint:
+            command = cfg.capsule_command[0] if cfg.capsule_command else sys.executable
+        else:
+            command = cfg.runtime_command[0] if cfg.runtime_command else None
+        if command is None or "/" in command:
+            return command
+        return shutil.which(command) or command
+
+    def may_launch(self, uid: int | None) -> bool:
+        """Whether sessions of ``uid`` may obtain launches: ``launch_uids``, or a ``run_as`` user
+        (its jobs' sessions delegate as the operator's did)."""
+        cfg = self.config
+        if launch_allowed(uid, cfg.launch_uids, os.geteuid()):
+            return True
+        users = {u for u in (cfg.run_as, *cfg.run_as_capsules.values()) if u}
+        for user in users:
+            try:
+                if resolve_user(user) == uid:
+                    return True
+            except RunAsError:
+                continue
+        return False
 
     def _check_switch(self, uid: int | None) -> None:
         """Refuse at once (409, as a node that cannot take the child) a job whose uid the
@@ -236,7 +297,10 @@ class Starter:
         job = launch.job
         try:
             job.node = await self.backend.place(
-                job.job_id, f"{job.name}@{job.version}", launch.artifact.manifest.capabilities.resources, job.uid
+                job.job_id,
+                f"{job.name}@{job.version}",
+                launch.artifact.manifest.capabilities.resources,
+                job.process_uid,
             )
         except PlacementRefused as exc:
             self._release(launch.jti)
