@@ -100,7 +100,9 @@ def test_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
         "KillMode=process",
         "Delegate=yes",
         "ProtectControlGroups=no",
-        "CapabilityBoundingSet=CAP_SETUID CAP_SETGID CAP_CHOWN CAP_DAC_OVERRIDE CAP_DAC_READ_SEARCH CAP_KILL",
+        # CAP_SETPCAP: children exec through setpriv, which clears their bounding set.
+        "CapabilityBoundingSet=CAP_SETUID CAP_SETGID CAP_SETPCAP CAP_CHOWN CAP_DAC_OVERRIDE CAP_DAC_READ_SEARCH "
+        "CAP_KILL",
         "NoNewPrivileges=yes",
         "ProtectSystem=full",
         "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK",

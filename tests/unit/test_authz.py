@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roost.backends.process.privdrop import LOCKED_SECUREBITS, Privileges, drop_argv
+from roost.backends.process.privdrop import LOCKED_SECUREBITS, Privileges, drop_argv, holds_setpcap
 from roost.core.authz import (
     ADMIN_IN_JOB,
     ADMIN_REFUSED,
@@ -126,11 +126,21 @@ def test_own_listeners() -> None:
 
 
 def test_the_exec_step() -> None:
-    argv = drop_argv("/usr/bin/setpriv", ["roost-capsule", "run"], Privileges(uid=65534, gid=65534), privileged=True)
+    argv = drop_argv("/usr/bin/setpriv", ["roost-capsule", "run"], Privileges(uid=65534, gid=65534), setpcap=True)
     assert argv[:4] == ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     assert "--bounding-set=-all" in argv and "--ambient-caps=-all" in argv and "--no-new-privs" in argv
     assert f"--securebits={LOCKED_SECUREBITS}" in argv and argv[-3:] == ["--", "roost-capsule", "run"]
-    root_sealed = drop_argv("/usr/bin/setpriv", ["x"], Privileges(keep_setfcap=True), privileged=True)
+    root_sealed = drop_argv("/usr/bin/setpriv", ["x"], Privileges(keep_setfcap=True), setpcap=True)
     assert "--bounding-set=-all,+setfcap" in root_sealed and not any(a.startswith("--reuid") for a in root_sealed)
-    plain = drop_argv("/usr/bin/setpriv", ["x"], Privileges(), privileged=False)
-    assert plain == ["/usr/bin/setpriv", "--inh-caps=-all", "--no-new-privs", "--", "x"]
+    plain = drop_argv("/usr/bin/setpriv", ["x"], Privileges(), setpcap=False)
+    assert plain == ["/usr/bin/setpriv", "--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs", "--", "x"]
+    assert holds_setpcap("CapEff:\t0000000000000100\n") and not holds_setpcap("CapEff:\t00000000000000c0\n")
+
+
+def test_doctor_warns_when_operator_jobs_run_as_root() -> None:
+    from roost.ctl.commands.doctor import operator_jobs_finding
+
+    check, status, detail, fix = operator_jobs_finding(0, None)
+    assert (check, status) == ("operator-jobs", "warn") and "uid 0" in detail and "run_as" in fix
+    assert operator_jobs_finding(0, "mur-roost-jobs")[1] == "ok"
+    assert operator_jobs_finding(996, None)[1] == "ok"

@@ -40,6 +40,7 @@ from roost.backends.process.spawn import (
     RunAs,
     apply_limits,
     can_switch_users,
+    daemon_holds_setpcap,
     require_command,
     run_as,
     start_process,
@@ -188,6 +189,7 @@ class LocalBackend:
         # Root with CAP_SETUID/CAP_SETGID (read at open); a job of another uid is refused up front without.
         self._can_switch = True
         self._setpriv: str | None = None  # the privilege-dropping exec step, found at open
+        self._setpcap = False  # whether this daemon may clear a child's bounding set
         # Write ends held here only when the holder is unavailable (then a crash ends the children).
         self._own_lifelines: dict[str, int] = {}
 
@@ -196,8 +198,14 @@ class LocalBackend:
         self.cgroups = await self._executor.run(JobCgroups.discover, self._job_cgroups)
         self._can_switch = await self._executor.run(can_switch_users)
         self._setpriv = await self._executor.run(find_setpriv)
+        self._setpcap = await self._executor.run(daemon_holds_setpcap)
         if self._setpriv is None:
             log.warning("setpriv_missing", why="children keep the daemon's capabilities; install util-linux")
+        elif os.geteuid() == 0 and not self._setpcap:
+            log.warning(
+                "setpcap_missing",
+                why="a uid-0 child keeps the daemon's bounding set; add CAP_SETPCAP to CapabilityBoundingSet",
+            )
         # Empty cgroups of jobs that ended without removing theirs (roost/backends/process/cgroups.py).
         swept = await self._executor.run(self.cgroups.sweep_empty) if self.cgroups is not None else 0
         log.info(
@@ -294,6 +302,7 @@ class LocalBackend:
             user=user,
             setpriv=self._setpriv,
             sealed=spec.containment == "sealed",
+            setpcap=self._setpcap,
         )
         try:
             popen = start_process(child)

@@ -14,9 +14,11 @@ One exception, and why: a uid-0 child whose floor is ``sealed`` builds its sandb
 ``sealexec.py`` drops it inside the sandbox before the entrypoint runs. ``run_as`` (a dedicated
 unprivileged user) removes the exception. docs/security.md, "Which uid and privileges a job has".
 
-A daemon that is not root (and holds no ``CAP_SETPCAP``) cannot clear a bounding set or lock
-securebits; it holds no capability to hand down, so its children get ``no_new_privs`` and empty
-inheritable/ambient sets only. Pure: the caller passes what it found.
+A daemon without ``CAP_SETPCAP`` cannot clear a bounding set or lock securebits. One that is not
+root holds no capability to hand down, so its children get ``no_new_privs`` and empty
+inheritable/ambient sets, which is all they need; a root daemon without it (a unit whose
+``CapabilityBoundingSet=`` lacks it) would leave a uid-0 child its bounding set's capabilities,
+and says so when it starts. Pure, but :func:`find_setpriv`: the caller passes what it found.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 
-__all__ = ["LOCKED_SECUREBITS", "Privileges", "drop_argv", "find_setpriv"]
+__all__ = ["LOCKED_SECUREBITS", "Privileges", "drop_argv", "find_setpriv", "holds_setpcap"]
 
 LOCKED_SECUREBITS = "+noroot,+noroot_locked,+no_setuid_fixup,+no_setuid_fixup_locked,+keep_caps_locked"
 
@@ -48,22 +50,31 @@ def find_setpriv() -> str | None:
     return shutil.which("setpriv")
 
 
-def drop_argv(setpriv: str, argv: list[str], who: Privileges, *, privileged: bool) -> list[str]:
-    """``setpriv … -- argv``: the exec step for a child of a daemon that is root (``privileged``:
-    it holds CAP_SETPCAP and CAP_SETUID/SETGID) or not."""
+def drop_argv(setpriv: str, argv: list[str], who: Privileges, *, setpcap: bool) -> list[str]:
+    """``setpriv … -- argv``. ``who.uid`` set: switch to it (the daemon is root with
+    CAP_SETUID/CAP_SETGID). ``setpcap``: the daemon holds CAP_SETPCAP, so the bounding set can be
+    cleared and the securebits locked; without it only the inheritable and ambient sets are
+    cleared (a uid-0 child then keeps what the daemon's bounding set allows: the caller warns)."""
     out = [setpriv]
-    if privileged:
-        if who.uid is not None:
-            out += [f"--reuid={who.uid}", f"--regid={who.gid if who.gid is not None else who.uid}"]
-            out.append("--groups=" + ",".join(str(g) for g in who.groups) if who.groups else "--clear-groups")
-        keep = "+setfcap" if who.keep_setfcap else ""
-        out += [
-            f"--bounding-set=-all{',' + keep if keep else ''}",
-            f"--inh-caps=-all{',' + keep if keep else ''}",
-            f"--ambient-caps=-all{',' + keep if keep else ''}",
-            f"--securebits={LOCKED_SECUREBITS}",
-        ]
-    else:
-        out += ["--inh-caps=-all"]
-    out += ["--no-new-privs", "--", *argv]
+    if who.uid is not None:
+        out += [f"--reuid={who.uid}", f"--regid={who.gid if who.gid is not None else who.uid}"]
+        out.append("--groups=" + ",".join(str(g) for g in who.groups) if who.groups else "--clear-groups")
+    keep = ",+setfcap" if who.keep_setfcap and setpcap else ""
+    if setpcap:
+        out += [f"--bounding-set=-all{keep}", f"--securebits={LOCKED_SECUREBITS}"]
+    out += [f"--inh-caps=-all{keep}", f"--ambient-caps=-all{keep}", "--no-new-privs", "--", *argv]
     return out
+
+
+def holds_setpcap(proc_status: str) -> bool:
+    """Whether a ``/proc/<pid>/status`` text shows CAP_SETPCAP (8) in the effective set (pure)."""
+    for line in proc_status.splitlines():
+        if line.startswith("CapEff:"):
+            try:
+                return bool(int(line.split(":", 1)[1].strip(), 16) >> _CAP_SETPCAP & 1)
+            except ValueError:
+                return False
+    return False
+
+
+_CAP_SETPCAP = 8

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from roost.backends.process.privdrop import Privileges, drop_argv
+from roost.backends.process.privdrop import Privileges, drop_argv, holds_setpcap
 from roost.core.manifest import Manifest, ResourceCaps
 from roost.core.wire import BLOCKING_CAP_ENV
 from roost.state.config import Config
@@ -48,6 +48,7 @@ __all__ = [
     "capsule_host_env",
     "child_argv",
     "child_env",
+    "daemon_holds_setpcap",
     "require_command",
     "run_as",
     "setid_capable",
@@ -146,6 +147,15 @@ def setid_capable(proc_status: str) -> bool:
     return False
 
 
+def daemon_holds_setpcap() -> bool:
+    """Blocking: whether this process holds CAP_SETPCAP (it can clear a child's bounding set)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            return holds_setpcap(fh.read())
+    except OSError:
+        return False
+
+
 def can_switch_users() -> bool:
     """Blocking: whether this process is root with CAP_SETUID and CAP_SETGID (what a child of
     another uid takes: ``setuid``, ``setgid`` and ``setgroups`` in the forked child)."""
@@ -222,6 +232,8 @@ class ChildSpec:
     """The privilege-dropping exec step (roost/backends/process/privdrop.py); None: none found."""
     sealed: bool = False
     """The child's containment floor is ``sealed`` (a uid-0 child keeps CAP_SETFCAP for bwrap)."""
+    setpcap: bool = False
+    """The daemon holds CAP_SETPCAP: the child's bounding set is cleared and its securebits locked."""
 
 
 def start_process(spec: ChildSpec) -> subprocess.Popen[bytes]:
@@ -239,7 +251,6 @@ def start_process(spec: ChildSpec) -> subprocess.Popen[bytes]:
     if spec.user is not None and spec.user.home:
         spec.env["HOME"] = spec.user.home
     if spec.setpriv is not None:
-        privileged = os.geteuid() == 0
         target = spec.user
         child_uid = target.uid if target is not None else os.geteuid()
         who = Privileges(
@@ -248,7 +259,7 @@ def start_process(spec: ChildSpec) -> subprocess.Popen[bytes]:
             groups=target.groups if target is not None else (),
             keep_setfcap=spec.sealed and child_uid == 0,
         )
-        argv = drop_argv(spec.setpriv, spec.argv, who, privileged=privileged)
+        argv = drop_argv(spec.setpriv, spec.argv, who, setpcap=spec.setpcap)
     elif spec.user is not None:
         user, group, extra_groups = spec.user.uid, spec.user.gid, list(spec.user.groups)
     return subprocess.Popen(

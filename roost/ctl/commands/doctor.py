@@ -178,6 +178,33 @@ def _check_containment(f: _Findings, config: dict[str, Any] | None) -> None:
     f.add("containment", "ok" if not hints else "warn", detail, "; ".join(hints))
 
 
+def operator_jobs_finding(daemon_uid: int | None, run_as: str | None) -> tuple[str, str, str, str]:
+    """``(check, status, detail, fix)`` for the uid the operator's jobs run as (pure)."""
+    if run_as:
+        return ("operator-jobs", "ok", f"the operator's jobs run as {run_as} (run_as)", "")
+    if daemon_uid == 0:
+        return (
+            "operator-jobs",
+            "warn",
+            "the operator's jobs run as uid 0 (without capabilities, but as root for every file)",
+            'set run_as = "mur-roost-jobs" in roost.toml (systemd-sysusers creates the user from '
+            "systemd/mur-roost.sysusers.conf)",
+        )
+    who = "an unknown uid" if daemon_uid is None else f"uid {daemon_uid}, the daemon's own"
+    return ("operator-jobs", "ok", f"the operator's jobs run as {who}", "")
+
+
+def _daemon_uid(status: dict[str, Any] | None) -> int | None:
+    """The daemon's uid, from its pid (this host's /proc)."""
+    pid = (status or {}).get("pid")
+    if not isinstance(pid, int):
+        return None
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
 def _check_cluster(f: _Findings, ctx: Context, config: dict[str, Any] | None) -> None:
     """With ``launcher = "ray"``: the cluster answers, has nodes and free resources, and on each
     node with a keeper, the keeper is alive, the capsule command runs there (with ``--version``),
@@ -361,6 +388,8 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     _check_registry(f, Path(reg) if reg else None)
     _check_runtimes(f, config)
     _check_containment(f, config)
+    if status is not None:
+        f.add(*operator_jobs_finding(_daemon_uid(status), (config or {}).get("run_as")))
     _check_cluster(f, ctx, config)
     check_network(f.add, status, args.ca, timeout=ctx.timeout)
     ok = all(i["status"] != "fail" for i in f.items)

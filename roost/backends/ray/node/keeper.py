@@ -59,6 +59,7 @@ from roost.backends.process.spawn import (
     CannotSwitchUser,
     ChildSpec,
     apply_limits,
+    daemon_holds_setpcap,
     require_command,
     run_as,
     start_process,
@@ -224,6 +225,7 @@ class NodeKeeper(ChildRecordsKeeper, PeerFilesKeeper, DoorKeeper):
             user=user,
             setpriv=await asyncio.to_thread(find_setpriv),
             sealed=containment == "sealed",
+            setpcap=await asyncio.to_thread(daemon_holds_setpcap),
         )
         cgroups = self.cgroups
         if cgroups is not None:
