@@ -191,7 +191,13 @@ async def test_a_readopted_remote_parents_trace_is_looked_up_on_its_node(tmp_pat
     here_wd.mkdir()
     append_lines(node_wd, "ses_p", [("delegation_start", {"delegation_id": "dlg_1"})])
     job = SimpleNamespace(
-        job_id="job_p", workdir=str(node_wd), parent_workdir=None, uid=None, node=NodeRef("n1", "h"), session_id="ses_p"
+        job_id="job_p",
+        workdir=str(node_wd),
+        parent_workdir=None,
+        uid=None,
+        process_uid=None,
+        node=NodeRef("n1", "h"),
+        session_id="ses_p",
     )
     backend = LocalBackend(executor, state_dir=tmp_path / "state", job_cgroups="off", max_starting=2)
 
