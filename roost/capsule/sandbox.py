@@ -59,6 +59,16 @@ def sandbox_argv(
     out = [
         bwrap,
         "--unshare-user",
+        # uid 0 of the sandbox's user namespace (the job's uid outside): sealexec needs the mount
+        # namespace's owner to mark the scope noexec; it then locks and drops every capability.
+        "--uid",
+        "0",
+        "--gid",
+        "0",
+        "--cap-add",
+        "CAP_SYS_ADMIN",
+        "--cap-add",
+        "CAP_SETPCAP",
         "--unshare-pid",
         "--unshare-net",
         "--unshare-ipc",
@@ -76,6 +86,12 @@ def sandbox_argv(
         if os.path.islink(link):
             out += ["--symlink", os.readlink(link), link]
             seen.add(link)
+    # The writable scope first (sealexec marks this mount noexec), then what is read or executed
+    # on top of it: the unpacked artifact under the workdir keeps a read-only, executable mount
+    # of its own.
+    for p in g.read_write:
+        Path(p).mkdir(parents=True, exist_ok=True)
+        out += ["--bind", p, p]
     bound: list[str] = []
     for p in (*g.read, *g.read_exec, *g.exec_files):
         if p in seen or p.startswith(("/proc", "/dev")):
@@ -87,15 +103,13 @@ def sandbox_argv(
             out += ["--ro-bind-try", p, p]
             if os.path.isdir(p):
                 bound.append(p.rstrip("/"))
-    for p in g.read_write:
-        Path(p).mkdir(parents=True, exist_ok=True)
-        out += ["--bind", p, p]
     for p in g.read_only_binds:
         out += ["--ro-bind", p, p]
     out += ["--bind", str(socket_path), str(socket_path), "--chdir", str(workdir)]
     if seccomp_fd is not None:
         out += ["--add-seccomp-fd", str(seccomp_fd)]
-    out += ["--", os.path.realpath(sys.executable), "-I", "-S", str(SEALEXEC), str(ruleset_fd), "--", *argv]
+    sealexec = [os.path.realpath(sys.executable), "-I", "-S", str(SEALEXEC), str(ruleset_fd), *g.read_write]
+    out += ["--", *sealexec, "--", *argv]
     return out
 
 
