@@ -38,11 +38,13 @@ from roost.dashboard.admin import AdminSocket
 from roost.dashboard.guard import Guard
 from roost.dashboard.server import build_app as build_dashboard
 from roost.http.authz import TABLES, policy_for, route_keys
+from tests.support.capsules import capsules
 from tests.support.daemon import RunningDaemon
 from tests.support.launcher import DOUBLE, job_final, wait_for
 from tests.support.registry import RegistryBuilder
 
 RUNTIME_ANYONE = (system_python(), str(DOUBLE))
+__all__ = ["capsules"]  # the fixture, re-exported for this module
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="forking a client as uid 65534 needs root")
 
 
@@ -252,3 +254,38 @@ async def _owner_checks(d: RunningDaemon, root_job: str, scratch: Path) -> None:
     assert (await request_as(NOBODY, d.url, "POST", f"/jobs/{mine['job_id']}/cancel"))[0] == 200
     await wait_for(lambda: d.roost.launcher.jobs[mine["job_id"]].final, 20)
     assert (await d.call("POST", f"/jobs/{root_job}/cancel"))[0] == 200
+
+
+async def test_door_routes_by_caller_class(registry: RegistryBuilder, capsules: Any, tmp_path: Path) -> None:
+    """Every route of a running capsule door: a local caller is served; a rebound Host and a
+    cross-site page that acts are refused; a corrupt compressed body is a 400 sentence."""
+    from tests.support.capsules import add_examples, base_env
+
+    add_examples(registry, "echo")
+    cp = await capsules.start("echo@0.1.0", tmp_path / "door", registry=registry.root, env=base_env())
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "message/send",
+        "params": {"message": {"kind": "message", "role": "user", "parts": [{"kind": "text", "text": "hi"}]}},
+    }
+    routes = [
+        ("POST", "/", body),
+        ("GET", "/.well-known/agent-card.json", None),
+        ("GET", "/.well-known/agent.json", None),
+    ]
+    async with aiohttp.ClientSession() as http:
+        for method, path, payload in routes:
+            policy = policy_for(TABLES[Listener.DOOR], method, path)
+            assert policy is not None
+            async with http.request(method, cp.url + path, json=payload, headers={"Host": "evil.example"}) as resp:
+                assert (resp.status, await resp.json()) == (403, {"error": FOREIGN_HOST}), path
+            headers = {"Origin": "http://evil.example", "Content-Type": "text/plain"}
+            async with http.request(method, cp.url + path, json=payload, headers=headers) as resp:
+                assert (resp.status == 403) == policy.acts, (path, resp.status)
+            async with http.request(method, cp.url + path, json=payload) as resp:
+                assert resp.status == 200, (path, await resp.text())
+        gz = {"Content-Encoding": "gzip", "Content-Type": "application/json"}
+        async with http.post(cp.url + "/", data=b"\x1f\x8b\x08\x00" + os.urandom(32), headers=gz) as resp:
+            assert resp.status == 400 and "Content-Encoding" in (await resp.json())["error"]
+    assert await cp.terminate() == 143
