@@ -4,6 +4,8 @@
 #   chromium     the dashboard's browser tests (Playwright drives it; no browser is downloaded)
 #   zsh          the completion tests check the generated zsh script
 #   bubblewrap   the `sealed` containment class (docs/security.md, "Containment")
+#   util-linux   setpriv, the exec step every child starts through (roost/backends/process/privdrop.py)
+#   libseccomp2  the contained entrypoints' seccomp filter (roost/capsule/seccomp.py)
 #   systemd      systemd-analyze checks the shipped unit (tests/ops/test_systemd.py)
 #   iproute2     the network tests give a namespace a non-loopback address (tests/net/support.py)
 #   nodejs, npm  the official A2A JS SDK interop tests, pinned by tests/a2a/js/package-lock.json
@@ -16,9 +18,10 @@ SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
 missing=()
-for pair in chromium:chromium zsh:zsh bwrap:bubblewrap systemd-analyze:systemd node:nodejs npm:npm ip:iproute2 wrk:wrk; do
+for pair in chromium:chromium zsh:zsh bwrap:bubblewrap setpriv:util-linux systemd-analyze:systemd node:nodejs npm:npm ip:iproute2 wrk:wrk; do
   command -v "${pair%%:*}" >/dev/null || missing+=("${pair##*:}")
 done
+ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || missing+=(libseccomp2)
 if [ "${#missing[@]}" -gt 0 ]; then
   $SUDO apt-get update -q >/dev/null
   $SUDO apt-get install -y -q "${missing[@]}" >/dev/null
