@@ -16,9 +16,9 @@ from typing import Protocol
 import structlog
 
 from roost.core.wire import ACTIVE_JOB_STATES
-from roost.daemon.lifecycle import Lifecycle
 from roost.observe.probes import LiveJob, counts_by_state
 from roost.state.keys import KeyHolder
+from roost.state.lifecycle import Lifecycle
 from roost.state.sessions import Reservation, SessionTable
 from roost.state.settings import Settings
 from roost.system import sdnotify

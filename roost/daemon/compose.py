@@ -22,7 +22,6 @@ from roost.admin.control import Control
 from roost.admin.server import AdminServer, AdminSocketError, build_admin_app
 from roost.backends.bundle import BackendNeeds, BackendServices
 from roost.backends.choose import choose_backend
-from roost.daemon.lifecycle import Lifecycle
 from roost.daemon.network import check_listeners, start_network_listener
 from roost.daemon.startup import (
     StartupError,
@@ -41,6 +40,7 @@ from roost.http.context import Services
 from roost.http.guard import ConnectionGuard
 from roost.http.server import PolicedRunner, bound_port
 from roost.observe.events import EventBus
+from roost.observe.logs import configure_logging
 from roost.observe.metrics import Metrics
 from roost.observe.probes import Probes
 from roost.observe.tracesink import TraceFiles
@@ -54,6 +54,7 @@ from roost.services.retention import Retention
 from roost.services.sessionwatch import SessionWatch, observe_session_end
 from roost.state.config import Config
 from roost.state.keys import KeyFileError, KeyHolder, KeyRing
+from roost.state.lifecycle import Lifecycle
 from roost.state.sessions import SessionTable
 from roost.state.settings import Settings
 from roost.state.store import Store, StoreDamaged, StoreError, is_damage
@@ -87,7 +88,7 @@ class Roost:
         """What outlives any request: the executor, the settings, the sessions, the keys, the
         store, the state directory's lock, the daemon's lifecycle, its metrics and events."""
         self.executor = BlockingExecutor()
-        self.settings = Settings(config, executor=self.executor)
+        self.settings = Settings(config, executor=self.executor, configure_logs=configure_logging)
         self.metrics = Metrics()
         self.table = SessionTable()
         self.key_holder = KeyHolder(

@@ -21,7 +21,7 @@ from roost.http.server import bound_port
 from roost.state.config import Config
 from roost.system.blocking import BlockingExecutor
 
-__all__ = ["plaintext_refusal", "server_ssl_context", "start_network_listener", "url_for"]
+__all__ = ["plaintext_refusal", "server_ssl_context", "start_network_listener"]
 
 
 def plaintext_refusal(cfg: Config) -> str | None:
@@ -72,12 +72,6 @@ def check_listeners(cfg: Config) -> None:
     refusal = plaintext_refusal(cfg)
     if refusal is not None:
         raise StartupError(refusal, EXIT_PLAINTEXT)
-
-
-def url_for(host: str, port: int, *, tls: bool) -> str:
-    """``http(s)://host:port`` with an IPv6 host in brackets."""
-    shown = f"[{host}]" if ":" in host else host
-    return f"{'https' if tls else 'http'}://{shown}:{port}"
 
 
 async def start_network_listener(cfg: Config, executor: BlockingExecutor, runner: web.AppRunner) -> int | None:

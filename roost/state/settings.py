@@ -14,7 +14,6 @@ from collections.abc import Callable
 
 import structlog
 
-from roost.observe.logs import configure_logging
 from roost.state.config import NETWORK_KEYS, Config, ConfigError
 from roost.state.registry import Registry
 from roost.system.blocking import BlockingExecutor
@@ -61,8 +60,12 @@ class Settings:
         *,
         executor: BlockingExecutor,
         loader: Callable[[], Config] | None = None,
+        configure_logs: Callable[[str, str], None] | None = None,
     ) -> None:
         self._config = config
+        # Given by the composition root (the structlog set-up lives with observation): called with
+        # (log_format, log_level) when a reload changes either.
+        self._configure_logs = configure_logs
         self._registry = Registry(config.registry_path)
         self._executor = executor
         self.loader = loader
@@ -106,8 +109,8 @@ class Settings:
                 if "registry_path" in changed:
                     self._registry = Registry(merged.registry_path)
                 self._config = merged
-                if "log_level" in changed or "log_format" in changed:
-                    configure_logging(merged.log_format, merged.log_level)
+                if ("log_level" in changed or "log_format" in changed) and self._configure_logs is not None:
+                    self._configure_logs(merged.log_format, merged.log_level)
         with contextlib.suppress(Exception):
             await self.forget_registry_caches()
         log.info("reloaded", changed=",".join(changed), needs_restart=",".join(needs_restart), failed=error is not None)
