@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import os
 import time
+from typing import cast
 
 from aiohttp import web
 
 from roost import __version__
 from roost.admin.context import CONTROL, EVENTS, TABLE
+from roost.core.admin_models import ConfigView, ForgetAnswer, StatusAnswer
 from roost.core.errors import BadRequest
 from roost.http import ops_routes
 from roost.http.context import KEYS, LIFECYCLE, PROBES, REFEREE, SETTINGS
@@ -38,7 +40,7 @@ async def status(request: web.Request) -> web.Response:
     app = request.app
     cfg, lifecycle, table = app[SETTINGS].config, app[LIFECYCLE], app[TABLE]
     counts = app[PROBES].job_counts()
-    body: dict[str, object] = {
+    body: StatusAnswer = {
         "version": __version__,
         "pid": os.getpid(),
         "uptime_secs": round(time.time() - lifecycle.started_at, 3),
@@ -69,7 +71,8 @@ async def status(request: web.Request) -> web.Response:
 
 @routes.get("/config")
 async def config(request: web.Request) -> web.Response:
-    return web.json_response(request.app[SETTINGS].config.public())
+    body = cast(ConfigView, request.app[SETTINGS].config.public())
+    return web.json_response(body)
 
 
 @routes.post("/drain")
@@ -100,7 +103,8 @@ async def reload(request: web.Request) -> web.Response:
 async def registry_forget(request: web.Request) -> web.Response:
     settings = request.app[SETTINGS]
     await settings.forget_registry_caches()
-    return web.json_response({"forgotten": True, "registry_path": str(settings.config.registry_path)})
+    answer: ForgetAnswer = {"forgotten": True, "registry_path": str(settings.config.registry_path)}
+    return web.json_response(answer)
 
 
 routes.get("/metrics")(ops_routes.metrics)

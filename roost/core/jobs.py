@@ -19,6 +19,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Literal
 
+from roost.core.admin_models import JobView, NodeView
 from roost.core.wire import FINAL_JOB_STATES, JobState
 
 __all__ = ["ChildDir", "Job", "JobState", "NodeRef", "StopReason", "state_for_status"]
@@ -35,7 +36,7 @@ class NodeRef:
     node_id: str
     address: str
 
-    def to_dict(self) -> dict[str, str]:
+    def to_dict(self) -> NodeView:
         return {"node_id": self.node_id, "address": self.address}
 
     @classmethod
@@ -125,7 +126,7 @@ class Job:
     def delegated(self) -> bool:
         return self.parent_id is not None
 
-    def view(self) -> dict[str, object]:
+    def view(self) -> JobView:
         """The JSON answer of ``POST /jobs`` and ``GET /jobs/{job_id}``."""
         return {
             "job_id": self.job_id,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from html import escape
-from typing import Any
 
+from roost.core.admin_models import JobView, SessionDetail, TreeNode
 from roost.core.wire import FINAL_JOB_STATES
 from roost.dashboard.gauges import Gauges
 from roost.dashboard.timeline import LANES, Item
@@ -84,32 +84,32 @@ def page(title: str, body: str, *, csrf: str, script_data: str = "") -> str:
 """
 
 
-def _node_state(node: dict[str, Any]) -> str:
-    return str(node.get("job_state") or node.get("status") or "unknown")
+def _node_state(node: TreeNode) -> str:
+    return node.get("job_state") or node["status"] or "unknown"
 
 
-def _node(node: dict[str, Any]) -> str:
+def _node(node: TreeNode) -> str:
     state = _node_state(node)
-    capsule = f"{node.get('name')}@{node.get('version')}"
-    href = f"/job/{_e(node['job_id'])}" if node.get("job_id") else f"/session/{_e(node.get('session_id'))}"
-    ended = node.get("ended_ms")
+    capsule = f"{node['name']}@{node['version']}"
+    href = f"/job/{_e(node['job_id'])}" if node["job_id"] else f"/session/{_e(node['session_id'])}"
+    ended = node["ended_ms"]
     outcome = ""
     if state in FINAL_JOB_STATES or ended:
         why = f": {_e(node.get('reason'))}" if node.get("reason") else ""
         outcome = f' <span class="outcome">— {_e(node.get("outcome") or state)}{why}</span>'
-    kids = node.get("children") or []
+    kids = node["children"]
     sub = f"<ul>{''.join(_node(k) for k in kids)}</ul>" if kids else ""
     return (
-        f'<li data-session="{_e(node.get("session_id"))}"'
+        f'<li data-session="{_e(node["session_id"])}"'
         f' data-state="{_e(state)}">'
-        f'<a class="node" id="n-{_e(node.get("session_id"))}" href="{href}">'
+        f'<a class="node" id="n-{_e(node["session_id"])}" href="{href}">'
         f"{state_badge(state)} <strong>{_e(capsule)}</strong>"
-        f' <span class="meta">depth {_e(node.get("depth", 0))} · {age(node.get("created_ms"), ended)}</span>'
+        f' <span class="meta">depth {_e(node["depth"])} · {age(node["created_ms"], ended)}</span>'
         f"{outcome}</a>{sub}</li>"
     )
 
 
-def tree(roots: Sequence[dict[str, Any]], empty: str) -> str:
+def tree(roots: Sequence[TreeNode], empty: str) -> str:
     if not roots:
         return f'<p class="empty">{_e(empty)}</p>'
     return f'<ul class="tree">{"".join(_node(r) for r in roots)}</ul>'
@@ -134,7 +134,7 @@ def _gauges(g: Gauges) -> str:
 </section>"""
 
 
-def home_fragment(running: Sequence[dict[str, Any]], ended: Sequence[dict[str, Any]], g: Gauges) -> str:
+def home_fragment(running: Sequence[TreeNode], ended: Sequence[TreeNode], g: Gauges) -> str:
     drain = ""
     if not g.draining:
         drain = '<button type="button" class="danger" data-action="drain" data-label="the daemon">Drain…</button>'
@@ -183,34 +183,34 @@ def _timeline(items: Sequence[Item], t0: int, t1: int) -> str:
 
 
 def detail_fragment(
-    job: dict[str, Any] | None,
-    session: dict[str, Any] | None,
+    job: JobView | None,
+    session: SessionDetail | None,
     task: str | None,
     files: Sequence[tuple[str, str]],
     items: Sequence[Item],
     t0: int,
     t1: int,
 ) -> str:
-    src = job or session or {}
-    state = str((job or {}).get("state") or (session or {}).get("status") or "unknown")
-    capsule = f"{src.get('name')}@{src.get('version')}"
+    src: JobView | SessionDetail | None = job or session
+    state = (job["state"] if job else None) or (session["status"] if session else None) or "unknown"
+    capsule = f"{src['name']}@{src['version']}" if src else "None@None"
     rows: list[tuple[str, str]] = [("capsule", _e(capsule)), ("state", state_badge(state))]
     if job:
-        rows += [("job", _e(job.get("job_id"))), ("session", _e(job.get("session_id")))]
-        parent = job.get("parent_session_id")
+        rows += [("job", _e(job["job_id"])), ("session", _e(job["session_id"]))]
+        parent = job["parent_session_id"]
         rows.append(("parent", f'<a href="/session/{_e(parent)}">{_e(parent)}</a>' if parent else "top-level"))
-        rows += [("started", when(job.get("created_ms"))), ("ended", when(job.get("ended_ms")))]
-        if job.get("ended_ms"):
+        rows += [("started", when(job["created_ms"])), ("ended", when(job["ended_ms"]))]
+        if job["ended_ms"]:
             rows += [
-                ("exit", _e(job.get("exit_status"))),
-                ("outcome", _e(job.get("outcome"))),
-                ("reason", _e(job.get("reason"))),
+                ("exit", _e(job["exit_status"])),
+                ("outcome", _e(job["outcome"])),
+                ("reason", _e(job["reason"])),
             ]
     elif session:
-        rows += [("session", _e(session.get("session_id"))), ("started", when(session.get("created_ms")))]
-        rows.append(("ended", when(session.get("ended_ms"))))
-    rows.append(("workdir", f"<code>{_e(src.get('workdir'))}</code>"))
-    comp = (job or {}).get("completion")
+        rows += [("session", _e(session["session_id"])), ("started", when(session["created_ms"]))]
+        rows.append(("ended", when(session["ended_ms"])))
+    rows.append(("workdir", f"<code>{_e(src['workdir'] if src else None)}</code>"))
+    comp = job["completion"] if job else None
     completion = (
         _pairs((k, _e(_plain(v))) for k, v in comp.items())
         if isinstance(comp, dict)
@@ -223,8 +223,8 @@ def detail_fragment(
             f'<button type="button" class="danger" data-action="cancel" data-id="{_e(job["job_id"])}"'
             f' data-label="job {_e(job["job_id"])} ({_e(capsule)})">Cancel this job…</button>'
         )
-    sid = (session or {}).get("session_id") or (job or {}).get("session_id")
-    if sid and (session or {}).get("status", "running") == "running" and state not in FINAL_JOB_STATES:
+    sid = (session["session_id"] if session else None) or (job["session_id"] if job else None)
+    if sid and (session["status"] if session else "running") == "running" and state not in FINAL_JOB_STATES:
         actions.append(
             f'<button type="button" class="danger" data-action="end" data-id="{_e(sid)}"'
             f' data-label="session {_e(sid)} ({_e(capsule)})">End this session…</button>'

@@ -15,11 +15,11 @@ import json
 import os
 import sys
 from importlib import resources
-from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from roost.core.admin_models import DrainAnswer, JobView, SessionDetail, StatusAnswer, TreeAnswer, TreeNode
 from roost.dashboard import render
 from roost.dashboard.admin import AdminError, AdminSocket
 from roost.dashboard.gauges import gauges
@@ -104,19 +104,22 @@ def _html(text: str, status: int = 200) -> web.Response:
     return web.Response(text=text, content_type="text/html", charset="utf-8", status=status)
 
 
-def _is_active(node: dict[str, Any]) -> bool:
-    if str(node.get("job_state") or node.get("status")) in _ACTIVE:
+def _is_active(node: TreeNode) -> bool:
+    if (node.get("job_state") or node["status"]) in _ACTIVE:
         return True
-    return any(_is_active(c) for c in node.get("children") or [])
+    return any(_is_active(c) for c in node["children"])
 
 
 async def _home_fragment(admin: AdminSocket) -> str:
-    roots, status, metrics = await asyncio.gather(
+    tree: TreeAnswer
+    status: StatusAnswer
+    metrics: str
+    tree, status, metrics = await asyncio.gather(
         admin.get("/tree?state=all"), admin.get("/status"), admin.text("/metrics")
     )
-    all_roots = roots.get("roots", [])
+    all_roots = tree["roots"]
     running = [r for r in all_roots if _is_active(r)]
-    ended = sorted((r for r in all_roots if not _is_active(r)), key=lambda r: -int(r.get("created_ms") or 0))
+    ended = sorted((r for r in all_roots if not _is_active(r)), key=lambda r: -r["created_ms"])
     return render.home_fragment(running, ended[:_ENDED_SHOWN], gauges(status, metrics))
 
 
@@ -139,13 +142,13 @@ async def home_fragment(request: web.Request) -> web.Response:
 
 
 async def _detail(admin: AdminSocket, *, job_id: str | None = None, session_id: str | None = None) -> str:
-    job = await admin.get(f"/jobs/{job_id}") if job_id else None
-    sid = session_id or (job or {}).get("session_id")
-    session = None
+    job: JobView | None = await admin.get(f"/jobs/{job_id}") if job_id else None
+    sid = session_id or (job["session_id"] if job else None)
+    session: SessionDetail | None = None
     if sid:
         with contextlib.suppress(AdminError):
             session = await admin.get(f"/sessions/{sid}")
-    if job is None and session is not None and session.get("job_id"):
+    if job is None and session is not None and session["job_id"]:
         with contextlib.suppress(AdminError):
             job = await admin.get(f"/jobs/{session['job_id']}")
     src = job or session
@@ -228,14 +231,14 @@ async def action(request: web.Request) -> web.Response:
     what, ident = request.match_info["what"], request.match_info.get("ident", "")
     try:
         if what == "cancel":
-            job = await admin.post(f"/jobs/{ident}/cancel")
-            message = f"job {ident} ({job.get('name')}@{job.get('version')}) is {job.get('state')}"
+            job: JobView = await admin.post(f"/jobs/{ident}/cancel")
+            message = f"job {ident} ({job['name']}@{job['version']}) is {job['state']}"
         elif what == "end":
             await admin.post(f"/sessions/{ident}/end", {"reason": "ended by an operator from the dashboard"})
             message = f"session {ident} ended"
         elif what == "drain":
-            answer = await admin.post("/drain")
-            message = f"draining: {answer.get('active_jobs', 0)} job(s) left to finish, then the daemon stops"
+            answer: DrainAnswer = await admin.post("/drain")
+            message = f"draining: {answer['active_jobs']} job(s) left to finish, then the daemon stops"
         else:
             raise web.HTTPNotFound()
     except AdminError as exc:

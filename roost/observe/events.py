@@ -24,9 +24,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from random import Random
-from typing import Literal
+from typing import Literal, cast
 
 from a2a.protocol.ids import uuid7_hex
+from roost.core.admin_models import ObserveEvent
 
 __all__ = ["Category", "EventBus", "ObservedError", "Scalar", "Span", "Subscription"]
 
@@ -85,25 +86,25 @@ class Subscription:
 
     def __init__(self, bus: EventBus, maxsize: int) -> None:
         self._bus = bus
-        self._queue: asyncio.Queue[dict[str, object]] = asyncio.Queue(maxsize)
-        self._held: dict[str, object] | None = None
+        self._queue: asyncio.Queue[ObserveEvent] = asyncio.Queue(maxsize)
+        self._held: ObserveEvent | None = None
         self.dropped = 0
 
-    def _offer(self, event: dict[str, object]) -> None:
+    def _offer(self, event: ObserveEvent) -> None:
         if self._queue.full():
             with contextlib.suppress(asyncio.QueueEmpty):
                 self._queue.get_nowait()
             self.dropped += 1
         self._queue.put_nowait(event)
 
-    async def get(self) -> dict[str, object]:
+    async def get(self) -> ObserveEvent:
         """The next event; a lag marker first when events were dropped since the last read."""
         if self._held is not None:
             event, self._held = self._held, None
             return event
         event = await self._queue.get()
         if self.dropped:
-            lagged = {"type": "events.lagged", "dropped": self.dropped}
+            lagged: ObserveEvent = {"type": "events.lagged", "dropped": self.dropped}
             self.dropped = 0
             self._held = event
             return lagged
@@ -236,7 +237,7 @@ class EventBus:
             for sub in list(self._subscribers):
                 sub._offer(event)
 
-    def _event(self, record: _Record) -> dict[str, object]:
+    def _event(self, record: _Record) -> ObserveEvent:
         """The ``ObserveEvent`` dict of a kept record (a new dict each time: readers may keep it)."""
         kind, seq, timestamp, span, extra, attributes = record
         event: dict[str, object] = {
@@ -257,9 +258,9 @@ class EventBus:
         duration = extra.get("durationMs")
         if isinstance(duration, float):
             event["durationMs"] = round(duration, 3)
-        return event
+        return cast(ObserveEvent, event)
 
-    def recent(self, limit: int | None = None) -> list[dict[str, object]]:
+    def recent(self, limit: int | None = None) -> list[ObserveEvent]:
         records = list(self._recent)
         return [self._event(r) for r in (records if limit is None else records[-limit:])]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from roost.core.admin_models import JobView
 from roost.ctl.client import quote_id
 from roost.ctl.commands.job import show
 from roost.ctl.context import Context
@@ -25,8 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
-    body = ctx.client.call("POST", f"/jobs/{quote_id(args.job_id)}/cancel")
+    body: JobView = ctx.client.call("POST", f"/jobs/{quote_id(args.job_id)}/cancel")
     if not ctx.out.as_json:
-        ctx.out.info(f"cancelled {args.job_id} ({body.get('name')}@{body.get('version')}): {body.get('state')}")
+        ctx.out.info(f"cancelled {args.job_id} ({body['name']}@{body['version']}): {body['state']}")
     show(ctx, body)
     return 0
