@@ -43,7 +43,7 @@ async def job(request: web.Request) -> web.Response:
 
 @routes.post("/jobs")
 async def launch(request: web.Request) -> web.Response:
-    req = parse_request(await read_json(request))
+    req = parse_request(await read_json(request), traceparent=request.headers.get("traceparent"))
     return web.json_response(await bridge.launch(request.app[JOBS], req), status=201)
 
 

@@ -74,6 +74,8 @@ class JobView(TypedDict):
     reason: str | None
     completion: dict[str, Any] | None
     node: NodeView | None
+    trace_id: str | None
+    """The W3C trace id of the job's delegation tree (its trace in an OpenTelemetry backend)."""
     out_files: NotRequired[list[str]]
     """A child on another node: its ``out/`` files, listed there (``GET /jobs/{id}`` only)."""
 
@@ -257,6 +259,8 @@ class ObserveEvent(TypedDict):
     executionId: NotRequired[str]
     spanId: NotRequired[str]
     parentSpanId: NotRequired[str | None]
+    traceId: NotRequired[str]
+    """The W3C trace id, when the span belongs to a trace (a caller's or a delegation tree's)."""
     subsystem: NotRequired[str]
     operation: NotRequired[str]
     attributes: NotRequired[dict[str, str | int | float | bool | None]]

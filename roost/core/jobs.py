@@ -110,6 +110,8 @@ class Job:
     """The uid the job runs as: its parent session's, or the top-level launcher's."""
     node: NodeRef | None = None
     """The machine its child runs on (None: this host)."""
+    traceparent: str | None = None
+    """The W3C ``traceparent`` naming the job's span (its trace is its delegation tree's)."""
     # In-memory only: set once the exit has been handled (completion, trace, record).
     done: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     completion: dict[str, object] | None = field(default=None, repr=False)
@@ -147,4 +149,5 @@ class Job:
             "reason": self.reason,
             "completion": self.completion,
             "node": self.node.to_dict() if self.node is not None else None,
+            "trace_id": self.traceparent[3:35] if self.traceparent else None,
         }

@@ -37,6 +37,7 @@ from roost.daemon.startup import (
     say_keys_reset,
     take_clean_stop,
 )
+from roost.daemon.tracing import Tracing
 from roost.http.app import build_app
 from roost.http.context import Services
 from roost.http.guard import ConnectionGuard
@@ -112,6 +113,7 @@ class Roost:
         )
         self.settings.on_reload.append(self.referee.forget_resolved)
         self.events = EventBus(clock=clock)
+        self.tracing = Tracing(self.events, self.metrics)
         # A session whose child runs on another node has its trace there, and its door on that
         # node's loopback, reached through the node's keeper (docs/operations.md).
         nodes = JobNodes(backend, lambda: self.launcher.jobs) if config.launcher == "ray" else None
@@ -301,6 +303,7 @@ class Roost:
             await self.executor.run(self.referee.load)
             clean = cfg.ephemeral_keys or await self.executor.run(take_clean_stop, self.store)
             self.events.run_id = await self.executor.run(instance_id, self.store, self.events.run_id)
+            self.tracing.start(cfg)
             if reset:
                 say_keys_reset(self.table.running, len(self.table.reservations), self.keys.key_id)
             for service in (self.relay, self.peer_plane, self.launcher, self.session_watch):
@@ -386,6 +389,7 @@ class Roost:
             except Exception:
                 log.exception("service_stop_failed", service=type(service).__name__)
         await self.probes.stop()
+        await self.tracing.stop()
         await self.a2a.close()
         await self.traces.close_all()
         if not self.config.ephemeral_keys:

@@ -44,7 +44,12 @@ garbage line
 
 
 def test_gauges() -> None:
-    status = {"sessions": {"running": 3}, "max_live_capsules": 16, "jobs": {"starting": 1, "running": 2}, "draining": False}
+    status = {
+        "sessions": {"running": 3},
+        "max_live_capsules": 16,
+        "jobs": {"starting": 1, "running": 2},
+        "draining": False,
+    }
     g = gauges(status, METRICS)  # type: ignore[arg-type]  # the fields gauges reads
     assert (g.live, g.ceiling, g.starting, g.running_jobs) == (3, 16, 1, 2)
     assert g.refusals == {"policy": 2, "identity": 1}

@@ -27,10 +27,12 @@ class LaunchRequest:
     deadline_secs: float | None = None
     untrusted: bool = False
     workdir: str | None = None
+    traceparent: str | None = None
+    """The request's W3C ``traceparent`` header: the job's span is its child (roost/observe/jobspans.py)."""
 
 
-def parse_request(body: dict[str, object]) -> LaunchRequest:
-    """Validate a ``POST /jobs`` body (one sentence per mistake)."""
+def parse_request(body: dict[str, object], *, traceparent: str | None = None) -> LaunchRequest:
+    """Validate a ``POST /jobs`` body (one sentence per mistake); ``traceparent`` is the header's."""
     name, version = body.get("name"), body.get("version")
     for key, value in (("name", name), ("version", version)):
         if value is None:
@@ -58,4 +60,5 @@ def parse_request(body: dict[str, object]) -> LaunchRequest:
         deadline_secs=float(deadline) if deadline is not None else None,
         untrusted=untrusted,
         workdir=os.path.normpath(workdir) if isinstance(workdir, str) else None,
+        traceparent=traceparent,
     )

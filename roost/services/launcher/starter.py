@@ -33,6 +33,7 @@ from roost.core.errors import BadGateway, Conflict, IdentityRefused, NotFound, R
 from roost.core.jobs import Job
 from roost.core.refusals import for_launch
 from roost.observe.events import ObservedError, Span
+from roost.observe.jobspans import JobSpans, decided, spawn_decision
 from roost.services.launcher.context import Admitted, LaunchServices
 from roost.services.launcher.delegation import DelegationTrace
 from roost.services.launcher.finalizer import child_dir, process_attrs
@@ -90,6 +91,7 @@ class Starter:
         self._spawn_task = spawn_task
         self._on_running = on_running
         self.tickets = RegistrationTickets()
+        self.job_spans = JobSpans(services.events)
 
     @property
     def config(self) -> Config:
@@ -112,10 +114,13 @@ class Starter:
         """
         held: list[str] = []
         job_id = ids.job_id()
+        started = False
         try:
-            return await self._launch(
+            job = await self._launch(
                 req, credential, loopback=loopback, uid=uid, operator=operator, job_id=job_id, held=held
             )
+            started = True
+            return job
         except ArtifactNotFound as exc:
             # Upstream's /spawn and /register keep their 500 sentence; a launch is ours, and a
             # capsule nobody published is the caller's mistake, not a server error.
@@ -126,6 +131,8 @@ class Starter:
             if "top" in held:
                 self.index.starting_top -= 1
             self.index.launched(job_id)
+            if not started:
+                self.job_spans.abandoned(job_id)  # a launch that failed after its span opened
 
     async def _launch(
         self,
@@ -153,16 +160,21 @@ class Starter:
                     "this session registered without a workdir, so roost has nowhere to put a child "
                     "directory; register with 'workdir' to delegate through POST /jobs"
                 )
+            decision = spawn_decision(
+                self.events, f"{req.name}@{req.version}", self.events.session_trace(parent.session_id)
+            )
             try:
                 grant = await self.referee.spawn(
                     credential, req.name, req.version, untrusted=req.untrusted, job_id=job_id
                 )
             except Refused as exc:
+                decided(decision, parent.session_id, (getattr(exc, "kind", "refused"), exc.message))
                 self.metrics.spawn_decision(getattr(exc, "kind", "refused"))
                 if not isinstance(exc, IdentityRefused):
                     await self.trace.not_started(parent, req.name, req.version, t0, "refused", exc.message)
                 raise
             self.metrics.spawn_decision("granted")
+            decided(decision, parent.session_id, None)
             artifact, approval, jti = grant.artifact, grant.approval, grant.claims.jti
             trust = "untrusted" if req.untrusted else parent.trust
             workdir = Path(parent.workdir) / ".murmur" / "children" / f"{artifact.name}-{ids.child_suffix()}"
@@ -206,6 +218,7 @@ class Starter:
             fresh = req.workdir is None
             workdir = Path(req.workdir) if req.workdir else cfg.state_dir / "jobs" / job_id
         job = new_job(job_id, req, artifact, parent, trust, str(workdir), uid)
+        self.job_spans.opened(job, req.traceparent)
         return await self._start(Admitted(job, artifact, parent, approval, jti, t0, fresh, req.task))
 
     def _check_switch(self, uid: int | None) -> None:

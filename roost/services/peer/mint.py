@@ -76,7 +76,11 @@ def parse_mint_body(body: dict[str, object]) -> HandleRequest:
 async def mint(plane: PeerServices, rec: SessionRecord, req: HandleRequest) -> dict[str, object]:
     """Mint a handle for ``rec``; raise :class:`PeerError` (already traced) on refusal."""
     asked_path, peer, ttl = req.path, req.peer, req.ttl_secs
-    span = plane.events.start("roost.peer.mint", **span_attrs({"roost.session_id": rec.session_id}))
+    span = plane.events.start(
+        "roost.peer.mint",
+        trace=plane.events.session_trace(rec.session_id),
+        **span_attrs({"roost.session_id": rec.session_id}),
+    )
     audience = ""
 
     async def refuse(err: PeerError, outcome: str | None = None) -> PeerError:
