@@ -39,6 +39,7 @@ from roost.capsule.entrypoint import task_env
 from roost.capsule.hostsock import HostSocket
 from roost.capsule.lifeline import LifelineWatch
 from roost.capsule.limits import rlimit_plan
+from roost.capsule.otelspans import session_spans
 from roost.capsule.prepare import ContainmentRefused, LaunchRefused, Prepared, RunOptions, door_note, prepare, say
 from roost.capsule.reaper import KILL_GRACE_SECS, become_subreaper, descendants, kill_tree, reap_orphans
 from roost.capsule.sandbox import Confinement
@@ -101,6 +102,9 @@ class Host:
             grace=kill_grace(os.environ),
             rlimits=rlimit_plan(m.capabilities.resources),
             is_stopping=lambda: self.stopping,
+        )
+        self.tasks.spans = session_spans(
+            m.observability.otel_endpoint, name=m.name, version=m.version, session_id=p.session_id, workdir=p.workdir
         )
         self.door = build_door(p, self.tasks)
         self.hostsock: HostSocket | None = None
