@@ -158,7 +158,7 @@ def test_events_carry_their_trace_and_a_failed_span_is_an_error() -> None:
     from roost.observe.events import ObservedError
 
     span.failed(ObservedError("Refused", "validation", message="not allowed"))
-    started, failed = bus.recent()
+    started, _ = bus.recent()
     assert started["traceId"] == "a" * 32 and started["parentSpanId"] == "b" * 16 and started["spanId"] == "c" * 16
     exp.flush()  # type: ignore[attr-defined]
     (s,) = mem.get_finished_spans()  # type: ignore[attr-defined]
