@@ -81,6 +81,14 @@ def _categories(m: Manifest) -> list[str]:
     return out
 
 
+def _failed_status(returncode: int | None) -> int:
+    """The host's exit status after a failed last task: the entrypoint's own (so ``roostctl job``
+    shows what its stderr says), 128 + N for a signal N, else 1."""
+    if returncode is None or returncode == 0:
+        return 1
+    return min(255, 128 - returncode) if returncode < 0 else min(255, returncode)
+
+
 class Host:
     """The running session: door, host socket, trace, tasks, and the way it ends."""
 
@@ -295,7 +303,7 @@ class Host:
             if p.handle is not None:
                 await self._report_completion(ok, duration)
             await self.link.deregister("complete" if ok or tasks.last_state is None else "failed")
-            return 0 if ok or tasks.last_state is None else 1
+            return 0 if ok or tasks.last_state is None else _failed_status(tasks.last_returncode)
         await self.link.deregister("failed")
         return 143
 

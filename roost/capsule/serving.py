@@ -82,6 +82,7 @@ class TaskServer:
         self.totals = dict.fromkeys(("turns", "input_tokens", "output_tokens", "tool_calls", "shell_calls"), 0)
         self.entry_pids: set[int] = set()
         self.spawning = 0  # entrypoints started whose pid is not known yet
+        self.last_returncode: int | None = None  # the last entrypoint's exit status (negative: signal)
         self.spans: SessionSpans | None = None  # the manifest's otel_endpoint (roost/capsule/otelspans.py)
 
     async def on_activate(self, task: DoorTask) -> None:
@@ -150,6 +151,7 @@ class TaskServer:
             if not pids:
                 self.spawning -= 1
             self.entry_pids.difference_update(pids)
+        self.last_returncode = result.returncode
         if result.ok:
             question = await asyncio.to_thread(_read_request, request_file)
             if question:  # the entrypoint asks for input: docs/a2a.md, "A script capsule that asks for input"
