@@ -1,7 +1,8 @@
 """Admin routes for the daemon as a whole: status, config, drain, key rotation, reload, registry cache.
 
 ``GET /status``            → daemon summary (version, pid, uptime, listeners, counts, draining)
-``GET /config``            → ``Config.public()`` (no secret lives in the config; keys are files)
+``GET /config``            → ``Config.public()`` (an OTLP exporter's headers show only as set)
+``GET /history``           → the host gauges' last hour, one sample every 5 s (the dashboard's charts)
 ``POST /drain``            → ``{"timeout_secs"?: float}`` → counts; stops the daemon when work ends
 ``GET /drain``             → whether it drains, the jobs it waits for, seconds left until it stops anyway
 ``POST /keys/rotate``      → new ``key_id`` and how many running sessions lost their credential
@@ -67,6 +68,11 @@ async def status(request: web.Request) -> web.Response:
         "jobs": counts,
     }
     return web.json_response(body)
+
+
+@routes.get("/history")
+async def history(request: web.Request) -> web.Response:
+    return web.json_response(request.app[PROBES].history.view())
 
 
 @routes.get("/config")

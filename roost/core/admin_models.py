@@ -24,6 +24,7 @@ __all__ = [
     "DrainedJobView",
     "EventList",
     "ForgetAnswer",
+    "HistoryAnswer",
     "JobList",
     "JobView",
     "LogLine",
@@ -76,6 +77,8 @@ class JobView(TypedDict):
     node: NodeView | None
     trace_id: str | None
     """The W3C trace id of the job's delegation tree (its trace in an OpenTelemetry backend)."""
+    uid: int | None
+    """The uid the job runs as."""
     out_files: NotRequired[list[str]]
     """A child on another node: its ``out/`` files, listed there (``GET /jobs/{id}`` only)."""
 
@@ -232,6 +235,16 @@ class ForgetAnswer(TypedDict):
     registry_path: str
 
 
+class HistoryAnswer(TypedDict):
+    """``GET /history``: the host gauges' last hour, one row per sample, in ``fields`` order
+    (``t_ms``, ``live``, ``starting``, ``lag_ms`` — the worst since the sample before — and the
+    running totals ``spawns`` and ``refusals``)."""
+
+    interval_secs: float
+    fields: list[str]
+    samples: list[list[float]]
+
+
 class ConfigView(TypedDict, total=False):
     """``GET /config``: every setting (``Config.public()``); these are the ones clients read."""
 
@@ -241,6 +254,7 @@ class ConfigView(TypedDict, total=False):
     runtime_command: list[str]
     containment_max: str | None
     launcher: str
+    dashboard_trace_url: str | None
 
 
 # -- streams and records ---------------------------------------------------------------------------

@@ -150,4 +150,5 @@ class Job:
             "completion": self.completion,
             "node": self.node.to_dict() if self.node is not None else None,
             "trace_id": self.traceparent[3:35] if self.traceparent else None,
+            "uid": self.uid,
         }

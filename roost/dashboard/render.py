@@ -60,7 +60,10 @@ def state_badge(state: object) -> str:
     )
 
 
-def page(title: str, body: str, *, csrf: str, script_data: str = "") -> str:
+def page(title: str, body: str, *, csrf: str, script_data: str = "", live: bool = True) -> str:
+    """A whole page; ``live`` loads the script that follows the daemon (off for the token page)."""
+    script = '<script src="/static/app.js" defer></script>' if live else ""
+    conn = '<span id="conn" class="conn" role="status" aria-live="polite">connecting…</span>' if live else ""
     return f"""<!doctype html>
 <html lang="en">
 <head>
@@ -69,12 +72,16 @@ def page(title: str, body: str, *, csrf: str, script_data: str = "") -> str:
 <meta name="csrf" content="{_e(csrf)}">
 <title>{_e(title)} · mur-roost</title>
 <link rel="stylesheet" href="/static/style.css">
-<script src="/static/app.js" defer></script>
+<link rel="icon" href="/favicon.ico" type="image/svg+xml">
+{script}
 </head>
 <body{script_data}>
 <a class="skip" href="#main">Skip to content</a>
-<header><a class="home" href="/">mur-roost</a> <span class="sub">{_e(title)}</span>
-<span id="conn" class="conn" role="status" aria-live="polite">connecting…</span></header>
+<header><a class="home" href="/">mur-roost</a>
+<nav class="nav" aria-label="Pages"><a href="/">tree</a> <a href="/jobs">jobs</a> <a href="/eventlog">events</a></nav>
+<span class="sub">{_e(title)}</span>
+<span id="daemon" class="daemon" role="status" aria-live="polite"></span>
+{conn}</header>
 <main id="main" tabindex="-1">
 <div id="notice" role="status" aria-live="polite"></div>
 {body}
@@ -97,6 +104,8 @@ def _node(node: TreeNode) -> str:
     if state in FINAL_JOB_STATES or ended:
         why = f": {_e(node.get('reason'))}" if node.get("reason") else ""
         outcome = f' <span class="outcome">— {_e(node.get("outcome") or state)}{why}</span>'
+        if ended:
+            outcome += f' <span class="meta">ended {when(ended)}</span>'
     kids = node["children"]
     sub = f"<ul>{''.join(_node(k) for k in kids)}</ul>" if kids else ""
     return (
@@ -134,15 +143,17 @@ def _gauges(g: Gauges) -> str:
 </section>"""
 
 
-def home_fragment(running: Sequence[TreeNode], ended: Sequence[TreeNode], g: Gauges) -> str:
+def home_fragment(running: Sequence[TreeNode], ended: Sequence[TreeNode], g: Gauges, charts: str = "") -> str:
     drain = ""
     if not g.draining:
         drain = '<button type="button" class="danger" data-action="drain" data-label="the daemon">Drain…</button>'
     return f"""{_gauges(g)}
+{charts}
 <section aria-labelledby="h-running"><h2 id="h-running">Running</h2>
 {tree(running, "No session is running. Start one: roostctl spawn orchestrator@0.1.0 --task TEXT")}</section>
 <section aria-labelledby="h-ended"><h2 id="h-ended">Recently ended</h2>
-{tree(ended, "Nothing has ended yet.")}</section>
+{tree(ended, "Nothing has ended yet.")}
+<p><a href="/jobs?state=">Every job, with filters and end times →</a></p></section>
 <section class="actions" aria-label="Daemon actions">{drain}</section>"""
 
 
@@ -190,7 +201,13 @@ def detail_fragment(
     items: Sequence[Item],
     t0: int,
     t1: int,
+    *,
+    children: Sequence[tuple[str, str]] = (),
+    tree_html: str = "",
+    trace_url: str | None = None,
 ) -> str:
+    """A job's or session's page. ``children`` are its delegations (session id, capsule), linked;
+    ``tree_html`` is its delegation tree's timeline; ``trace_url`` its trace in the operator's UI."""
     src: JobView | SessionDetail | None = job or session
     state = (job["state"] if job else None) or (session["status"] if session else None) or "unknown"
     capsule = f"{src['name']}@{src['version']}" if src else "None@None"
@@ -210,6 +227,15 @@ def detail_fragment(
         rows += [("session", _e(session["session_id"])), ("started", when(session["created_ms"]))]
         rows.append(("ended", when(session["ended_ms"])))
     rows.append(("workdir", f"<code>{_e(src['workdir'] if src else None)}</code>"))
+    if children:
+        links = ", ".join(
+            f'<a href="/session/{_e(sid)}">{_e(capsule)}</a> <code>{_e(sid)}</code>' for sid, capsule in children
+        )
+        rows.append(("delegated to", links))
+    if trace_url:
+        rows.append(
+            ("trace", f'<a class="trace" href="{_e(trace_url)}" rel="noreferrer" target="_blank">open its trace</a>')
+        )
     comp = job["completion"] if job else None
     completion = (
         _pairs((k, _e(_plain(v))) for k, v in comp.items())
@@ -225,9 +251,10 @@ def detail_fragment(
         )
     sid = (session["session_id"] if session else None) or (job["session_id"] if job else None)
     if sid and (session["status"] if session else "running") == "running" and state not in FINAL_JOB_STATES:
+        also = " and its job" if job else ""
         actions.append(
             f'<button type="button" class="danger" data-action="end" data-id="{_e(sid)}"'
-            f' data-label="session {_e(sid)} ({_e(capsule)})">End this session…</button>'
+            f' data-label="session {_e(sid)} ({_e(capsule)}){also}">End this session{also}…</button>'
         )
     task_text = _e(task) if task is not None else "(no input.json)"
     return f"""<section aria-labelledby="h-summary"><h2 id="h-summary">{_e(capsule)} {state_badge(state)}</h2>
@@ -236,5 +263,12 @@ def detail_fragment(
 <section aria-labelledby="h-input"><h2 id="h-input">Input</h2><pre>{task_text}</pre></section>
 <section aria-labelledby="h-completion"><h2 id="h-completion">Completion</h2>{completion}</section>
 <section aria-labelledby="h-files"><h2 id="h-files">Result files</h2>
-{f'<ul class="files">{result_files}</ul>' if files else '<p class="empty">None yet.</p>'}</section>
+{f'<ul class="files">{result_files}</ul>' if files else f'<p class="empty">{_no_files(state)}</p>'}</section>
+{f'<section aria-labelledby="h-tree"><h2 id="h-tree">Delegation tree</h2>{tree_html}</section>' if tree_html else ""}
 <section aria-labelledby="h-trace"><h2 id="h-trace">Trace</h2>{_timeline(items, t0, t1)}</section>"""
+
+
+def _no_files(state: str) -> str:
+    if state in FINAL_JOB_STATES:
+        return f"None: the job ended ({state}) without writing a file in out/."
+    return "None yet: files the task writes in out/ appear here."

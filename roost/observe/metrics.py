@@ -77,6 +77,10 @@ class Metrics:
         self.build_info = Gauge("roost_build_info", "Build information", ["version"], registry=r)
         self.build_info.labels(version=__version__).set(1)
 
+    def spawn_decisions(self) -> dict[str, int]:
+        """Spawn decisions so far by outcome (a copy)."""
+        return dict(self._spawn_decisions.counts)
+
     def spawn_decision(self, outcome: str) -> None:
         counts = self._spawn_decisions.counts
         counts[outcome] = counts.get(outcome, 0) + 1
