@@ -134,7 +134,8 @@ def event_row(ev: ObserveEvent) -> str:
     return (
         f'<li class="ev" data-type="{_e(ev["type"])}" data-operation="{_e(ev.get("operation"))}">'
         f"{when(ev.get('timestamp'))} <strong>{_e(ev.get('operation'))}</strong> "
-        f'<span class="badge" data-state="{_e(kind)}">{_e(kind)}</span>{_e(took)} <span class="meta">{_e(attrs)}</span></li>'
+        f'<span class="badge" data-state="{_e(kind)}">{_e(kind)}</span>{_e(took)}'
+        f' <span class="meta">{_e(attrs)}</span></li>'
     )
 
 
