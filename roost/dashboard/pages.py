@@ -22,6 +22,7 @@ __all__ = [
     "JobFilter",
     "events_page",
     "filter_jobs",
+    "jobs_form",
     "jobs_page",
     "token_page",
 ]
@@ -87,8 +88,9 @@ def _select(f: JobFilter) -> str:
     return f'<select id="f-state" name="state">{options}</select>'
 
 
-def jobs_page(page: Sequence[JobView], total: int, f: JobFilter) -> str:
-    form = (
+def jobs_form(f: JobFilter) -> str:
+    """The filters, outside the live part of the page (a refresh must not undo what is typed)."""
+    return (
         '<form class="filters" method="get" action="/jobs" role="search" aria-label="Filter jobs">'
         f'<label for="f-state">state</label>{_select(f)}'
         f'<label for="f-capsule">capsule</label><input id="f-capsule" name="capsule" value="{_e(f.capsule)}"'
@@ -97,6 +99,10 @@ def jobs_page(page: Sequence[JobView], total: int, f: JobFilter) -> str:
         f'<label for="f-q">id</label><input id="f-q" name="q" value="{_e(f.q)}" placeholder="job_…, ses_…, dlg_…">'
         '<button type="submit">Filter</button> <a href="/jobs">clear</a></form>'
     )
+
+
+def jobs_page(page: Sequence[JobView], total: int, f: JobFilter) -> str:
+    """One page of jobs and the pager (the live part of the jobs page)."""
     if not page:
         body = '<p class="empty">No job matches these filters.</p>'
     else:
@@ -119,7 +125,7 @@ def jobs_page(page: Sequence[JobView], total: int, f: JobFilter) -> str:
         nav.insert(0, f'<a rel="prev" href="{_e(f.link(f.page - 1))}">← newer</a>')
     if f.page < last:
         nav.append(f'<a rel="next" href="{_e(f.link(f.page + 1))}">older →</a>')
-    return f'{form}<nav class="pager" aria-label="Pages">{" ".join(nav)}</nav>{body}'
+    return f'<nav class="pager" aria-label="Pages">{" ".join(nav)}</nav>{body}'
 
 
 def _parent(job: JobView) -> str:

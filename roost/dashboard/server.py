@@ -147,7 +147,11 @@ async def home(request: web.Request) -> web.Response:
     except AdminError as exc:
         body = f'<p class="error">{render._e(exc.message)}</p>'
     return _html(
-        render.page("Delegation tree", f'<div id="live" data-fragment="/fragment/home">{body}</div>', csrf=guard.csrf)
+        render.page(
+            "Delegation tree",
+            f'<div id="live" data-fragment="/fragment/home" data-every="5000">{body}</div>',
+            csrf=guard.csrf,
+        )
     )
 
 
@@ -259,7 +263,9 @@ async def jobs(request: web.Request) -> web.Response:
     except AdminError as exc:
         body = f'<p class="error">{render._e(exc.message)}</p>'
     src = "/fragment/jobs" + (f"?{request.query_string}" if request.query_string else "")
-    return _html(render.page("Jobs", f'<div id="live" data-fragment="{render._e(src)}">{body}</div>', csrf=guard.csrf))
+    form = pages.jobs_form(pages.JobFilter.of(query))
+    live = f'{form}<div id="live" data-fragment="{render._e(src)}">{body}</div>'
+    return _html(render.page("Jobs", live, csrf=guard.csrf))
 
 
 async def jobs_fragment(request: web.Request) -> web.Response:

@@ -49,8 +49,9 @@ def _open(browser: Any, env: Env) -> Any:
 
 def test_charts_draw_the_daemons_own_history(env: Env, browser: Any) -> None:
     page = _open(browser, env)
-    # The daemon samples every 5 s from its start: wait for two, then for a spawn to show.
-    env.ctl("spawn", "sleeper@0.1.0", "--task", "0", "--wait")
+    # The daemon samples every 5 s from its start: wait for two, then for a spawn decision (the
+    # orchestrator delegating to worker) to show as a rate.
+    env.ctl("spawn", "orchestrator@0.1.0", "--task", "a b", "--wait")
     page.wait_for_function(
         "() => Number(document.querySelector('.chart[data-chart=live]').dataset.points) >= 2", timeout=30_000
     )
@@ -115,7 +116,9 @@ def test_jobs_page_filters_pages_and_end_times(env: Env, browser: Any) -> None:
     page.select_option("#f-state", crashed["state"])
     page.get_by_role("button", name="Filter").click()
     page.wait_for_url(re.compile(r".*/jobs\?state=.*"))
-    assert rows.count() >= 1 and all(s == crashed["state"] for s in rows.evaluate_all("r => r.map(x => x.dataset.state)"))
+    assert rows.count() >= 1 and all(
+        s == crashed["state"] for s in rows.evaluate_all("r => r.map(x => x.dataset.state)")
+    )
     page.goto(f"http://127.0.0.1:{env.port}/jobs?capsule=crasher&q={crashed['job_id'][:12]}&uid={crashed['uid']}")
     assert rows.count() == 1 and rows.first.get_attribute("data-job") == crashed["job_id"]
     ended = rows.first.locator("td").nth(5).locator("time")
@@ -168,7 +171,9 @@ def test_events_page_filters_and_follows(env: Env, browser: Any) -> None:
     before = page.locator("#events li").count()
     env.ctl("spawn", "sleeper@0.1.0", "--task", "0", "--wait")
     page.wait_for_function(f"() => document.querySelectorAll('#events li').length > {before}", timeout=15_000)
-    assert set(page.locator("#events li").evaluate_all("r => r.map(x => x.dataset.operation)")) == {"roost.process.start"}
+    assert set(page.locator("#events li").evaluate_all("r => r.map(x => x.dataset.operation)")) == {
+        "roost.process.start"
+    }
     page.screenshot(path=str(ARTIFACTS / "dashboard-events.png"), full_page=True)
 
 

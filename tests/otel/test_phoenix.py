@@ -108,8 +108,7 @@ def test_phoenix_sees_one_trace_per_delegation_tree(phoenix: str, tmp_path: Path
     state = tmp_path / "state"
     cfg = tmp_path / "roost.toml"
     cfg.write_text(
-        f'registry_path = "{EXAMPLES}"\nspawn_allow = ["orchestrator", "echo"]\n'
-        f'state_dir = "{state}"\nport = {port}\n'
+        f'registry_path = "{EXAMPLES}"\nspawn_allow = ["orchestrator", "echo"]\nstate_dir = "{state}"\nport = {port}\n'
     )
     daemon = subprocess.Popen(
         ["mur-roost", "--config", str(cfg), "--log-format", "json"],

@@ -214,6 +214,8 @@
 
   paintTimes(document);
   setInterval(function () { paintAges(document); paintTree(document); }, 1000);
+  // A page with charts is redrawn as the daemon takes new samples, events or not.
+  if (live && live.dataset.every) setInterval(refresh, Number(live.dataset.every));
   connect();
   followLog();
 })();
