@@ -90,7 +90,7 @@ async def main():
 asyncio.run(main())
 """
 
-SESSIONS = 8
+SESSIONS = 32  # grants are never redeemed: 32 orchestrators × --max-concurrent 100000 slots
 
 
 def fixed_rate(url: str, creds: list[str], rate: float, seconds: float) -> dict[str, float]:
@@ -174,6 +174,9 @@ def main() -> None:
             {
                 "orchestrator": {"capabilities": {"spawn": {"allow": ["worker"]}, "network": {"allow": ["127.0.0.1"]}}},
                 "worker": {"capabilities": {"network": {"allow": ["127.0.0.1"]}}},
+                # the relay's sender and receiver (bench/bench_relay.py)
+                "sender": {"capabilities": {"network": {"allow": ["127.0.0.1"]}}},
+                "receiver": {"capabilities": {"network": {"allow": ["127.0.0.1"]}}},
             },
         )
         receiver = start_script(RECEIVER, cpu=CLIENT_CPU)
@@ -203,10 +206,14 @@ def main() -> None:
                         str(state),
                         "--spawn-allow",
                         "orchestrator",
+                        "--spawn-allow",
+                        "sender",
+                        "--spawn-allow",
+                        "receiver",
                         "--max-concurrent",
-                        "1000000",
+                        "100000",
                         "--max-live-capsules",
-                        "10000000",
+                        "1000000",
                     ],
                     env={**base_env, **extra},
                 )

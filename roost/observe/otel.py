@@ -176,11 +176,11 @@ class OtelExporter:
         if span.trace_flags == "00":
             return None  # the caller's trace is not sampled
         trace_id = int(span.trace_id, 16) if span.trace_id is not None else self._random.getrandbits(128) or 1
+        # The root decision needs only the trace id: made before the span's shape is worked out.
+        if self._sampler.should_sample(None, trace_id, span.operation).decision is not Decision.RECORD_AND_SAMPLE:
+            return None
         failed = kind == _FAILED
         form = shape(span.operation, attributes, failed=failed)
-        sampled = self._sampler.should_sample(None, trace_id, form.name, _KINDS[form.kind], form.attributes)
-        if sampled.decision is not Decision.RECORD_AND_SAMPLE:
-            return None
         flags = TraceFlags(TraceFlags.SAMPLED)
         context = SpanContext(trace_id, int(span.span_id, 16), is_remote=False, trace_flags=flags)
         parent = None

@@ -71,12 +71,8 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         wait_for(up, timeout=180, interval=0.5)
         yield url
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        server.terminate()  # uvicorn stops on SIGTERM
+        server.wait(timeout=60)
         log.close()
 
 
