@@ -59,9 +59,10 @@ def _registry(root: Path, endpoint: str) -> Path:
     registry, caps = root / "registry", root / "capsules"
     for name in ("orchestrator", "worker", "echo"):
         shutil.copytree(REPO / "deploy" / "examples" / "capsules" / name, caps / name)
-    # worker posts its own capsule.session span (the seeds' runtime contract).
-    manifest = caps / "worker" / "murmur.yaml"
-    manifest.write_text(manifest.read_text() + f"observability:\n  otel_endpoint: {endpoint}\n")
+    # worker and echo post their own spans (the seeds' runtime contract; echo's door its a2a.task).
+    for name in ("worker", "echo"):
+        manifest = caps / name / "murmur.yaml"
+        manifest.write_text(manifest.read_text() + f"observability:\n  otel_endpoint: {endpoint}\n")
     envdump = caps / "envdump"
     envdump.mkdir()
     (envdump / "main.py").write_text("#!/usr/bin/env python3\n" + ENVDUMP)
@@ -228,6 +229,11 @@ def test_a_relayed_send_is_the_span_its_traceparent_names(env: Env, tmp_path: Pa
     assert relay.attributes["http.request.method"] == "POST" and relay.attributes["url.full"] == peer
     assert relay.attributes["server.address"] == "127.0.0.1"
     assert relay.attributes["murmur.session_id"] == sid
+    # The door that took the message reports its task in the same trace, under the relay's span.
+    got = env.receiver.wait_for(lambda spans: any(s.parent_span_id == span_id for s in spans))
+    door = next(s for s in got if s.parent_span_id == span_id)
+    assert door.name == "a2a.task" and door.kind == SERVER and door.trace_id == trace_id
+    assert door.resource["service.name"] == "echo" and door.attributes["rpc.system"] == "jsonrpc"
     # Without a caller's traceparent, a session's send continues its own job's trace.
     plain = post("/a2a/send", {"peer_url": peer, "text": "pong"}, {"x-murmur-spawn-credential": reg["credential"]})
     assert plain["traceparent"].split("-")[1] != trace_id
