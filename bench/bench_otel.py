@@ -9,6 +9,8 @@ answers 200) and the load generators run on the other core. Rounds rotate the da
   send time, so a stall is not hidden): p50 and p99 per daemon; target on/off within 5 %.
 * ``/spawn`` at saturation (wrk, 50 connections): req/s per daemon and the ratio to ``off``.
 * ``POST /a2a/send`` p50 through the relay to a sealed door (wrk, one connection).
+* In this process: a spawn decision's cost on the request path, off and on, and the worker's
+  cost per span (build, encode) — the figures the HTTP ones are made of, with less noise.
 * The history ring: the daemon's RSS with the ring empty and with an hour of samples (720, made
   at once by a daemon whose ring samples every millisecond: nothing waits an hour), and the
   ring's own size by tracemalloc.
@@ -159,6 +161,47 @@ def ring_figures(root: Path, tmp: Path) -> None:
     )
 
 
+def inproc_figures(rounds: int = 5, n: int = 20_000) -> None:
+    """What a spawn decision costs on the request path with export off and on, and what the worker
+    spends per span (building it, encoding it), in this process: less noisy than the HTTP figures."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from roost.observe.events import EventBus
+    from roost.observe.jobspans import decided, spawn_decision
+    from roost.observe.otel import OtelExporter
+    from roost.observe.otelmap import OtelSettings
+
+    def decisions(bus: EventBus) -> float:
+        t = time.perf_counter()
+        for _ in range(n):
+            decided(spawn_decision(bus, "worker@0.1.0", None), "ses_bench", None)
+        return (time.perf_counter() - t) / n * 1e6
+
+    off, on, build, encode = [], [], [], []
+    for _ in range(rounds):
+        off.append(decisions(EventBus()))
+        bus, mem = EventBus(), InMemorySpanExporter()
+        settings = OtelSettings(endpoint="http://unused", max_queue_size=10**6, max_export_batch_size=10**6)
+        exp = OtelExporter(settings, on_drop=lambda k: None, exporter=mem, root_span=bus.root_span)
+        bus.sink = exp.offer
+        on.append(decisions(bus))
+        t = time.perf_counter()
+        exp.flush()
+        build.append((time.perf_counter() - t) / n * 1e6)
+        spans = mem.get_finished_spans()
+        t = time.perf_counter()
+        encode_spans(spans).SerializeToString()
+        encode.append((time.perf_counter() - t) / len(spans) * 1e6)
+
+    def fig(xs: list[float]) -> str:
+        return f"{statistics.median(xs):6.2f} us  ({min(xs):.2f}..{max(xs):.2f})"
+
+    print(f"request path per spawn decision, export off : {fig(off)}")
+    print(f"request path per spawn decision, export on  : {fig(on)}")
+    print(f"worker thread per span: build {fig(build)}; OTLP encode {fig(encode)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
@@ -292,6 +335,8 @@ def main() -> None:
         finally:
             for p in [*daemons.values(), *doors.values(), receiver]:
                 p.stop()
+        print()
+        inproc_figures()
         if not args.skip_ring:
             print()
             ring_figures(root, tmp)
