@@ -165,11 +165,12 @@ def _pairs(rows: Iterable[tuple[str, str]]) -> str:
     return '<dl class="pairs">' + "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
 
 
-def _timeline(items: Sequence[Item], t0: int, t1: int) -> str:
+def _timeline(items: Sequence[Item], t0: int, t1: int, *, live: bool = False) -> str:
     """One row per trace item (grouped by lane, in time order), each mark on the shared axis.
 
     Marks carry their position as data attributes that the script applies (the page's content
     security policy allows no inline styles); without the script the rows still read in order.
+    ``live`` (the job still runs): the axis runs to now and open bars grow with it.
     """
     if not items:
         return '<p class="empty">No trace lines yet.</p>'
@@ -178,17 +179,21 @@ def _timeline(items: Sequence[Item], t0: int, t1: int) -> str:
         for i in sorted((i for i in items if i.lane == lane), key=lambda i: i.start_ms):
             offset = (i.start_ms - t0) / 1000
             tag = f'<span class="lane-tag">{_e(lane)}</span>'
+            cls = f"{i.kind} tl-bar" if i.kind == "bar" else i.kind
+            end = "" if i.open or i.end_ms is None else f' data-end="{i.end_ms}"'
             rows.append(
                 f'<li class="row" data-lane="{_e(lane)}"><span class="row-label">{tag}'
                 f' {_e(i.label)} <span class="off">+{offset:.3f} s</span></span>'
-                f'<span class="track"><span class="mark {i.kind}" data-left="{i.left}" data-width="{i.width}"'
+                f'<span class="track"><span class="mark {cls}" data-left="{i.left}" data-width="{i.width}"'
+                f' data-start="{i.start_ms}"{end}'
                 f' data-outcome="{_e(i.outcome)}" title="{_e(i.label)}"></span></span></li>'
             )
     span = (t1 - t0) / 1000
+    grows = f' data-t0="{t0}" data-t1="{t1}" data-live' if live and any(i.open for i in items) else ""
     return (
-        '<figure class="timeline" aria-label="Trace timeline">'
+        f'<figure class="timeline" aria-label="Trace timeline"{grows}>'
         f'<div class="axis"><span class="row-label">time</span><span class="track">'
-        f"<span>{when(t0)}</span><span>+{span:.3f} s</span></span></div>"
+        f'<span>{when(t0)}</span><span class="tl-span">+{span:.3f} s</span></span></div>'
         f'<ol class="rows">{"".join(rows)}</ol></figure>'
     )
 
@@ -209,6 +214,7 @@ def detail_fragment(
     """A job's or session's page. ``children`` are its delegations (session id, capsule), linked;
     ``tree_html`` is its delegation tree's timeline; ``trace_url`` its trace in the operator's UI."""
     src: JobView | SessionDetail | None = job or session
+    live = (job["state"] if job else session["status"] if session else "") in ("running", "starting")
     state = (job["state"] if job else None) or (session["status"] if session else None) or "unknown"
     capsule = f"{src['name']}@{src['version']}" if src else "None@None"
     rows: list[tuple[str, str]] = [("capsule", _e(capsule)), ("state", state_badge(state))]
@@ -265,7 +271,7 @@ def detail_fragment(
 <section aria-labelledby="h-files"><h2 id="h-files">Result files</h2>
 {f'<ul class="files">{result_files}</ul>' if files else f'<p class="empty">{_no_files(state)}</p>'}</section>
 {f'<section aria-labelledby="h-tree"><h2 id="h-tree">Delegation tree</h2>{tree_html}</section>' if tree_html else ""}
-<section aria-labelledby="h-trace"><h2 id="h-trace">Trace</h2>{_timeline(items, t0, t1)}</section>"""
+<section aria-labelledby="h-trace"><h2 id="h-trace">Trace</h2>{_timeline(items, t0, t1, live=live)}</section>"""
 
 
 def _no_files(state: str) -> str:

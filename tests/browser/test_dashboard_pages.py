@@ -86,6 +86,8 @@ def test_tree_timeline_grows_while_the_worker_runs_and_links_both_ways(env: Env,
     page.wait_for_timeout(1500)
     assert page.evaluate(span) != label  # the axis runs to now while a job runs
     assert page.evaluate(width) >= before
+    # The job's own trace timeline grows to now too, while its task runs.
+    page.wait_for_selector("figure.timeline:not(.tree-timeline)[data-live] .tl-bar[data-growing=yes]", timeout=10_000)
     page.screenshot(path=str(ARTIFACTS / "dashboard-tree-timeline.png"), full_page=True)
     # parent → children: the orchestrator's page links its delegation; the child links back.
     child = page.locator("dl.pairs dd a[href^='/session/']").first

@@ -37,7 +37,7 @@
   // The delegation tree's timeline: bars of running jobs grow to now.
   function paintTree(root) {
     const now = Date.now();
-    root.querySelectorAll(".tree-timeline").forEach(function (fig) {
+    root.querySelectorAll(".timeline[data-t0]").forEach(function (fig) {
       const t0 = Number(fig.dataset.t0);
       const t1 = fig.hasAttribute("data-live") ? now : Number(fig.dataset.t1);
       const span = Math.max(1, t1 - t0);
@@ -47,6 +47,9 @@
         bar.style.left = (100 * (start - t0) / span) + "%";
         bar.style.width = Math.max(0.4, 100 * (end - start) / span) + "%";
         bar.dataset.growing = bar.dataset.end ? "no" : "yes";
+      });
+      fig.querySelectorAll(".mark.point[data-start]").forEach(function (p) {
+        p.style.left = (100 * (Number(p.dataset.start) - t0) / span) + "%";
       });
       const label = fig.querySelector(".tl-span");
       if (label) label.textContent = "+" + ((t1 - t0) / 1000).toFixed(1) + " s";
