@@ -117,6 +117,8 @@
   // The daemon's state, said in the header; a daemon that stopped, said in a sentence.
   const daemon = document.getElementById("daemon");
   function banner(text) {
+    const shown = document.querySelector("main .error");
+    if (shown && shown.textContent === text) return;  // the page already says it
     let gone = document.getElementById("gone");
     if (!gone) {
       gone = document.createElement("p");
