@@ -53,8 +53,14 @@ def resolve_argv(entrypoint: list[str], artifact_dir: Path) -> list[str]:
 
 
 def task_env(base: Mapping[str, str], extra: Mapping[str, str | None]) -> dict[str, str]:
-    """The host's env plus the ``MURMUR_*`` names, minus the lifeline; our python's dir first on PATH."""
-    env = {k: v for k, v in base.items() if k != "MURMUR_SPAWNER_LIFELINE"}
+    """The host's env plus the ``MURMUR_*`` names, minus the lifeline and any ``OTEL_*`` setting
+    but the service name (an exporter's endpoint and headers are not the entrypoint's; its
+    ``TRACEPARENT`` is); our python's dir first on PATH."""
+    env = {
+        k: v
+        for k, v in base.items()
+        if k != "MURMUR_SPAWNER_LIFELINE" and (not k.startswith("OTEL_") or k == "OTEL_SERVICE_NAME")
+    }
     for key, value in extra.items():
         if value is None:
             env.pop(key, None)

@@ -39,6 +39,7 @@ from roost.capsule.entrypoint import task_env
 from roost.capsule.hostsock import HostSocket
 from roost.capsule.lifeline import LifelineWatch
 from roost.capsule.limits import rlimit_plan
+from roost.capsule.otelspans import session_spans
 from roost.capsule.prepare import ContainmentRefused, LaunchRefused, Prepared, RunOptions, door_note, prepare, say
 from roost.capsule.reaper import KILL_GRACE_SECS, become_subreaper, descendants, kill_tree, reap_orphans
 from roost.capsule.sandbox import Confinement
@@ -80,6 +81,14 @@ def _categories(m: Manifest) -> list[str]:
     return out
 
 
+def _failed_status(returncode: int | None) -> int:
+    """The host's exit status after a failed last task: the entrypoint's own (so ``roostctl job``
+    shows what its stderr says), 128 + N for a signal N, else 1."""
+    if returncode is None or returncode == 0:
+        return 1
+    return min(255, 128 - returncode) if returncode < 0 else min(255, returncode)
+
+
 class Host:
     """The running session: door, host socket, trace, tasks, and the way it ends."""
 
@@ -101,6 +110,9 @@ class Host:
             grace=kill_grace(os.environ),
             rlimits=rlimit_plan(m.capabilities.resources),
             is_stopping=lambda: self.stopping,
+        )
+        self.tasks.spans = session_spans(
+            m.observability.otel_endpoint, name=m.name, version=m.version, session_id=p.session_id, workdir=p.workdir
         )
         self.door = build_door(p, self.tasks)
         self.hostsock: HostSocket | None = None
@@ -291,7 +303,7 @@ class Host:
             if p.handle is not None:
                 await self._report_completion(ok, duration)
             await self.link.deregister("complete" if ok or tasks.last_state is None else "failed")
-            return 0 if ok or tasks.last_state is None else 1
+            return 0 if ok or tasks.last_state is None else _failed_status(tasks.last_returncode)
         await self.link.deregister("failed")
         return 143
 

@@ -27,6 +27,7 @@ from a2a.protocol.models import TaskState
 from a2a.protocol.origin import Origin
 from roost.capsule.entrypoint import Launch, run_entrypoint
 from roost.capsule.limits import apply_rlimits
+from roost.capsule.otelspans import SessionSpans
 from roost.capsule.prepare import Prepared
 from roost.capsule.sandbox import Confinement
 from roost.capsule.taskinput import write_results
@@ -81,9 +82,13 @@ class TaskServer:
         self.totals = dict.fromkeys(("turns", "input_tokens", "output_tokens", "tool_calls", "shell_calls"), 0)
         self.entry_pids: set[int] = set()
         self.spawning = 0  # entrypoints started whose pid is not known yet
+        self.last_returncode: int | None = None  # the last entrypoint's exit status (negative: signal)
+        self.spans: SessionSpans | None = None  # the manifest's otel_endpoint (roost/capsule/otelspans.py)
 
     async def on_activate(self, task: DoorTask) -> None:
         self.current = task
+        if self.spans is not None:
+            self.spans.started(task)
         if task.turn > 1:
             return  # a continued task: its a2a_task_received and task_start came with its first message
         from_door = task.dialect is not None
@@ -146,6 +151,7 @@ class TaskServer:
             if not pids:
                 self.spawning -= 1
             self.entry_pids.difference_update(pids)
+        self.last_returncode = result.returncode
         if result.ok:
             question = await asyncio.to_thread(_read_request, request_file)
             if question:  # the entrypoint asks for input: docs/a2a.md, "A script capsule that asks for input"
@@ -177,6 +183,8 @@ class TaskServer:
             self.current = None  # the task waits for its next message; it has not ended
             return
         self.task_end(task.id, outcome.state)
+        if self.spans is not None:
+            await self.spans.finished(task, EXIT_STATUS.get(outcome.state, "failed"))
         self.last_state = outcome.state
         self.current = None
         if task.id == self.initial_id:

@@ -35,6 +35,7 @@ from roost.daemon.startup import (
     say_keys_reset,
     take_clean_stop,
 )
+from roost.daemon.tracing import Tracing
 from roost.http.app import build_app
 from roost.http.context import Services
 from roost.http.guard import ConnectionGuard
@@ -100,6 +101,7 @@ class Roost:
         self.state_lock = StateLock(config.state_dir)
         self.lifecycle = Lifecycle(config)
         self.events = EventBus(clock=self.clock)
+        self.tracing = Tracing(self.events, self.metrics)
 
     def _choose_backend(self, config: Config) -> BackendServices:
         """Where children run, and with it where a session's files, trace, door and workdir are."""
@@ -272,6 +274,7 @@ class Roost:
         await self.executor.run(self.referee.load)
         clean = cfg.ephemeral_keys or await self.executor.run(take_clean_stop, self.store)
         self.events.run_id = await self.executor.run(instance_id, self.store, self.events.run_id)
+        self.tracing.start(cfg)
         return clean
 
     async def _open_listeners(self, cfg: Config) -> int:
@@ -348,6 +351,7 @@ class Roost:
             except Exception:
                 log.exception("service_stop_failed", service=type(service).__name__)
         await self.probes.stop()
+        await self.tracing.stop()
         await self.a2a.close()
         await self.traces.close_all()
         if not self.settings.config.ephemeral_keys:

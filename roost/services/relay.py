@@ -31,11 +31,12 @@ from a2a.protocol import seal, traceparent
 from a2a.protocol.errors import A2AError, JsonRpcError, PeerHTTPError, PeerUnreachable, UnsupportedPeerURL
 from a2a.protocol.models import Message, Task, build
 from a2a.protocol.origin import Origin, Trust, outbound_headers
+from a2a.protocol.traceparent import TraceParent
 from roost.core.api_models import A2ATaskRequest
 from roost.core.errors import BadGateway, BadRequest, Refused
 from roost.core.netrule import allows
 from roost.core.requests import SendRequest
-from roost.observe.events import EventBus, ObservedError
+from roost.observe.events import NO_PARENT, EventBus, ObservedError
 from roost.observe.metrics import Metrics
 from roost.observe.tracesink import TraceSink
 from roost.state.sessions import SessionRecord, SessionTable
@@ -51,13 +52,25 @@ def network_refusal(peer_url: str) -> str:
 
 def stamp(trust: Trust, caller_traceparent: str | None, caller_tracestate: str | None) -> tuple[str, dict[str, str]]:
     """The outgoing headers (pure): trace context continued or new, origin ``peer``, the given trust."""
+    sent, _, headers = stamp_in(trust, caller_traceparent, caller_tracestate, None)
+    return sent.format(), headers
+
+
+def stamp_in(
+    trust: Trust, caller_traceparent: str | None, caller_tracestate: str | None, session: TraceParent | None
+) -> tuple[TraceParent, TraceParent, dict[str, str]]:
+    """:func:`stamp` continuing the caller's trace, else the sending session's (its job's span),
+    else a new one; also the context of the relay's own span: the sent span id is its id, the span
+    it continues is its parent (:data:`NO_PARENT`: a new trace's root)."""
     caller = traceparent.parse(caller_traceparent.strip().lower() if caller_traceparent else None)
-    sent = (caller.child() if caller is not None else traceparent.new()).format()
+    base = caller if caller is not None else session
+    sent = base.child() if base is not None else traceparent.new()
+    span = TraceParent("00", sent.trace_id, base.parent_id if base is not None else NO_PARENT, sent.flags)
     headers = outbound_headers(Origin.PEER, trust)
-    headers["traceparent"] = sent
+    headers["traceparent"] = sent.format()
     if caller is not None and caller_tracestate and traceparent.valid_tracestate(caller_tracestate):
         headers["tracestate"] = caller_tracestate
-    return sent, headers
+    return sent, span, headers
 
 
 _TRUST = {t.value: t for t in Trust}
@@ -81,8 +94,8 @@ def _failure(exc: A2AError) -> tuple[str, ObservedError]:
     return str(exc), ObservedError(type(exc).__name__, "validation")
 
 
-def _attrs(session_id: str, method: str) -> dict[str, Any]:
-    return {"roost.relay.session_id": session_id, "roost.relay.method": method}
+def _attrs(session_id: str, method: str, peer_url: str) -> dict[str, Any]:
+    return {"roost.relay.session_id": session_id, "roost.relay.method": method, "roost.relay.peer_url": peer_url}
 
 
 class Authenticator(Protocol):
@@ -201,7 +214,9 @@ class Relay:
             count("send", "refused")
             raise
         trust = _TRUST[rec.trust]
-        sent_tp, headers = stamp(trust, req.traceparent, req.tracestate)
+        session_tp = None if req.traceparent else self._events.session_trace(rec.session_id)
+        sent, span_tp, headers = stamp_in(trust, req.traceparent, req.tracestate, session_tp)
+        sent_tp = sent.format()
         message = build(
             Message,
             {
@@ -213,7 +228,9 @@ class Relay:
                 "metadata": None,
             },
         )
-        span = self._events.start("roost.relay.send", **_attrs(rec.session_id, "send"))
+        span = self._events.start(
+            "roost.relay.send", trace=span_tp, span_id=sent.parent_id, **_attrs(rec.session_id, "send", req.peer_url)
+        )
         try:
             endpoint = await self._endpoint(rec, req.peer_url)
             self._seal(headers, rec, endpoint.url, sent_tp, seal.send_subject(message))
@@ -268,8 +285,11 @@ class Relay:
         except (BadRequest, Refused):
             count(method, "refused")
             raise
-        tp, headers = stamp(_TRUST[rec.trust], None, None)
-        span = self._events.start("roost.relay.send", **_attrs(rec.session_id, method))
+        sent, span_tp, headers = stamp_in(_TRUST[rec.trust], None, None, self._events.session_trace(rec.session_id))
+        tp = sent.format()
+        span = self._events.start(
+            "roost.relay.send", trace=span_tp, span_id=sent.parent_id, **_attrs(rec.session_id, method, peer_url)
+        )
         client = self._a2a
         try:
             ep = await self._endpoint(rec, peer_url)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import structlog
 
+from roost.core.admin_models import ReloadAnswer
 from roost.state.config import NETWORK_KEYS, Config, ConfigError
 from roost.state.registry import Registry
 from roost.system.blocking import BlockingExecutor
@@ -36,6 +37,7 @@ RESTART_ONLY = (
     "ray_address",
     "ray_namespace",
     "ray_node_root",
+    *(k for k in Config.model_fields if k.startswith("otel_")),  # the exporter is built at start-up
 )
 
 
@@ -88,12 +90,12 @@ class Settings:
             hook()
         await self._executor.run(self._registry.clear_cache)
 
-    async def reload(self) -> dict[str, object]:
+    async def reload(self) -> ReloadAnswer:
         """Re-read the config file and forget registry caches; running sessions and jobs are untouched."""
         async with self._reloading:
             return await self._reload()
 
-    async def _reload(self) -> dict[str, object]:
+    async def _reload(self) -> ReloadAnswer:
         changed: list[str] = []
         needs_restart: list[str] = []
         error: str | None = None
@@ -114,7 +116,7 @@ class Settings:
         with contextlib.suppress(Exception):
             await self.forget_registry_caches()
         log.info("reloaded", changed=",".join(changed), needs_restart=",".join(needs_restart), failed=error is not None)
-        out: dict[str, object] = {"reloaded": error is None, "changed": changed, "needs_restart": needs_restart}
+        out: ReloadAnswer = {"reloaded": error is None, "changed": changed, "needs_restart": needs_restart}
         if error is not None:
             out["error"] = error
         return out

@@ -179,6 +179,10 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE jobs ADD COLUMN node TEXT;
     """,
+    # 9: the W3C traceparent naming the job's span (roost/observe/jobspans.py; NULL: none).
+    """
+    ALTER TABLE jobs ADD COLUMN traceparent TEXT;
+    """,
 ]
 
 # The WAL is truncated back to this after each checkpoint, whatever its high-water mark was.

@@ -21,6 +21,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from roost.core.admin_models import ClusterReport, ConfigView, StatusAnswer
 from roost.ctl.context import Context
 from roost.ctl.errors import CtlError
 from roost.ctl.netcheck import check_network
@@ -136,7 +137,7 @@ def _check_registry(f: _Findings, root: Path | None) -> None:
         f.add("registry", "ok", f"{root}: {n} artifacts (roostctl registry verify re-checks each)")
 
 
-def _check_runtimes(f: _Findings, config: dict[str, Any] | None) -> None:
+def _check_runtimes(f: _Findings, config: ConfigView | None) -> None:
     capsule_cmd = (config or {}).get("capsule_command") or []
     if capsule_cmd:
         exe = capsule_cmd[0]
@@ -162,7 +163,7 @@ def _check_runtimes(f: _Findings, config: dict[str, Any] | None) -> None:
     )
 
 
-def _check_containment(f: _Findings, config: dict[str, Any] | None) -> None:
+def _check_containment(f: _Findings, config: ConfigView | None) -> None:
     from roost.capsule.probe import CONTAINMENT_MAX_ENV, probe_host
 
     cap = (config or {}).get("containment_max") or ""
@@ -178,14 +179,14 @@ def _check_containment(f: _Findings, config: dict[str, Any] | None) -> None:
     f.add("containment", "ok" if not hints else "warn", detail, "; ".join(hints))
 
 
-def _check_cluster(f: _Findings, ctx: Context, config: dict[str, Any] | None) -> None:
+def _check_cluster(f: _Findings, ctx: Context, config: ConfigView | None) -> None:
     """With ``launcher = "ray"``: the cluster answers, has nodes and free resources, and on each
     node with a keeper, the keeper is alive, the capsule command runs there (with ``--version``),
     the runtime is found, and the artifact cache is writable and intact (docs/operations.md)."""
     if (config or {}).get("launcher") != "ray":
         return
     try:
-        report = ctx.client.call("GET", "/cluster")
+        report: ClusterReport = ctx.client.call("GET", "/cluster")
     except CtlError as exc:
         f.add("ray-cluster", "fail", exc.message, "upgrade the daemon: it has no cluster report")
         return
@@ -193,7 +194,7 @@ def _check_cluster(f: _Findings, ctx: Context, config: dict[str, Any] | None) ->
         f.add(*item)
 
 
-def cluster_findings(report: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+def cluster_findings(report: ClusterReport) -> list[tuple[str, str, str, str]]:
     """Findings ``(check, status, detail, fix)`` from a ``GET /cluster`` report (pure)."""
     out: list[tuple[str, str, str, str]] = []
     where = str(report.get("address") or "embedded")
@@ -212,7 +213,7 @@ def cluster_findings(report: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             (
                 "ray-cluster",
                 "fail",
-                f"the Ray cluster ({where}) did not answer the daemon's query: {report['error']}",
+                f"the Ray cluster ({where}) did not answer the daemon's query: {report.get('error')}",
                 f"check that the head (GCS) at {where} is up; a daemon whose head stays away longer than "
                 "gcs_rpc_server_reconnect_timeout_s exits, and reconciles once restarted",
             )
@@ -346,17 +347,17 @@ def _unreachable_fix(where: str) -> str:
 def run(ctx: Context, args: argparse.Namespace) -> int:
     f = _Findings()
     path, source = ctx.socket_path
-    status: dict[str, Any] | None = None
-    config: dict[str, Any] | None = None
+    status: StatusAnswer | None = None
+    config: ConfigView | None = None
     try:
         status = ctx.client.call("GET", "/status")
         config = ctx.client.call("GET", "/config")
-        f.add("daemon", "ok", f"mur-roost {status.get('version')} answers at {path} ({source})")
+        f.add("daemon", "ok", f"mur-roost {status['version']} answers at {path} ({source})")
     except CtlError as exc:
         f.add("daemon", "fail", exc.message, "start it: mur-roost --config roost.toml (or systemctl start mur-roost)")
     _check_socket(f, path)
-    state_dir = Path(str(status["state_dir"])) if status else (Path(ctx.state_dir) if ctx.state_dir else path.parent)
-    _check_state(f, state_dir, bool(status and status.get("ephemeral_keys")))
+    state_dir = Path(status["state_dir"]) if status else (Path(ctx.state_dir) if ctx.state_dir else path.parent)
+    _check_state(f, state_dir, bool(status and status["ephemeral_keys"]))
     reg = args.registry_path or (config or {}).get("registry_path") or os.environ.get("ROOST_REGISTRY_PATH")
     _check_registry(f, Path(reg) if reg else None)
     _check_runtimes(f, config)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from roost.core.admin_models import RotateAnswer, StatusAnswer
 from roost.ctl.context import Context
 from roost.ctl.errors import CtlError
 
@@ -36,7 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(ctx: Context, args: argparse.Namespace) -> int:
     out = ctx.out
     if not args.yes:
-        running = ctx.client.call("GET", "/status").get("sessions", {}).get("running", 0)
+        status: StatusAnswer = ctx.client.call("GET", "/status")
+        running = status["sessions"]["running"]
         if running:
             if not sys.stdin.isatty():
                 raise CtlError(f"{running} running sessions would lose their credentials; pass --yes to rotate anyway")
@@ -44,7 +46,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
             out.err.flush()
             if sys.stdin.readline().strip().lower() not in ("y", "yes"):
                 raise CtlError("not rotated")
-    body = ctx.client.call("POST", "/keys/rotate")
+    body: RotateAnswer = ctx.client.call("POST", "/keys/rotate")
     if out.as_json:
         out.json(body)
         return 0

@@ -16,7 +16,9 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
+from roost.core.admin_models import ConfigView
 from roost.ctl.context import Context
 from roost.ctl.errors import CtlError, Unreachable
 
@@ -45,7 +47,8 @@ def _registry_path(ctx: Context, args: argparse.Namespace) -> tuple[Path, bool]:
     if env:
         return Path(env).expanduser().absolute(), False
     try:
-        return Path(ctx.client.call("GET", "/config")["registry_path"]), True
+        config: ConfigView = ctx.client.call("GET", "/config")
+        return Path(config["registry_path"]), True
     except CtlError:
         home = os.environ.get("HOME", "")
         if not home:
@@ -66,7 +69,7 @@ def _ls(ctx: Context, root: Path) -> int:
     from roost.state.registry.catalog import Catalog
 
     _exists(root)
-    items = [
+    items: list[dict[str, Any]] = [
         {"name": a.name, "version": a.version, "size": a.size, "sha256": a.sidecar_sha256, "path": str(a.path)}
         for a in Catalog(root).list()
     ]

@@ -94,6 +94,10 @@ def start_spec(
         spawner=job.handle,
     )
     env["MURMUR_ROOST_INSTANCE"] = instance
+    if job.traceparent is not None:
+        # The job's span: the child's own spans and its delegations continue its trace.
+        env["TRACEPARENT"] = job.traceparent
+        env["OTEL_SERVICE_NAME"] = job.name
     if artifact.manifest.entrypoint:
         env.update(capsule_host_env(cfg))
     return StartSpec(
