@@ -1,4 +1,4 @@
-"""A capsule session's A2A door: JSON-RPC over HTTP in front of a :class:`~a2a.taskqueue.TaskQueue`.
+"""A capsule session's A2A door: JSON-RPC over HTTP in front of the :class:`~a2a.taskqueue.TaskQueue` it holds.
 
 Why it looks like this (``docs/a2a.md`` has the whole contract):
 
@@ -22,7 +22,7 @@ import contextlib
 import logging
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Unpack
 
 from aiohttp import HttpVersion11, web
 from multidict import CIMultiDictProxy
@@ -40,21 +40,8 @@ from a2a.protocol.rpcmethods import (
     supported_version,
     task_id_param,
 )
-from a2a.protocol.tasktypes import (
-    BUSY,
-    CLOSING,
-    DEFAULT_MAX_WAITING,
-    ActivateHook,
-    CancelHook,
-    CancelPhase,
-    DoorTask,
-    FinishHook,
-    Incoming,
-    Runner,
-    TaskAcceptance,
-    TaskOutcome,
-)
-from a2a.taskqueue import TaskQueue
+from a2a.protocol.tasktypes import BUSY, CLOSING, CancelPhase, DoorTask, Incoming, Runner, TaskOutcome
+from a2a.taskqueue import QueueOptions, TaskQueue
 from a2a.taskrecord import TaskRecord
 
 __all__ = [
@@ -134,8 +121,12 @@ def _json(body: bytes) -> web.Response:
     return web.Response(body=body, content_type="application/json")
 
 
-class Door(TaskQueue):
-    """The A2A door of one capsule session. Serve :attr:`app`; feed tasks to ``runner``."""
+class Door:
+    """The A2A door of one capsule session. Serve :attr:`app`; feed tasks to ``runner``.
+
+    The door holds its tasks in :attr:`queue` (admission, lanes, the worker, the store) and adds
+    what HTTP needs: parsing, scoping by caller, the card, serialising in the caller's dialect.
+    """
 
     def __init__(
         self,
@@ -144,37 +135,16 @@ class Door(TaskQueue):
         version: str,
         session_id: str,
         runner: Runner,
-        task_acceptance: TaskAcceptance = "queue",
-        queue_depth: int = 16,
         peer_tasks_accept: bool = False,
         url: str | None = None,
         description: str | None = None,
-        on_activate: ActivateHook | None = None,
-        on_finish: FinishHook | None = None,
-        on_cancel: CancelHook | None = None,
-        max_finished: int = 1000,
-        retention_secs: float = 3600.0,
-        max_history: int = 64,
-        max_waiting: int = DEFAULT_MAX_WAITING,
         blocking_cap_secs: float = DEFAULT_BLOCKING_CAP_SECS,
         seal_key: bytes | None = None,
         identify: Identify | None = None,
-        local_owner: str | None = None,
+        **queue: Unpack[QueueOptions],
     ) -> None:
-        super().__init__(
-            name=name,
-            runner=runner,
-            task_acceptance=task_acceptance,
-            queue_depth=queue_depth,
-            on_activate=on_activate,
-            on_finish=on_finish,
-            on_cancel=on_cancel,
-            max_finished=max_finished,
-            retention_secs=retention_secs,
-            max_history=max_history,
-            max_waiting=max_waiting,
-            local_owner=local_owner,
-        )
+        self.queue = TaskQueue(name=name, runner=runner, **queue)
+        self.name = name
         self.version = version
         self.session_id = session_id
         self.peer_tasks_accept = peer_tasks_accept
@@ -232,6 +202,23 @@ class Door(TaskQueue):
         self._url = value
         self._card_cache = None
 
+    @property
+    def running(self) -> DoorTask | None:
+        """The task whose run is under way, if any."""
+        return self.queue.running
+
+    def close(self) -> None:
+        """Stop admission (:meth:`TaskQueue.close`)."""
+        self.queue.close()
+
+    async def drain(self) -> None:
+        """Wait until nothing is queued or running."""
+        await self.queue.drain()
+
+    async def shutdown(self) -> None:
+        """Stop the worker; tasks still queued, running or interrupted are recorded canceled."""
+        await self.queue.shutdown()
+
     def submit(
         self,
         text: str,
@@ -242,7 +229,7 @@ class Door(TaskQueue):
         caller_traceparent: str | None = None,
     ) -> Task:
         """Admit a task that did not come over HTTP (task.md / input.json); see ``submit_local``."""
-        return self.submit_local(
+        return self.queue.submit_local(
             text,
             provenance=provenance,
             context_id=context_id,
@@ -252,12 +239,12 @@ class Door(TaskQueue):
 
     def get(self, task_id: str) -> Task | None:
         """Any kept task by id, unscoped (the capsule host's own view)."""
-        rec = self.record(task_id)
+        rec = self.queue.record(task_id)
         return rec.to_task() if rec is not None else None
 
     async def cancel(self, task_id: str) -> Task:
         """Cancel by id, unscoped; JsonRpcError -32001 unknown / -32002 already terminal."""
-        return (await self.cancel_id(task_id)).to_task()
+        return (await self.queue.cancel_id(task_id)).to_task()
 
     # -- HTTP handlers -----------------------------------------------------------------------------
 
@@ -277,7 +264,7 @@ class Door(TaskQueue):
             version=self.version,
             url=url,
             session_id=self.session_id,
-            accepts_tasks=self.task_acceptance != "none",
+            accepts_tasks=self.queue.task_acceptance != "none",
             peer_tasks=self.peer_tasks_accept,
             description=self.description,
         )
@@ -360,7 +347,7 @@ class Door(TaskQueue):
         if kind == "cancel":
             task_id = task_id_param(params, method)
             rec = await self._visible(task_id, request, task_id)
-            return dump_task((await self.cancel_record(rec)).to_task(), dialect)
+            return dump_task((await self.queue.cancel_record(rec)).to_task(), dialect)
         if kind == "list":
             return await self._list(params, request, dialect)
         if kind == "push":
@@ -416,7 +403,7 @@ class Door(TaskQueue):
 
     async def _visible(self, task_id: str, request: web.BaseRequest, subject: str) -> TaskRecord:
         caller = await self._caller(request, subject)
-        rec = self.record(task_id)
+        rec = self.queue.record(task_id)
         if rec is None or rec.task.owner != caller.owner:
             raise errors.task_not_found()
         return rec
@@ -424,7 +411,7 @@ class Door(TaskQueue):
     async def _list(self, params: dict[str, Any], request: web.BaseRequest, dialect: Dialect) -> dict[str, Any]:
         query = listing.parse_list(params)
         owner = (await self._caller(request, "")).owner
-        mine = [r for r in self.records() if r.task.owner == owner]
+        mine = [r for r in self.queue.records() if r.task.owner == owner]
         page, total, token = listing.select(mine, query)
         history = query.history_length
         return {
@@ -441,7 +428,7 @@ class Door(TaskQueue):
     async def _send(
         self, params: dict[str, Any], request: web.BaseRequest, dialect: Dialect, notification: bool
     ) -> Any:
-        if self.task_acceptance == "none":
+        if self.queue.task_acceptance == "none":
             raise errors.unsupported_operation(TAKES_NO_TASKS)
         headers = request.headers
         try:
@@ -455,7 +442,7 @@ class Door(TaskQueue):
         sealed = headers.get(seal.SEAL_HEADER)  # the subject costs a digest: only a seal needs it
         subject = seal.send_subject(message, headers.get(DELEGATION_HEADER)) if sealed is not None else ""
         caller = self._known_caller(request, subject, sealed) or await self._looked_up_caller(request)
-        replayed = self.replayed(caller.owner, message.message_id)
+        replayed = self.queue.replayed(caller.owner, message.message_id)
         rec = replayed if replayed is not None else self._accept(message, caller, headers, dialect)
         if block and not notification and not rec.settled:  # nobody waits for a notification's answer
             with contextlib.suppress(TimeoutError):  # at the cap the task is answered as it stands
@@ -481,8 +468,10 @@ class Door(TaskQueue):
             tracestate = None
         trace = parent.child() if parent is not None else traceparent.new()
         if not message.task_id:  # the usual message opens a task: admit without an Incoming
-            return self._admit(message, provenance, raw_tp, trace, tracestate, delegation_id, dialect, caller.owner)
-        rec = self.record(message.task_id)
+            return self.queue.admit_fields(
+                message, provenance, raw_tp, trace, tracestate, delegation_id, dialect, caller.owner
+            )
+        rec = self.queue.record(message.task_id)
         if rec is None or rec.task.owner != caller.owner:
             raise errors.task_not_found()
         if message.context_id and message.context_id != rec.task.context_id:
@@ -490,4 +479,4 @@ class Door(TaskQueue):
                 f"message.contextId {message.context_id!r} is not the context of task {message.task_id}"
             )
         incoming = Incoming(message, provenance, raw_tp, trace, tracestate, delegation_id, dialect, caller.owner)
-        return self.continue_task(rec, incoming)
+        return self.queue.continue_task(rec, incoming)

@@ -21,7 +21,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from typing import Any
+from typing import Any, TypedDict
 
 from a2a.protocol import errors, traceparent
 from a2a.protocol.ids import prefixed, prefixed_pair
@@ -52,6 +52,22 @@ log = logging.getLogger("a2a.door")
 
 
 _make = tuple.__new__
+
+
+class QueueOptions(TypedDict, total=False):
+    """:class:`TaskQueue`'s optional arguments, for a holder that passes them through as given
+    (the door takes them as its own keyword arguments)."""
+
+    task_acceptance: TaskAcceptance
+    queue_depth: int
+    on_activate: ActivateHook | None
+    on_finish: FinishHook | None
+    on_cancel: CancelHook | None
+    max_finished: int
+    retention_secs: float
+    max_history: int
+    max_waiting: int
+    local_owner: str | None
 
 
 class TaskQueue:
@@ -195,9 +211,9 @@ class TaskQueue:
 
     def admit(self, incoming: Incoming) -> TaskRecord:
         """A new task for a message without ``taskId`` (queued, or a ``rejected`` record)."""
-        return self._admit(*incoming)
+        return self.admit_fields(*incoming)
 
-    def _admit(
+    def admit_fields(
         self,
         message: Message,
         provenance: Provenance,
