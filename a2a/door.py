@@ -33,6 +33,7 @@ from a2a.protocol.models import Dialect, Message, Task, dump_task
 from a2a.protocol.origin import ORIGIN_HEADER, TRUST_HEADER, Origin, Provenance
 from a2a.protocol.rpcmethods import (
     OPS,
+    STREAMING,
     UNSUPPORTED,
     is_v1,
     request_versions,
@@ -41,6 +42,7 @@ from a2a.protocol.rpcmethods import (
     task_id_param,
 )
 from a2a.protocol.tasktypes import BUSY, CLOSING, CancelPhase, DoorTask, Incoming, Runner, TaskOutcome
+from a2a.sse import DEFAULT_HEARTBEAT_SECS, stream_task
 from a2a.taskqueue import QueueOptions, TaskQueue
 from a2a.taskrecord import TaskRecord
 
@@ -87,6 +89,14 @@ class Caller(NamedTuple):
     owner: str | None
 
 
+class _Stream(NamedTuple):
+    """What a streaming method answers: the task to stream, in the caller's dialect."""
+
+    rec: TaskRecord
+    dialect: Dialect
+    history_length: int | None
+
+
 _NOBODY_IN_PARTICULAR = Caller(UNSEALED, None)
 """Every unsealed caller of a door without ``identify``: one scope (a library default)."""
 
@@ -117,6 +127,16 @@ async def _answer_expect(request: web.BaseRequest) -> None:
     request.writer.output_size = 0  # the answer proper has not started
 
 
+def _turn_of(rec: TaskRecord, message_id: str) -> int:
+    """Which run of ``rec`` the message ``message_id`` is (0: one that has run already)."""
+    if rec.task.message_id == message_id:
+        return rec.task.turn
+    for queued in rec.next_turns or ():
+        if queued.message_id == message_id:
+            return queued.turn
+    return 0
+
+
 def _json(body: bytes) -> web.Response:
     return web.Response(body=body, content_type="application/json")
 
@@ -141,6 +161,7 @@ class Door:
         blocking_cap_secs: float = DEFAULT_BLOCKING_CAP_SECS,
         seal_key: bytes | None = None,
         identify: Identify | None = None,
+        heartbeat_secs: float = DEFAULT_HEARTBEAT_SECS,
         **queue: Unpack[QueueOptions],
     ) -> None:
         self.queue = TaskQueue(name=name, runner=runner, **queue)
@@ -150,6 +171,7 @@ class Door:
         self.peer_tasks_accept = peer_tasks_accept
         self.description = description
         self.blocking_cap_secs = blocking_cap_secs
+        self.heartbeat_secs = heartbeat_secs
         self.seal_key = seal_key
         self._identify = identify
         self._owners: weakref.WeakKeyDictionary[Any, Caller] = weakref.WeakKeyDictionary()  # by connection
@@ -273,7 +295,7 @@ class Door:
             self._card_cache = (url, body)
         return _json(body)
 
-    async def _handle_post(self, request: web.BaseRequest) -> web.Response:
+    async def _handle_post(self, request: web.BaseRequest) -> web.StreamResponse:
         headers = request.headers
         origin_raw = headers.get(ORIGIN_HEADER)
         if not self.peer_tasks_accept and origin_raw is not None and origin_raw.lower() == "peer":
@@ -288,7 +310,20 @@ class Door:
             )
         if isinstance(parsed, jsonrpc.Request):  # the usual body: one request (:meth:`_answer`, inline)
             try:
-                body = jsonrpc.result_body(parsed.id, await self._dispatch(parsed, request))
+                result = await self._dispatch(parsed, request, streamable=True)
+                if type(result) is _Stream:
+                    if parsed.notification:
+                        return web.Response(status=204)
+                    heartbeat = self.heartbeat_secs
+                    return await stream_task(
+                        request,
+                        result.rec,
+                        result.dialect,
+                        parsed.id,
+                        history_length=result.history_length,
+                        heartbeat_secs=heartbeat,
+                    )
+                body = jsonrpc.result_body(parsed.id, result)
             except errors.JsonRpcError as exc:
                 body = jsonrpc.error_body(parsed.id, exc)
             except web.HTTPException:
@@ -322,7 +357,9 @@ class Door:
 
     # -- dispatch ----------------------------------------------------------------------------------
 
-    async def _dispatch(self, req: jsonrpc.Request, request: web.BaseRequest) -> Any:
+    async def _dispatch(self, req: jsonrpc.Request, request: web.BaseRequest, *, streamable: bool = False) -> Any:
+        """The result of one request (a :class:`_Stream` for a streaming method when ``streamable``:
+        a request alone in its body; a batch member cannot stream)."""
         method = req.method
         versions = request_versions(request.headers)
         version = versions[0] if len(versions) == 1 else ""
@@ -340,6 +377,19 @@ class Door:
         params = req.params
         if kind == "send":
             return await self._send(params, request, dialect, req.notification)
+        if kind in STREAMING:
+            if not streamable and not req.notification:
+                raise errors.unsupported_operation(UNSUPPORTED["batched_stream"])
+            if kind == "stream":
+                rec, _, _, history = await self._take(params, request, dialect)
+                return _Stream(rec, dialect, history or 0)
+            task_id = task_id_param(params, method)
+            rec = await self._visible(task_id, request, task_id)
+            if rec.state.terminal:
+                raise errors.unsupported_operation(
+                    f"task {task_id} is {rec.state.value}, a terminal state, so there is nothing to subscribe to"
+                )
+            return _Stream(rec, dialect, 0)
         if kind == "get":
             task_id = task_id_param(params, method)
             rec = await self._visible(task_id, request, task_id)
@@ -428,6 +478,19 @@ class Door:
     async def _send(
         self, params: dict[str, Any], request: web.BaseRequest, dialect: Dialect, notification: bool
     ) -> Any:
+        rec, turn, block, history = await self._take(params, request, dialect)
+        if block and not notification and not rec.settled:  # nobody waits for a notification's answer
+            with contextlib.suppress(TimeoutError):  # at the cap the task is answered as it stands
+                async with asyncio.timeout(self.blocking_cap_secs):
+                    await (rec.wait_settled() if turn is None else rec.wait_turn(turn))
+        task = rec.wire(dialect, history or 0)
+        return {"task": task} if dialect == "1.0" else task  # as dump_send_result has it
+
+    async def _take(
+        self, params: dict[str, Any], request: web.BaseRequest, dialect: Dialect
+    ) -> tuple[TaskRecord, int | None, bool, int | None]:
+        """Admit (or continue, or recognise as a replay) the message a send carries: its task, the
+        turn it is (None for a message that opened the task), block?, historyLength."""
         if self.queue.task_acceptance == "none":
             raise errors.unsupported_operation(TAKES_NO_TASKS)
         headers = request.headers
@@ -444,12 +507,8 @@ class Door:
         caller = self._known_caller(request, subject, sealed) or await self._looked_up_caller(request)
         replayed = self.queue.replayed(caller.owner, message.message_id)
         rec = replayed if replayed is not None else self._accept(message, caller, headers, dialect)
-        if block and not notification and not rec.settled:  # nobody waits for a notification's answer
-            with contextlib.suppress(TimeoutError):  # at the cap the task is answered as it stands
-                async with asyncio.timeout(self.blocking_cap_secs):
-                    await rec.wait_settled()
-        task = rec.wire(dialect, history or 0)
-        return {"task": task} if dialect == "1.0" else task  # as dump_send_result has it
+        turn = _turn_of(rec, message.message_id) if message.task_id else None
+        return rec, turn, block, history
 
     def _accept(self, message: Message, caller: Caller, headers: CIMultiDictProxy[str], dialect: Dialect) -> TaskRecord:
         """Admit a new message, or continue the task it names (no await: nothing changes meanwhile)."""

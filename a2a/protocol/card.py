@@ -24,8 +24,16 @@ CAPSULE_EXTENSION_URI = "https://docs.murmur.nexus/reference/agent-card/#murmur-
 CARD_PATH = "/.well-known/agent-card.json"
 LEGACY_CARD_PATH = "/.well-known/agent.json"
 
-METHODS_0_3 = ("message/send", "tasks/get", "tasks/list", "tasks/cancel")
-METHODS_1_0 = ("SendMessage", "GetTask", "ListTasks", "CancelTask")
+METHODS_0_3 = ("message/send", "message/stream", "tasks/get", "tasks/list", "tasks/cancel", "tasks/resubscribe")
+METHODS_1_0 = ("SendMessage", "SendStreamingMessage", "GetTask", "ListTasks", "CancelTask", "SubscribeToTask")
+PUSH_METHODS_0_3 = tuple(f"tasks/pushNotificationConfig/{m}" for m in ("set", "get", "list", "delete"))
+PUSH_METHODS_1_0 = (
+    "CreateTaskPushNotificationConfig",
+    "GetTaskPushNotificationConfig",
+    "ListTaskPushNotificationConfigs",
+    "DeleteTaskPushNotificationConfig",
+)
+_SENDS = frozenset({"SendMessage", "SendStreamingMessage", "message/send", "message/stream"})
 
 
 def build_card(
@@ -37,15 +45,19 @@ def build_card(
     accepts_tasks: bool = True,
     peer_tasks: bool = False,
     description: str | None = None,
+    push_notifications: bool = False,
 ) -> AgentCard:
-    """The card for one capsule session's door at ``url`` (``http://host:port``)."""
-    methods = [m for m in (*METHODS_1_0, *METHODS_0_3) if accepts_tasks or m not in ("SendMessage", "message/send")]
+    """The card for one capsule session's door at ``url`` (``http://host:port``): it streams, and
+    takes push-notification configs when ``push_notifications``."""
+    methods = [m for m in (*METHODS_1_0, *METHODS_0_3) if accepts_tasks or m not in _SENDS]
+    if push_notifications:
+        methods += [*PUSH_METHODS_1_0, *PUSH_METHODS_0_3]
     skills = (
         [
             AgentSkill(
                 id="task",
                 name="Run a task",
-                description=f"Send a text task to the {name} capsule; poll the task for its result.",
+                description=f"Send a text task to the {name} capsule; stream or poll the task for its result.",
                 tags=["task"],
             )
         ]
@@ -64,8 +76,8 @@ def build_card(
             AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="0.3"),
         ],
         capabilities=AgentCapabilities(
-            streaming=False,
-            push_notifications=False,
+            streaming=True,
+            push_notifications=push_notifications,
             extended_agent_card=False,
             extensions=[
                 AgentExtension(

@@ -22,15 +22,15 @@ OPS: dict[str, tuple[str, Dialect]] = {
     "tasks/get": ("get", "0.3"),
     "tasks/list": ("list", "0.3"),
     "tasks/cancel": ("cancel", "0.3"),
-    "message/stream": ("streaming", "0.3"),
-    "tasks/resubscribe": ("streaming", "0.3"),
+    "message/stream": ("stream", "0.3"),
+    "tasks/resubscribe": ("subscribe", "0.3"),
     "agent/getAuthenticatedExtendedCard": ("extended_card", "0.3"),
     "SendMessage": ("send", "1.0"),
     "GetTask": ("get", "1.0"),
     "ListTasks": ("list", "1.0"),
     "CancelTask": ("cancel", "1.0"),
-    "SendStreamingMessage": ("streaming", "1.0"),
-    "SubscribeToTask": ("streaming", "1.0"),
+    "SendStreamingMessage": ("stream", "1.0"),
+    "SubscribeToTask": ("subscribe", "1.0"),
     "GetExtendedAgentCard": ("extended_card", "1.0"),
 }
 for name_ in ("set", "get", "list", "delete"):
@@ -39,9 +39,11 @@ for name_ in ("Create", "Set", "Get", "List", "Delete"):
     OPS[f"{name_}TaskPushNotificationConfig"] = ("push", "1.0")
 OPS["ListTaskPushNotificationConfigs"] = ("push", "1.0")
 UNSUPPORTED = {
-    "streaming": "streaming is not supported: this agent's card declares streaming false; use SendMessage and GetTask",
     "extended_card": "this agent's card declares no extended agent card",
+    "batched_stream": "a streaming method answers with a stream of its own and cannot be a member of a batch",
 }
+STREAMING = frozenset({"stream", "subscribe"})
+"""Methods answered with a Server-Sent Events stream rather than one JSON body."""
 
 
 def send_configuration(raw: object, dialect: Dialect) -> tuple[bool, int | None]:

@@ -1,7 +1,10 @@
 """Running a script capsule's entrypoint for one task.
 
 Why it looks like this: the entrypoint is untrusted code from an artifact, so it runs in its own
-session and process group, with the task on stdin and its stdout as the task's output. It never
+session and process group, with the task on stdin and its stdout as the task's output. Stdout is
+read as it is written and handed on chunk by chunk (``on_output``: the door streams it), and at
+most ``output_cap`` bytes of it are kept; the rest is read and dropped, so an entrypoint that
+writes without end neither blocks on a full pipe nor fills the host's memory. It never
 inherits the lifeline (close-on-exec) nor any token: the host's env is copied and the lifeline
 variable removed. Whatever must hold from its first instruction (rlimits, Landlock) is set by a
 ``preexec`` hook between fork and exec. A task ends with its entrypoint: anything the entrypoint
@@ -13,6 +16,7 @@ SIGTERM to the group and to every descendant (the host is their subreaper, so do
 from __future__ import annotations
 
 import asyncio
+import codecs
 import collections
 import contextlib
 import os
@@ -30,6 +34,8 @@ from roost.core.completion import cut_detail
 __all__ = ["EntrypointResult", "Launch", "resolve_argv", "run_entrypoint", "stop_tree", "task_env"]
 
 STDERR_LINES = 20
+READ_CHUNK = 16 * 1024  # one read of stdout at most: the bound of one streamed chunk
+DEFAULT_OUTPUT_CAP = 1024 * 1024
 
 
 class EntrypointError(RuntimeError):
@@ -71,6 +77,7 @@ class EntrypointResult:
     returncode: int
     stdout: str
     stderr_tail: list[str]
+    truncated: bool = False  # stdout went past the output cap; what is kept is its first bytes
 
     @property
     def ok(self) -> bool:
@@ -103,6 +110,37 @@ async def _pump_stderr(stream: asyncio.StreamReader, tail: collections.deque[str
         with contextlib.suppress(OSError, ValueError):
             sys.stderr.write(text + "\n")
             sys.stderr.flush()
+
+
+async def _pump_stdout(
+    stream: asyncio.StreamReader, cap: int, on_output: Callable[[str], None] | None
+) -> tuple[str, bool]:
+    """Read stdout to its end: (the first ``cap`` bytes as text, whether more came). Each read's
+    text goes to ``on_output`` as it arrives (UTF-8 sequences split across reads are joined)."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    kept: list[str] = []
+    room = cap
+    truncated = False
+    while True:
+        data = await stream.read(READ_CHUNK)
+        if not data:
+            break
+        if truncated:
+            continue  # drained and dropped: the entrypoint must never block on a full pipe
+        if len(data) > room:
+            data, truncated = data[:room], True
+        room -= len(data)
+        text = decoder.decode(data)
+        if text:
+            kept.append(text)
+            if on_output is not None:
+                on_output(text)
+    tail = decoder.decode(b"", final=True)
+    if tail:
+        kept.append(tail)
+        if on_output is not None:
+            on_output(tail)
+    return "".join(kept), truncated
 
 
 async def stop_tree(proc: asyncio.subprocess.Process, grace: float = KILL_GRACE_SECS) -> None:
@@ -151,6 +189,8 @@ async def run_entrypoint(
     env: Mapping[str, str],
     grace: float = KILL_GRACE_SECS,
     on_start: Callable[[int], None] | None = None,
+    on_output: Callable[[str], None] | None = None,
+    output_cap: int = DEFAULT_OUTPUT_CAP,
 ) -> EntrypointResult:
     """Run one task; cancelling this coroutine stops the whole tree first, then re-raises."""
     if not isinstance(launch, Launch):
@@ -191,14 +231,14 @@ async def run_entrypoint(
             proc.stdin.close()
 
     feeder = asyncio.create_task(feed())
-    reader = asyncio.create_task(proc.stdout.read())
+    reader = asyncio.create_task(_pump_stdout(proc.stdout, max(output_cap, 0), on_output))
     try:
         await _exited(proc.pid)
         # The task ends with its entrypoint: whatever it left running (a daemonised helper that
         # may still hold our pipes) is stopped now, not when the session ends.
         if any(d.pid != proc.pid for d in descendants()):  # its own zombie is asyncio's to reap
             await kill_tree(None, grace=grace, keep=(proc.pid,))
-        out = await reader
+        out, truncated = await reader
         await proc.wait()
         await feeder
         await stderr_task
@@ -207,4 +247,4 @@ async def run_entrypoint(
         for t in (feeder, stderr_task, reader):
             t.cancel()
         raise
-    return EntrypointResult(proc.returncode or 0, out.decode("utf-8", "replace"), list(tail))
+    return EntrypointResult(proc.returncode or 0, out, list(tail), truncated)
