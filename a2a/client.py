@@ -40,7 +40,7 @@ from urllib.parse import urljoin
 from multidict import CIMultiDict
 from yarl import URL
 
-from a2a.http1 import Http1Pool
+from a2a.http1 import Http1Pool, PeerCheck
 from a2a.protocol import errors, jsonrpc
 from a2a.protocol.card import CARD_PATH, interface_candidates
 from a2a.protocol.models import AgentCard, Dialect, Message, Task, dump_message, parse_send_result, parse_task
@@ -136,6 +136,15 @@ class A2AClient:
         self._total = total_timeout
         self._endpoints: dict[str, Endpoint] = {}
         self.route = route
+
+    @property
+    def peer_check(self) -> PeerCheck | None:
+        """Asked about the address each new plain-HTTP connection reached (:class:`Http1Pool`)."""
+        return self._pool.peer_check
+
+    @peer_check.setter
+    def peer_check(self, check: PeerCheck | None) -> None:
+        self._pool.peer_check = check
 
     async def __aenter__(self) -> A2AClient:
         return self

@@ -22,6 +22,7 @@ import contextlib
 import logging
 import weakref
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, NamedTuple, Unpack
 
 from aiohttp import HttpVersion11, web
@@ -31,6 +32,7 @@ from a2a.protocol import errors, inbound, jsonrpc, listing, seal, traceparent
 from a2a.protocol.card import CARD_PATH, LEGACY_CARD_PATH, build_card
 from a2a.protocol.models import Dialect, Message, Task, dump_task
 from a2a.protocol.origin import ORIGIN_HEADER, TRUST_HEADER, Origin, Provenance
+from a2a.protocol.pushconfig import MAX_CONFIGS_PER_TASK, PushConfig, dump_config, parse_config, parse_inner
 from a2a.protocol.rpcmethods import (
     OPS,
     STREAMING,
@@ -38,10 +40,12 @@ from a2a.protocol.rpcmethods import (
     is_v1,
     request_versions,
     send_configuration,
+    send_push_config,
     supported_version,
     task_id_param,
 )
 from a2a.protocol.tasktypes import BUSY, CLOSING, CancelPhase, DoorTask, Incoming, Runner, TaskOutcome
+from a2a.push import PushDelivery
 from a2a.sse import DEFAULT_HEARTBEAT_SECS, stream_task
 from a2a.taskqueue import QueueOptions, TaskQueue
 from a2a.taskrecord import TaskRecord
@@ -127,6 +131,20 @@ async def _answer_expect(request: web.BaseRequest) -> None:
     request.writer.output_size = 0  # the answer proper has not started
 
 
+_PUSH_VERBS = {
+    "CreateTaskPushNotificationConfig": "set",
+    "SetTaskPushNotificationConfig": "set",
+    "GetTaskPushNotificationConfig": "get",
+    "ListTaskPushNotificationConfig": "list",
+    "ListTaskPushNotificationConfigs": "list",
+    "DeleteTaskPushNotificationConfig": "delete",
+    "tasks/pushNotificationConfig/set": "set",
+    "tasks/pushNotificationConfig/get": "get",
+    "tasks/pushNotificationConfig/list": "list",
+    "tasks/pushNotificationConfig/delete": "delete",
+}
+
+
 def _turn_of(rec: TaskRecord, message_id: str) -> int:
     """Which run of ``rec`` the message ``message_id`` is (0: one that has run already)."""
     if rec.task.message_id == message_id:
@@ -162,6 +180,7 @@ class Door:
         seal_key: bytes | None = None,
         identify: Identify | None = None,
         heartbeat_secs: float = DEFAULT_HEARTBEAT_SECS,
+        push: PushDelivery | None = None,
         **queue: Unpack[QueueOptions],
     ) -> None:
         self.queue = TaskQueue(name=name, runner=runner, **queue)
@@ -172,6 +191,7 @@ class Door:
         self.description = description
         self.blocking_cap_secs = blocking_cap_secs
         self.heartbeat_secs = heartbeat_secs
+        self.push = push  # None: push notifications are not offered (the card says so)
         self.seal_key = seal_key
         self._identify = identify
         self._owners: weakref.WeakKeyDictionary[Any, Caller] = weakref.WeakKeyDictionary()  # by connection
@@ -238,8 +258,11 @@ class Door:
         await self.queue.drain()
 
     async def shutdown(self) -> None:
-        """Stop the worker; tasks still queued, running or interrupted are recorded canceled."""
+        """Stop the worker; tasks still queued, running or interrupted are recorded canceled (and
+        their push notifications get a short grace to go out)."""
         await self.queue.shutdown()
+        if self.push is not None:
+            await self.push.close()
 
     def submit(
         self,
@@ -289,6 +312,7 @@ class Door:
             accepts_tasks=self.queue.task_acceptance != "none",
             peer_tasks=self.peer_tasks_accept,
             description=self.description,
+            push_notifications=self.push is not None,
         )
         body = jsonrpc.dumps(card.to_json())
         if self._url is not None:
@@ -401,7 +425,7 @@ class Door:
         if kind == "list":
             return await self._list(params, request, dialect)
         if kind == "push":
-            raise errors.push_notification_not_supported()
+            return await self._push_config(method, params, request, dialect)
         if kind == "extended_card" and dialect == "0.3":
             raise errors.authenticated_extended_card_not_configured()
         raise errors.unsupported_operation(UNSUPPORTED[kind])
@@ -501,14 +525,81 @@ class Door:
         for part in message.parts:
             if part.file is not None and part.file.bytes is not None:
                 raise errors.content_type_not_supported("inline file bytes are not accepted; send a uri")
-        block, history = send_configuration(params.get("configuration"), dialect)
+        configuration = params.get("configuration")
+        push = self.push
+        block, history = send_configuration(configuration, dialect, push=push is not None)
+        pushed = send_push_config(configuration) if push is not None else None
+        config = (
+            self._checked_config(parse_inner(pushed, "", dialect, "configuration.pushNotificationConfig"))
+            if pushed is not None
+            else None
+        )
         sealed = headers.get(seal.SEAL_HEADER)  # the subject costs a digest: only a seal needs it
         subject = seal.send_subject(message, headers.get(DELEGATION_HEADER)) if sealed is not None else ""
         caller = self._known_caller(request, subject, sealed) or await self._looked_up_caller(request)
         replayed = self.queue.replayed(caller.owner, message.message_id)
         rec = replayed if replayed is not None else self._accept(message, caller, headers, dialect)
+        if config is not None and replayed is None:
+            self._keep_config(rec, replace(config, task_id=rec.task.id))
         turn = _turn_of(rec, message.message_id) if message.task_id else None
         return rec, turn, block, history
+
+    # -- push-notification configs -----------------------------------------------------------------
+
+    def _checked_config(self, config: PushConfig) -> PushConfig:
+        assert self.push is not None
+        refusal = self.push.refusal(config.url)
+        if refusal is not None:
+            raise errors.invalid_params(refusal)
+        return config
+
+    def _keep_config(self, rec: TaskRecord, config: PushConfig) -> None:
+        assert self.push is not None
+        kept = rec.push_configs if rec.push_configs is not None else []
+        same = [c for c in kept if c.id == config.id]
+        if not same and len(kept) >= MAX_CONFIGS_PER_TASK:
+            raise errors.invalid_params(
+                f"task {rec.task.id} already has {MAX_CONFIGS_PER_TASK} push notification configs; delete one first"
+            )
+        for old in same:
+            kept.remove(old)
+            self.push.detach(rec, old.id)
+        kept.append(config)
+        rec.push_configs = kept
+        self.push.attach(rec, config)
+
+    async def _push_config(
+        self, method: str, params: dict[str, Any], request: web.BaseRequest, dialect: Dialect
+    ) -> Any:
+        """The push-notification config methods of both dialects (-32003 when push is not offered)."""
+        if self.push is None:
+            raise errors.push_notification_not_supported()
+        verb = _PUSH_VERBS[method]
+        if verb == "set":
+            config = self._checked_config(parse_config(params, dialect))
+            rec = await self._visible(config.task_id, request, config.task_id)
+            self._keep_config(rec, config)
+            return dump_config(config, dialect)
+        key = "taskId" if dialect == "1.0" else "id"
+        task_id = params.get(key)
+        if not isinstance(task_id, str) or not task_id:
+            raise errors.invalid_params(f"{method} requires {key}")
+        rec = await self._visible(task_id, request, task_id)
+        kept = rec.push_configs or []
+        if verb == "list":
+            shown = [dump_config(c, dialect) for c in kept]
+            return {"configs": shown, "nextPageToken": ""} if dialect == "1.0" else shown
+        config_id = params.get("id" if dialect == "1.0" else "pushNotificationConfigId")
+        if config_id is not None and not isinstance(config_id, str):
+            raise errors.invalid_params("the push notification config id must be a string")
+        found = [c for c in kept if c.id == config_id or (config_id is None and verb == "get")]
+        if not found:
+            raise errors.task_not_found()
+        if verb == "get":
+            return dump_config(found[0], dialect)
+        kept.remove(found[0])
+        self.push.detach(rec, found[0].id)
+        return None
 
     def _accept(self, message: Message, caller: Caller, headers: CIMultiDictProxy[str], dialect: Dialect) -> TaskRecord:
         """Admit a new message, or continue the task it names (no await: nothing changes meanwhile)."""

@@ -24,7 +24,10 @@ What a caller can rely on:
 - A header name or value that could split the request (CR, LF, NUL, or a name that is not an
   HTTP token) is refused with ``ValueError`` before anything is sent.
 
-Only GET and POST are sent. Nothing here follows redirects or keeps cookies.
+Only GET and POST are sent. Nothing here follows redirects or keeps cookies. A ``peer_check``
+(optional) is asked about the address each new connection reached; a sentence refuses it
+(``PermissionError``, nothing sent): how an egress rule also holds for a name that resolves to
+an address it forbids.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import asyncio
 import errno
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import httptools
 from yarl import URL
@@ -251,10 +254,15 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
 
+PeerCheck = Callable[[str, int], str | None]
+"""The address a new connection reached (host, port) → a refusal sentence, or None."""
+
+
 class Http1Pool:
     """A :class:`a2a.client.Transport` over plain TCP with keep-alive, one pool per client."""
 
-    def __init__(self, *, connect_timeout: float, total_timeout: float) -> None:
+    def __init__(self, *, connect_timeout: float, total_timeout: float, peer_check: PeerCheck | None = None) -> None:
+        self.peer_check = peer_check
         self._connect_timeout = connect_timeout
         self._total_timeout = total_timeout
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
@@ -313,6 +321,14 @@ class Http1Pool:
             if exc.errno == errno.ECONNREFUSED:
                 raise ConnectionRefusedError(errno.ECONNREFUSED, "connection refused") from None
             raise OSError(exc.errno, exc.strerror or str(exc) or type(exc).__name__) from None
+        check = self.peer_check
+        if check is not None:
+            assert conn.transport is not None
+            peer = conn.transport.get_extra_info("peername")
+            refusal = check(str(peer[0]), int(peer[1])) if peer else None
+            if refusal is not None:
+                conn.close()
+                raise PermissionError(errno.EACCES, refusal)
         self._open.add(conn)
         return conn
 

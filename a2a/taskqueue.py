@@ -550,7 +550,7 @@ class TaskQueue:
                 )
             self._expire_now_and_then(rec.updated)
             return
-        else:
+        elif rec.state is not TaskState.CANCELED:  # a cancel already recorded (and told) it
             rec.set(TaskState.CANCELED, outcome.status_text or "task canceled")
         self._retire(rec)
         self._expire_now_and_then(rec.updated)  # the clock was just read for the new state

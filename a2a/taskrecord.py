@@ -31,6 +31,7 @@ from a2a.protocol.models import (
 from a2a.protocol.streamevents import ArtifactUpdate, StatusUpdate, TaskEvent, ends_stream
 
 if TYPE_CHECKING:
+    from a2a.protocol.pushconfig import PushConfig
     from a2a.protocol.tasktypes import DoorTask
 
 Listener = Callable[[TaskEvent], None]
@@ -88,6 +89,7 @@ class TaskRecord:
         "next_turns",
         "output",
         "output_id",
+        "push_configs",
         "state",
         "status_id",
         "status_text",
@@ -120,6 +122,7 @@ class TaskRecord:
         self.streamed = False  # the current turn's output arrived in chunks (append_output)
         self.next_turns: deque[DoorTask] | None = None  # follow-up messages queued behind the running turn
         self.turns_done = 0  # runs that have ended
+        self.push_configs: list[PushConfig] | None = None  # where its updates are posted (a2a.push)
 
     @property
     def list_key(self) -> tuple[str, str]:

@@ -2,7 +2,7 @@
 
 Why it looks like this: the entrypoint is untrusted code from an artifact, so it runs in its own
 session and process group, with the task on stdin and its stdout as the task's output. Stdout is
-read as it is written and handed on chunk by chunk (``on_output``: the door streams it), and at
+read as it is written and handed on a line at a time (``on_output``: the door streams it), and at
 most ``output_cap`` bytes of it are kept; the rest is read and dropped, so an entrypoint that
 writes without end neither blocks on a full pipe nor fills the host's memory. It never
 inherits the lifeline (close-on-exec) nor any token: the host's env is copied and the lifeline
@@ -34,7 +34,8 @@ from roost.core.completion import cut_detail
 __all__ = ["EntrypointResult", "Launch", "resolve_argv", "run_entrypoint", "stop_tree", "task_env"]
 
 STDERR_LINES = 20
-READ_CHUNK = 16 * 1024  # one read of stdout at most: the bound of one streamed chunk
+READ_CHUNK = 16 * 1024  # one read of stdout at most; a partial line this long is handed on as it is
+PARTIAL_LINE_SECS = 0.05  # a partial line is handed on once nothing more came for this long
 DEFAULT_OUTPUT_CAP = 1024 * 1024
 
 
@@ -115,14 +116,27 @@ async def _pump_stderr(stream: asyncio.StreamReader, tail: collections.deque[str
 async def _pump_stdout(
     stream: asyncio.StreamReader, cap: int, on_output: Callable[[str], None] | None
 ) -> tuple[str, bool]:
-    """Read stdout to its end: (the first ``cap`` bytes as text, whether more came). Each read's
-    text goes to ``on_output`` as it arrives (UTF-8 sequences split across reads are joined)."""
+    """Read stdout to its end: (the first ``cap`` bytes as text, whether more came).
+
+    What is kept goes to ``on_output`` a line at a time as it arrives: complete lines at once, a
+    partial line once it reaches :data:`READ_CHUNK` or nothing more came for
+    :data:`PARTIAL_LINE_SECS` (an entrypoint that writes words without a newline is still seen).
+    """
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     kept: list[str] = []
+    pending = ""  # kept text not yet handed on: the start of a line
     room = cap
     truncated = False
     while True:
-        data = await stream.read(READ_CHUNK)
+        if pending:
+            try:
+                data = await asyncio.wait_for(stream.read(READ_CHUNK), PARTIAL_LINE_SECS)
+            except TimeoutError:
+                _hand_on(on_output, pending)
+                pending = ""
+                continue
+        else:
+            data = await stream.read(READ_CHUNK)
         if not data:
             break
         if truncated:
@@ -131,16 +145,25 @@ async def _pump_stdout(
             data, truncated = data[:room], True
         room -= len(data)
         text = decoder.decode(data)
-        if text:
-            kept.append(text)
-            if on_output is not None:
-                on_output(text)
+        if not text:
+            continue
+        kept.append(text)
+        pending += text
+        cut = pending.rfind("\n") + 1
+        if cut == 0 and len(pending) >= READ_CHUNK:
+            cut = len(pending)
+        if cut:
+            _hand_on(on_output, pending[:cut])
+            pending = pending[cut:]
     tail = decoder.decode(b"", final=True)
-    if tail:
-        kept.append(tail)
-        if on_output is not None:
-            on_output(tail)
+    kept.append(tail)
+    _hand_on(on_output, pending + tail)
     return "".join(kept), truncated
+
+
+def _hand_on(on_output: Callable[[str], None] | None, text: str) -> None:
+    if text and on_output is not None:
+        on_output(text)
 
 
 async def stop_tree(proc: asyncio.subprocess.Process, grace: float = KILL_GRACE_SECS) -> None:

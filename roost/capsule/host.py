@@ -40,6 +40,7 @@ from roost.capsule.hostsock import HostSocket
 from roost.capsule.lifeline import LifelineWatch
 from roost.capsule.limits import rlimit_plan
 from roost.capsule.prepare import ContainmentRefused, LaunchRefused, Prepared, RunOptions, door_note, prepare, say
+from roost.capsule.pushing import SessionEgress, push_delivery
 from roost.capsule.reaper import KILL_GRACE_SECS, become_subreaper, descendants, kill_tree, reap_orphans
 from roost.capsule.sandbox import Confinement
 from roost.capsule.serving import EXIT_STATUS, TaskServer, build_door
@@ -102,7 +103,9 @@ class Host:
             rlimits=rlimit_plan(m.capabilities.resources),
             is_stopping=lambda: self.stopping,
         )
-        self.door = build_door(p, self.tasks)
+        self.egress = SessionEgress(m.capabilities.network.allow, p.roost_url)
+        push, self._push_pool = push_delivery(self.egress)
+        self.door = build_door(p, self.tasks, push)
         self.hostsock: HostSocket | None = None
         self._runner: web.BaseRunner | None = None
         self._watch: LifelineWatch | None = None
@@ -189,6 +192,7 @@ class Host:
         port = self._runner.addresses[0][1]
         url = f"http://127.0.0.1:{port}"
         self.door.url = url
+        self.egress.door_bound("127.0.0.1", port)
         self.hostsock = HostSocket(
             self.p.records,
             daemon_url=self.p.roost_url,
@@ -335,6 +339,7 @@ class Host:
             await self.hostsock.stop()
         if self._runner is not None:
             await self._runner.cleanup()
+        await self._push_pool.close()
         await self.link.close()
 
 

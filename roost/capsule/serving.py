@@ -27,6 +27,7 @@ from aiohttp import web
 from a2a.door import DEFAULT_BLOCKING_CAP_SECS, Door, DoorTask, TaskOutcome
 from a2a.protocol.models import TaskState
 from a2a.protocol.origin import Origin
+from a2a.push import PushDelivery
 from roost.capsule.entrypoint import DEFAULT_OUTPUT_CAP, Launch, run_entrypoint
 from roost.capsule.limits import apply_rlimits
 from roost.capsule.prepare import Prepared
@@ -236,8 +237,9 @@ class TaskServer:
         return self.current.trace.format() if self.current is not None else None
 
 
-def build_door(p: Prepared, tasks: TaskServer) -> Door:
-    """The session's A2A door as the manifest declares it, running tasks through ``tasks``."""
+def build_door(p: Prepared, tasks: TaskServer, push: PushDelivery | None = None) -> Door:
+    """The session's A2A door as the manifest declares it, running tasks through ``tasks`` and
+    posting push notifications through ``push``."""
     m = p.manifest
     door = Door(
         name=m.name,
@@ -253,6 +255,7 @@ def build_door(p: Prepared, tasks: TaskServer) -> Door:
         identify=loopback_owner,
         local_owner=f"uid:{os.getuid()}",
         blocking_cap_secs=blocking_cap(os.environ),
+        push=push,
     )
     tasks.write_output = door.queue.write_output
     return door

@@ -23,8 +23,9 @@ from roost.backends.jobnodes import JobNodes
 from roost.backends.local.sessionfiles import LocalSessionFiles
 from roost.backends.ray.doors import DoorCaller, DoorRoutes
 from roost.backends.workdirplace import RegisteredWorkdirs
+from roost.core.egress import own_listeners
 from roost.daemon.lifecycle import Lifecycle
-from roost.daemon.network import check_listeners, start_network_listener
+from roost.daemon.network import check_listeners, listeners, start_network_listener
 from roost.daemon.startup import (
     StartupError,
     StateLock,
@@ -62,6 +63,7 @@ from roost.state.sessions import SessionRecord, SessionTable
 from roost.state.settings import Settings
 from roost.state.store import Store, StoreDamaged, StoreError, is_damage
 from roost.system.blocking import BlockingExecutor
+from roost.system.hostaddrs import host_addresses
 
 __all__ = ["Roost"]
 
@@ -137,6 +139,7 @@ class Roost:
             traces=self.traces,
         )
         self.referee.on_session_registered.append(self.relay.forget_doors)
+        self.a2a.peer_check = self.relay.peer_refusal  # a send never reaches the daemon's own listeners
         # A session's exported files are read (and its fetches stored) where its workdir is:
         # this host, or the Ray node its job runs on.
         files: SessionFiles = LocalSessionFiles(self.executor)
@@ -350,6 +353,8 @@ class Roost:
             raise StartupError(str(exc)) from None
         await self.probes.start()
         self.lifecycle.port = bound_port(site) or cfg.port
+        own = listeners(cfg, self.lifecycle.port, self.lifecycle.network_port)
+        self.relay.own = own_listeners(own, await self.executor.run(host_addresses))
         log.info(
             "listening",
             bind=cfg.bind,

@@ -33,9 +33,9 @@ from a2a.protocol.ids import prefixed
 from a2a.protocol.models import Message, Part, Task, build, parse_part, text_part
 from a2a.protocol.origin import Origin, Trust, outbound_headers
 from roost.core.api_models import A2ATaskRequest
+from roost.core.egress import Egress, Listener, egress_refusal, network_refusal
 from roost.core.errors import BadGateway, BadRequest, Refused
 from roost.core.fields import optional_str, require_str
-from roost.core.netrule import allows
 from roost.observe.events import EventBus, ObservedError
 from roost.observe.metrics import Metrics
 from roost.observe.tracesink import TraceSink
@@ -46,10 +46,6 @@ __all__ = ["Authenticator", "DoorKeys", "Relay", "SendRequest", "network_refusal
 log = structlog.get_logger("roost.relay")
 
 MAX_TEXT_BYTES = 48 * 1024  # the HTTP body ceiling is 64 KiB; leave room for the envelope
-
-
-def network_refusal(peer_url: str) -> str:
-    return f"network policy: '{peer_url}' not in capabilities.network.allow"
 
 
 class SendRequest(NamedTuple):
@@ -133,12 +129,6 @@ _TRUST = {t.value: t for t in Trust}
 _PEER = Origin.PEER.value
 
 
-@functools.lru_cache(maxsize=4096)
-def _allows(entries: tuple[str, ...], peer_url: str) -> bool:
-    """:func:`roost.core.netrule.allows`, remembered: it is pure, and a session dials few peers."""
-    return allows(entries, peer_url)
-
-
 def _failure(exc: A2AError) -> tuple[str, ObservedError]:
     """The 502 sentence (the peer's error or the network reason) and its observation."""
     if isinstance(exc, PeerUnreachable):
@@ -189,6 +179,13 @@ class Relay:
         self._traces = traces
         self._doors: dict[str, str | None] = {}  # door origin -> the registered session serving it
         self._counted: dict[tuple[str, str], Any] = {}
+        self.own: frozenset[Listener] = frozenset()  # the daemon's listeners, set once they are bound
+
+    def peer_refusal(self, host: str, port: int) -> str | None:
+        """The A2A client's check of the address each connection reached: never the daemon's own."""
+        if not self.own:
+            return None
+        return Egress((), self.own).peer_refusal(f"http://{host}:{port}", host, port)
 
     def forget_doors(self, _rec: SessionRecord | None = None) -> None:
         """A session registered (its door may be at a known origin): look doors up afresh."""
@@ -246,8 +243,9 @@ class Relay:
             endpoint = await self._a2a.resolve(peer_url)
         except UnsupportedPeerURL as exc:
             raise BadGateway(str(exc)) from None
-        if not _allows(rec.envelope.network_allow, endpoint.url):
-            raise Refused(network_refusal(endpoint.url))
+        refusal = egress_refusal(rec.envelope.network_allow, self.own, endpoint.url)
+        if refusal is not None:
+            raise Refused(refusal)
         return endpoint
 
     async def start(self) -> None:
@@ -258,8 +256,9 @@ class Relay:
 
     def _authorize(self, credential: str | None, peer_url: str) -> SessionRecord:
         rec = self._sessions.authenticate(credential)
-        if not _allows(rec.envelope.network_allow, peer_url):
-            raise Refused(network_refusal(peer_url))
+        refusal = egress_refusal(rec.envelope.network_allow, self.own, peer_url)
+        if refusal is not None:
+            raise Refused(refusal)
         return rec
 
     async def send(self, credential: str | None, req: SendRequest) -> dict[str, Any]:

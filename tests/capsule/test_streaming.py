@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 
 from tests.support.capsules import Capsules, base_env
 from tests.support.registry import RegistryBuilder
@@ -114,3 +115,68 @@ async def test_entrypoint_output_streams_as_written_and_turns_see_history(
         assert "more than 1000 bytes" in note and "MURMUR_A2A_OUTPUT_CAP_BYTES" in note
     assert await cp.terminate() == 143
     assert not (work / ".murmur" / cp.session_id / "turns" / f"{task['id']}.jsonl").exists()
+
+
+async def test_push_notifications_obey_the_sessions_egress_rule(
+    registry: RegistryBuilder, capsules: Capsules, tmp_path: Path
+) -> None:
+    registry.add(
+        "pushy",
+        script='import sys; print("done: " + sys.stdin.read())',
+        capabilities={"network": {"allow": ["127.0.0.1"]}},
+        extra={"lifecycle": {"after_task": "sleep"}},
+    )
+    posts: list[dict[str, Any]] = []
+    arrived = asyncio.Event()
+
+    async def hook(request: web.Request) -> web.Response:
+        posts.append({"token": request.headers.get("X-A2A-Notification-Token"), "body": await request.json()})
+        arrived.set()
+        return web.Response()
+
+    app = web.Application()
+    app.router.add_post("/hook", hook)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    hook_url = f"http://127.0.0.1:{runner.addresses[0][1]}/hook"
+    work = tmp_path / "p"
+    work.mkdir()
+    cp = await capsules.start("pushy@0.1.0", work, registry=registry.root)
+    headers = {"Content-Type": "application/json", "A2A-Version": "1.0"}
+
+    def send(config: dict[str, Any], mid: str) -> str:
+        return json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": mid,
+                "method": "SendMessage",
+                "params": {
+                    "message": {"messageId": mid, "role": "ROLE_USER", "parts": [{"text": mid}]},
+                    "configuration": {"returnImmediately": True, "taskPushNotificationConfig": config},
+                },
+            }
+        )
+
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.post(cp.url + "/", data=send({"url": hook_url, "token": "tk"}, "m1"), headers=headers) as r:
+                assert "result" in await r.json()
+            while not any(
+                p["body"].get("statusUpdate", {}).get("status", {}).get("state") == "TASK_STATE_COMPLETED"
+                for p in posts
+            ):
+                await asyncio.wait_for(arrived.wait(), 10)
+                arrived.clear()
+            assert all(p["token"] == "tk" for p in posts)
+            for url, needle in (
+                (cp.url + "/", "own mur-roost or door"),
+                ("http://localhost:9/hook", "not in capabilities.network.allow"),
+            ):
+                async with http.post(cp.url + "/", data=send({"url": url}, "m2"), headers=headers) as r:
+                    err = (await r.json())["error"]
+                assert err["code"] == -32602 and needle in err["message"], err
+    finally:
+        await runner.cleanup()
+    assert await cp.terminate() == 143
