@@ -30,12 +30,17 @@ from a2a.protocol.models import Dialect
 from a2a.protocol.streamevents import StatusUpdate, TaskEvent, dump_event, wrap_task
 from a2a.taskrecord import TaskRecord
 
-__all__ = ["DEFAULT_HEARTBEAT_SECS", "MAX_BUFFERED", "Subscription", "stream_task"]
+__all__ = ["DEFAULT_HEARTBEAT_SECS", "MAX_BUFFERED", "Subscription", "accepts_event_stream", "stream_task"]
 
 DEFAULT_HEARTBEAT_SECS = 15.0
 MAX_BUFFERED = 1024
 HEARTBEAT = b": heartbeat\n\n"
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def accepts_event_stream(accept: str | None) -> bool:
+    """Whether an ``Accept`` header asks for ``text/event-stream`` (a streamed answer)."""
+    return accept is not None and "text/event-stream" in accept.lower()
 
 
 class Subscription:

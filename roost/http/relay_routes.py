@@ -7,11 +7,15 @@ relay call). Only the session credential header is read from the request; every 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 from collections.abc import Callable
 from typing import TypeVar
 
 from aiohttp import web
 
+from a2a.sse import DEFAULT_HEARTBEAT_SECS, HEARTBEAT, SSE_HEADERS, accepts_event_stream
 from roost.core.errors import BadRequest
 from roost.core.wire import CREDENTIAL_HEADER
 from roost.http.context import METRICS, RELAY
@@ -35,9 +39,49 @@ def _parsed(request: web.Request, method: str, parse: Callable[[dict[str, object
 
 
 @routes.post("/a2a/send")
-async def a2a_send(request: web.Request) -> web.Response:
+async def a2a_send(request: web.Request) -> web.StreamResponse:
     req: SendRequest = _parsed(request, "send", parse_send, await read_json(request))
+    if accepts_event_stream(request.headers.get("Accept")):
+        return await _send_stream(request, req)
     return json_ok(await request.app[RELAY].send(request.headers.get(CREDENTIAL_HEADER), req))
+
+
+async def _send_stream(request: web.Request, req: SendRequest) -> web.StreamResponse:
+    """The streamed send: refusals before the peer's Task are the usual JSON answers (raised to the
+    middleware); then one SSE event per item, with a heartbeat comment when the peer is quiet."""
+    items = request.app[RELAY].send_stream(request.headers.get(CREDENTIAL_HEADER), req)
+    first = await anext(items)
+    response = web.StreamResponse(status=200, headers=SSE_HEADERS)
+    try:
+        await response.prepare(request)
+        await response.write(_event(first))
+        pending: asyncio.Future[dict[str, object]] | None = None
+        while True:
+            pending = pending or asyncio.ensure_future(anext(items))
+            done, _ = await asyncio.wait({pending}, timeout=DEFAULT_HEARTBEAT_SECS)
+            if not done:
+                await response.write(HEARTBEAT)
+                continue
+            try:
+                item = pending.result()
+            except StopAsyncIteration:
+                break
+            pending = None
+            await response.write(_event(item))
+        await response.write_eof()
+    except ConnectionError:
+        pass  # the sender went away: the peer's task goes on
+    finally:
+        if pending is not None and not pending.done():
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await pending
+        await items.aclose()
+    return response
+
+
+def _event(item: dict[str, object]) -> bytes:
+    return b"data: " + json.dumps(item, separators=(",", ":")).encode() + b"\n\n"
 
 
 @routes.post("/a2a/tasks/get")

@@ -21,6 +21,7 @@ a failed or refused send records nothing.
 from __future__ import annotations
 
 import functools
+from collections.abc import AsyncGenerator
 from typing import Any, NamedTuple, Protocol
 
 import structlog
@@ -28,7 +29,15 @@ from yarl import URL
 
 from a2a.client import A2AClient, Endpoint
 from a2a.protocol import seal, traceparent
-from a2a.protocol.errors import A2AError, JsonRpcError, PeerHTTPError, PeerUnreachable, UnsupportedPeerURL
+from a2a.protocol.errors import (
+    A2AError,
+    InvalidResponse,
+    JsonRpcError,
+    NoResult,
+    PeerHTTPError,
+    PeerUnreachable,
+    UnsupportedPeerURL,
+)
 from a2a.protocol.ids import prefixed
 from a2a.protocol.models import Message, Part, Task, build, parse_part, text_part
 from a2a.protocol.origin import Origin, Trust, outbound_headers
@@ -36,9 +45,10 @@ from roost.core.api_models import A2ATaskRequest
 from roost.core.egress import Egress, Listener, egress_refusal, network_refusal
 from roost.core.errors import BadGateway, BadRequest, Refused
 from roost.core.fields import optional_str, require_str
-from roost.observe.events import EventBus, ObservedError
+from roost.observe.events import EventBus, ObservedError, Span
 from roost.observe.metrics import Metrics
 from roost.observe.tracesink import TraceSink
+from roost.services.relayanswers import stream_item, task_answer
 from roost.state.sessions import SessionRecord, SessionTable
 
 __all__ = ["Authenticator", "DoorKeys", "Relay", "SendRequest", "network_refusal", "parse_send", "parse_task_call"]
@@ -261,12 +271,12 @@ class Relay:
             raise Refused(refusal)
         return rec
 
-    async def send(self, credential: str | None, req: SendRequest) -> dict[str, Any]:
-        count = self._count
+    def _outgoing(self, credential: str | None, req: SendRequest, method: str) -> _Outgoing:
+        """Authorize, stamp and build the message of a send (counted refused when not authorized)."""
         try:
             rec = self._authorize(credential, req.peer_url)
         except (BadRequest, Refused):
-            count("send", "refused")
+            self._count(method, "refused")
             raise
         trust = _TRUST[rec.trust]
         sent_tp, headers = stamp(trust, req.traceparent, req.tracestate)
@@ -281,46 +291,90 @@ class Relay:
                 "metadata": None,
             },
         )
-        span = self._events.start("roost.relay.send", **_attrs(rec.session_id, "send"))
-        try:
-            endpoint = await self._endpoint(rec, req.peer_url)
-            self._seal(headers, rec, endpoint.url, sent_tp, seal.send_subject(message))
-            task = await self._a2a.send_message(endpoint.url, message, dialect=endpoint.dialect, headers=headers)
-        except Refused:
-            span.failed(ObservedError("Refused", "validation"))
-            count("send", "refused")
-            raise
-        except A2AError as exc:
-            sentence, observed = _failure(exc)
-            span.failed(observed)
-            count("send", "failed")
-            log.info("relay_failed", session_id=rec.session_id, method="send", error=observed.name)
-            raise BadGateway(sentence) from None
+        span = self._events.start("roost.relay.send", **_attrs(rec.session_id, method))
+        return _Outgoing(rec, trust, sent_tp, headers, message, span)
+
+    async def _dial(self, out: _Outgoing, req: SendRequest) -> Endpoint:
+        """The checked, sealed endpoint of a send."""
+        endpoint = await self._endpoint(out.rec, req.peer_url)
+        self._seal(out.headers, out.rec, endpoint.url, out.sent_tp, seal.send_subject(out.message))
+        return endpoint
+
+    def _failed(self, out: _Outgoing, method: str, exc: Refused | A2AError) -> Refused | BadGateway:
+        """Record a send that failed; the exception to raise."""
+        if isinstance(exc, Refused):
+            out.span.failed(ObservedError("Refused", "validation"))
+            self._count(method, "refused")
+            return exc
+        sentence, observed = _failure(exc)
+        out.span.failed(observed)
+        self._count(method, "failed")
+        log.info("relay_failed", session_id=out.rec.session_id, method=method, error=observed.name)
+        return BadGateway(sentence)
+
+    async def _sent(self, out: _Outgoing, req: SendRequest, task: Task, method: str) -> dict[str, Any]:
+        """The peer's Task arrived: the ``a2a_send`` record, the span, the count; the relay's answer."""
         state = str(task.status.state)  # a StrEnum's str() is its value, without the enum property's cost
-        trust_value = str(trust)
+        trust_value = str(out.trust)
         await self._traces.write(
-            rec,
+            out.rec,
             "a2a_send",
             {
                 "peer_url": req.peer_url,
                 "message_id": req.message_id,
                 "task_id": task.id,
                 "context_id": task.context_id,
-                "traceparent": sent_tp,
+                "traceparent": out.sent_tp,
                 "trust": trust_value,
             },
         )
         done: dict[str, Any] = {"roost.relay.task_id": task.id, "roost.relay.state": state}
-        span.completed(**done)
-        count("send", "ok")
+        out.span.completed(**done)
+        self._count(method, "ok")
         return {
             "task_id": task.id,
             "context_id": task.context_id,
             "message_id": req.message_id,
-            "traceparent": sent_tp,
+            "traceparent": out.sent_tp,
             "trust": trust_value,
             "state": state,
         }
+
+    async def send(self, credential: str | None, req: SendRequest) -> dict[str, Any]:
+        out = self._outgoing(credential, req, "send")
+        try:
+            endpoint = await self._dial(out, req)
+            task = await self._a2a.send_message(
+                endpoint.url, out.message, dialect=endpoint.dialect, headers=out.headers
+            )
+        except (Refused, A2AError) as exc:
+            raise self._failed(out, "send", exc) from None
+        return await self._sent(out, req, task, "send")
+
+    async def send_stream(self, credential: str | None, req: SendRequest) -> AsyncGenerator[dict[str, Any], None]:
+        """A send whose peer streams (``SendStreamingMessage``): the relay's answer when the peer's
+        Task arrives (the ``a2a_send`` record is written then, once), then each update as
+        :func:`stream_item` shows it. Refusals and failures before the Task raise as :meth:`send`'s
+        do; a failure after it is the last item (``kind: "error"``)."""
+        out = self._outgoing(credential, req, "stream")
+        try:
+            endpoint = await self._dial(out, req)
+            items = self._a2a.stream_message(endpoint.url, out.message, dialect=endpoint.dialect, headers=out.headers)
+            first = await anext(items)
+        except StopAsyncIteration:
+            raise self._failed(out, "stream", NoResult(req.peer_url)) from None
+        except (Refused, A2AError) as exc:
+            raise self._failed(out, "stream", exc) from None
+        try:
+            if not isinstance(first, Task):
+                raise InvalidResponse(req.peer_url, "the stream did not begin with the task")
+            yield {"kind": "task", **await self._sent(out, req, first, "stream")}
+            async for item in items:
+                yield stream_item(item)
+        except A2AError as exc:
+            yield {"kind": "error", "error": _failure(exc)[0]}
+        finally:
+            await items.aclose()
 
     async def get(self, credential: str | None, req: A2ATaskRequest) -> dict[str, Any]:
         return await self._task_call("get", credential, req)
@@ -368,16 +422,12 @@ def _origin(url: str) -> str:
     return f"{parsed.scheme}://{parsed.host}:{parsed.port}"
 
 
-def task_answer(task: Task) -> dict[str, Any]:
-    """A peer's Task as the relay answers it: ids, state, status text and artifact texts."""
-    status_text = task.status.message.text if task.status.message is not None else None
-    artifacts = [
-        {"name": a.name, "text": "\n".join(p.text for p in a.parts if p.text is not None)} for a in task.artifacts or []
-    ]
-    return {
-        "task_id": task.id,
-        "context_id": task.context_id,
-        "state": task.status.state.value,
-        "status_text": status_text,
-        "artifacts": artifacts,
-    }
+class _Outgoing(NamedTuple):
+    """One send on its way: the sender, its trust, the stamp, the message, its span."""
+
+    rec: SessionRecord
+    trust: Trust
+    sent_tp: str
+    headers: dict[str, str]
+    message: Message
+    span: Span
