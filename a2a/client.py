@@ -42,7 +42,7 @@ from yarl import URL
 
 from a2a.http1 import Http1Pool, PeerCheck, StreamAnswer
 from a2a.protocol import errors, jsonrpc
-from a2a.protocol.card import CARD_PATH, interface_candidates
+from a2a.protocol.card import CARD_PATH, interface_candidates, security_kinds
 from a2a.protocol.models import AgentCard, Dialect, Message, Task, dump_message, parse_send_result, parse_task
 from a2a.protocol.rpcmethods import VERSION_HEADER
 from a2a.protocol.sseframes import SseParser
@@ -84,10 +84,12 @@ Route = Callable[[URL, Mapping[str, str]], Transport | None]
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    """Where and how to speak to a peer: the selected interface's URL and its dialect."""
+    """Where and how to speak to a peer: the selected interface's URL, its dialect, and the
+    security schemes its card declares (:func:`a2a.protocol.card.security_kinds`)."""
 
     url: str
     dialect: Dialect
+    schemes: frozenset[str] = frozenset()
 
 
 _SNIPPET = 200
@@ -126,7 +128,7 @@ def select_endpoint(card: AgentCard, base: str) -> Endpoint:
     for url, dialect in interface_candidates(card):
         target = urljoin(base, url) if url else base
         try:
-            return Endpoint(str(normalize_peer_url(target)), dialect)
+            return Endpoint(str(normalize_peer_url(target)), dialect, security_kinds(card))
         except errors.UnsupportedPeerURL:
             continue
     raise errors.UnsupportedPeerURL(

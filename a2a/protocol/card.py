@@ -136,3 +136,36 @@ def card_dialect(card: AgentCard | Mapping[str, Any]) -> Dialect:
     if not interfaces and _is_v1(top):
         return "1.0"
     return "0.3"
+
+
+API_KEY, BEARER, CLIENT_CREDENTIALS = "api_key", "bearer", "oauth2_client_credentials"
+
+
+def security_kinds(card: AgentCard) -> frozenset[str]:
+    """Which of the schemes a client can answer with a configured secret the card declares:
+    ``api_key`` (in a header), ``bearer`` (HTTP bearer) and ``oauth2_client_credentials``, read
+    from both dialects' ``securitySchemes`` (1.0: ``{"apiKeySecurityScheme": …}``,
+    ``{"httpAuthSecurityScheme": …}``, ``{"oauth2SecurityScheme": …}``; 0.3: ``{"type": …}``)."""
+    kinds: set[str] = set()
+    for scheme in card.security_schemes.values():
+        if not isinstance(scheme, Mapping):
+            continue
+        kind = scheme.get("type")
+        api = scheme.get("apiKeySecurityScheme")
+        http = scheme.get("httpAuthSecurityScheme")
+        oauth = scheme.get("oauth2SecurityScheme")
+        if isinstance(api, Mapping):
+            scheme, kind = api, "apiKey"
+        elif isinstance(http, Mapping):
+            scheme, kind = http, "http"
+        elif isinstance(oauth, Mapping):
+            scheme, kind = oauth, "oauth2"
+        if kind == "apiKey" and str(scheme.get("in", scheme.get("location", "header"))).lower() == "header":
+            kinds.add(API_KEY)
+        elif kind == "http" and str(scheme.get("scheme", "")).lower() == "bearer":
+            kinds.add(BEARER)
+        elif kind == "oauth2":
+            flows = scheme.get("flows")
+            if isinstance(flows, Mapping) and isinstance(flows.get("clientCredentials"), Mapping):
+                kinds.add(CLIENT_CREDENTIALS)
+    return frozenset(kinds)

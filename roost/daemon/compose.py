@@ -52,6 +52,7 @@ from roost.services.launcher.jobdirs import JobDirs
 from roost.services.launcher.service import Launcher, LaunchServices
 from roost.services.peer.files import SessionFiles
 from roost.services.peer.plane import PeerPlane
+from roost.services.peerauth import PeerAuth
 from roost.services.referee.service import Referee, wall_ms
 from roost.services.relay import Relay
 from roost.services.retention import Retention
@@ -129,6 +130,7 @@ class Roost:
         self.traces = TraceFiles(self.executor, nodes)
         self.referee.on_session_end.append(self.traces.close)
         self.referee.on_session_end.append(observe_session_end(self.events))
+        self.peer_auth = PeerAuth(config.peer_auth, self.executor) if config.peer_auth else None
         self.relay = Relay(
             sessions=self.referee,
             doors=self.key_holder,
@@ -137,6 +139,7 @@ class Roost:
             events=self.events,
             metrics=self.metrics,
             traces=self.traces,
+            peer_auth=self.peer_auth,
         )
         self.referee.on_session_registered.append(self.relay.forget_doors)
         self.a2a.peer_check = self.relay.peer_refusal  # a send never reaches the daemon's own listeners
@@ -392,6 +395,8 @@ class Roost:
                 log.exception("service_stop_failed", service=type(service).__name__)
         await self.probes.stop()
         await self.a2a.close()
+        if self.peer_auth is not None:
+            await self.peer_auth.close()
         await self.traces.close_all()
         if not self.config.ephemeral_keys:
             with contextlib.suppress(StoreError):

@@ -43,7 +43,7 @@ from a2a.protocol.models import Message, Part, Task, build, parse_part, text_par
 from a2a.protocol.origin import Origin, Trust, outbound_headers
 from roost.core.api_models import A2ATaskRequest
 from roost.core.egress import Egress, Listener, egress_refusal, network_refusal
-from roost.core.errors import BadGateway, BadRequest, Refused
+from roost.core.errors import BadGateway, BadRequest, Refused, RoostError
 from roost.core.fields import optional_str, require_str
 from roost.observe.events import EventBus, ObservedError, Span
 from roost.observe.metrics import Metrics
@@ -166,6 +166,12 @@ class DoorKeys(Protocol):
     def door_key_for(self, session_id: str) -> bytes: ...
 
 
+class PeerCredentials(Protocol):
+    """The relay's view of the operator's peer credentials (roost/services/peerauth.py)."""
+
+    async def headers(self, url: str, declared: frozenset[str]) -> dict[str, str]: ...
+
+
 class Relay:
     """``POST /a2a/send``, ``/a2a/tasks/get``, ``/a2a/tasks/cancel`` for authenticated sessions."""
 
@@ -179,8 +185,10 @@ class Relay:
         events: EventBus,
         metrics: Metrics,
         traces: TraceSink,
+        peer_auth: PeerCredentials | None = None,
     ) -> None:
         self._sessions = sessions
+        self._peer_auth = peer_auth
         self._door_keys = doors
         self._table = table
         self._a2a = a2a
@@ -247,8 +255,9 @@ class Relay:
             subject=subject,
         )
 
-    async def _endpoint(self, rec: SessionRecord, peer_url: str) -> Endpoint:
-        """The interface the peer's card selects; Refused when the network rule does not cover its URL."""
+    async def _endpoint(self, rec: SessionRecord, peer_url: str, headers: dict[str, str]) -> Endpoint:
+        """The interface the peer's card selects; Refused when the egress rule does not allow its
+        URL. The operator's credential for the peer, when its card selects one, joins ``headers``."""
         try:
             endpoint = await self._a2a.resolve(peer_url)
         except UnsupportedPeerURL as exc:
@@ -256,6 +265,9 @@ class Relay:
         refusal = egress_refusal(rec.envelope.network_allow, self.own, endpoint.url)
         if refusal is not None:
             raise Refused(refusal)
+        auth = self._peer_auth
+        if auth is not None and endpoint.schemes:
+            headers.update(await auth.headers(endpoint.url, endpoint.schemes))
         return endpoint
 
     async def start(self) -> None:
@@ -296,20 +308,23 @@ class Relay:
 
     async def _dial(self, out: _Outgoing, req: SendRequest) -> Endpoint:
         """The checked, sealed endpoint of a send."""
-        endpoint = await self._endpoint(out.rec, req.peer_url)
+        endpoint = await self._endpoint(out.rec, req.peer_url, out.headers)
         self._seal(out.headers, out.rec, endpoint.url, out.sent_tp, seal.send_subject(out.message))
         return endpoint
 
-    def _failed(self, out: _Outgoing, method: str, exc: Refused | A2AError) -> Refused | BadGateway:
-        """Record a send that failed; the exception to raise."""
+    def _failed(self, span: Span, session_id: str, method: str, exc: Refused | BadGateway | A2AError) -> RoostError:
+        """Record a relay call that failed; the exception to raise (403 or 502 with its sentence)."""
         if isinstance(exc, Refused):
-            out.span.failed(ObservedError("Refused", "validation"))
+            span.failed(ObservedError("Refused", "validation"))
             self._count(method, "refused")
             return exc
-        sentence, observed = _failure(exc)
-        out.span.failed(observed)
+        if isinstance(exc, BadGateway):  # the configured peer credential could not be had
+            sentence, observed = str(exc), ObservedError("PeerAuthError", "provider")
+        else:
+            sentence, observed = _failure(exc)
+        span.failed(observed)
         self._count(method, "failed")
-        log.info("relay_failed", session_id=out.rec.session_id, method=method, error=observed.name)
+        log.info("relay_failed", session_id=session_id, method=method, error=observed.name)
         return BadGateway(sentence)
 
     async def _sent(self, out: _Outgoing, req: SendRequest, task: Task, method: str) -> dict[str, Any]:
@@ -347,8 +362,8 @@ class Relay:
             task = await self._a2a.send_message(
                 endpoint.url, out.message, dialect=endpoint.dialect, headers=out.headers
             )
-        except (Refused, A2AError) as exc:
-            raise self._failed(out, "send", exc) from None
+        except (Refused, BadGateway, A2AError) as exc:
+            raise self._failed(out.span, out.rec.session_id, "send", exc) from None
         return await self._sent(out, req, task, "send")
 
     async def send_stream(self, credential: str | None, req: SendRequest) -> AsyncGenerator[dict[str, Any], None]:
@@ -362,9 +377,9 @@ class Relay:
             items = self._a2a.stream_message(endpoint.url, out.message, dialect=endpoint.dialect, headers=out.headers)
             first = await anext(items)
         except StopAsyncIteration:
-            raise self._failed(out, "stream", NoResult(req.peer_url)) from None
-        except (Refused, A2AError) as exc:
-            raise self._failed(out, "stream", exc) from None
+            raise self._failed(out.span, out.rec.session_id, "stream", NoResult(req.peer_url)) from None
+        except (Refused, BadGateway, A2AError) as exc:
+            raise self._failed(out.span, out.rec.session_id, "stream", exc) from None
         try:
             if not isinstance(first, Task):
                 raise InvalidResponse(req.peer_url, "the stream did not begin with the task")
@@ -394,21 +409,14 @@ class Relay:
         span = self._events.start("roost.relay.send", **_attrs(rec.session_id, method))
         client = self._a2a
         try:
-            ep = await self._endpoint(rec, peer_url)
+            ep = await self._endpoint(rec, peer_url, headers)
             self._seal(headers, rec, ep.url, tp, task_id)
             if method == "get":
                 task = await client.get_task(ep.url, task_id, dialect=ep.dialect, headers=headers)
             else:
                 task = await client.cancel_task(ep.url, task_id, dialect=ep.dialect, headers=headers)
-        except Refused:
-            span.failed(ObservedError("Refused", "validation"))
-            count(method, "refused")
-            raise
-        except A2AError as exc:
-            sentence, observed = _failure(exc)
-            span.failed(observed)
-            count(method, "failed")
-            raise BadGateway(sentence) from None
+        except (Refused, BadGateway, A2AError) as exc:
+            raise self._failed(span, rec.session_id, method, exc) from None
         done: dict[str, Any] = {"roost.relay.task_id": task.id, "roost.relay.state": task.status.state.value}
         span.completed(**done)
         count(method, "ok")

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from roost.core.loopback import is_loopback_host
+from roost.core.peerauth import PeerAuthEntry
 
 __all__ = [
     "NETWORK_KEYS",
@@ -154,6 +155,9 @@ class Config(BaseModel):
     tls_key: Path | None = None
     allow_plaintext_network: bool = False
     """Serve a non-loopback address without TLS (a private network the operator vouches for)."""
+    # Authenticated peers (docs/operations.md, "Authenticated peers"): per peer origin, the
+    # schemes the relay may answer a peer's card with; secrets in files the daemon owns.
+    peer_auth: tuple[PeerAuthEntry, ...] = ()
 
     @field_validator("bind")
     @classmethod
