@@ -25,3 +25,4 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 npm ci --prefix tests/a2a/js --no-audit --no-fund --silent
 bash tests/a2a/sdk-env.sh >/dev/null
+bash tests/a2a/sdk-env.sh sdk-lock-0.3.txt >/dev/null

@@ -4,10 +4,11 @@
 # the user's cache outside the repository, so the SDK's import name `a2a` never meets ours.
 # Prints the virtualenv's python. Idempotent: a complete environment is reused without reaching
 # the package index. tests/system-deps.sh runs it, so a test run never installs anything.
+# An argument names another lock beside this script (sdk-lock-0.3.txt: the 0.3 SDK line).
 #   MUR_ROOST_SDK_CACHE   where the environments live (default ${XDG_CACHE_HOME:-~/.cache}/mur-roost)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-lock="$here/sdk-lock.txt"
+lock="$here/${1:-sdk-lock.txt}"
 digest="$(sha256sum "$lock" | cut -c1-16)"
 root="${MUR_ROOST_SDK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mur-roost}"
 venv="$root/a2a-sdk-$digest"
@@ -23,7 +24,7 @@ if [ ! -f "$venv/.complete" ]; then
     exit 1
   fi
   # -I: the repository's own `a2a` (on sys.path as the working directory) must not answer.
-  "$tmp/bin/python" -I -c "import a2a.client, a2a.server.routes.jsonrpc_routes, uvicorn" >&2
+  "$tmp/bin/python" -I -c "import a2a.client, a2a.server.request_handlers, uvicorn" >&2
   touch "$tmp/.complete"
   # Used only as `<venv>/bin/python`, which finds its packages wherever the directory is; a
   # concurrent run that finished first keeps its own (mv -T refuses a non-empty target).

@@ -23,8 +23,10 @@ import pytest
 
 from a2a.client import A2AClient
 from a2a.door import Door
-from a2a.protocol.models import Message, Part, TaskState
+from a2a.protocol.models import Message, Part, Task, TaskState
 from tests.a2a.conformance.harness import SESSION, Script, serve
+from tests.a2a.test_sdk03_interop import webhook
+from tests.a2a.test_sdk_streaming import _door
 from tests.support.registry import RegistryBuilder
 
 JS_DIR = Path(__file__).parent / "js"
@@ -151,3 +153,50 @@ async def test_relay_against_js_server(
     assert seen == [{"path": "/a2a/jsonrpc", "version": mode, "method": m} for m in names]
     trace = [json.loads(x) for x in (work / ".murmur" / "ses_js" / "trace.jsonl").read_text().splitlines()]
     assert [r["event_type"] for r in trace] == ["a2a_send"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("dialect", ["1.0", "0.3"])
+async def test_js_client_streams_subscribes_and_gets_pushes(node: str, dialect: str) -> None:
+    async with webhook() as (hook_url, posts), serve(_door()) as url:
+        proc = await asyncio.create_subprocess_exec(
+            node, "client.mjs", url, dialect, hook_url, cwd=JS_DIR,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 90)
+        for _ in range(100):
+            if any(_push_completed(b) for _, b in posts):
+                break
+            await asyncio.sleep(0.05)
+    assert proc.returncode == 0, err.decode()[-3000:]
+    seen: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+    stream = seen["stream"]
+    assert stream[0][0] == "task" and stream[-1] == ["status", "TASK_STATE_COMPLETED"]
+    assert "".join(e[1] for e in stream if e[0] == "artifact") == "one\ntwo\nthree\n"
+    assert seen["subscribe"][0][0] == "task" and seen["subscribe"][-1] == ["status", "TASK_STATE_COMPLETED"]
+    assert posts and all(token == "js-token" for token, _ in posts) and any(_push_completed(b) for _, b in posts)
+    if dialect == "1.0":
+        assert seen["unfiltered"] >= 2  # listTasks({}) with the SDK's UNRECOGNIZED status: no filter
+
+
+def _push_completed(body: Any) -> bool:
+    if "statusUpdate" in body:
+        return bool(body["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED")
+    return bool(body.get("kind") == "task" and body["status"]["state"] == "completed")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("mode", ["1.0", "0.3"])
+async def test_our_client_streams_from_js_server(node: str, mode: str) -> None:
+    async with js_server(node, mode) as (url, seen), A2AClient() as client:
+        items = [i async for i in client.stream_message(url, _msg("streamed"))]
+    task = items[0]
+    assert isinstance(task, Task) and task.status.state is TaskState.COMPLETED
+    assert task.artifacts is not None and task.artifacts[0].parts[0].text == "echo: streamed"
+    assert seen == [
+        {
+            "path": "/a2a/jsonrpc",
+            "version": mode,
+            "method": "SendStreamingMessage" if mode == "1.0" else "message/stream",
+        }
+    ]

@@ -181,7 +181,7 @@ SERVER_SCRIPT = textwrap.dedent(
                     url=f"http://127.0.0.1:{port}/a2a/jsonrpc", protocol_binding="JSONRPC", protocol_version=mode
                 )
             ],
-            capabilities=AgentCapabilities(streaming=False, push_notifications=False),
+            capabilities=AgentCapabilities(streaming=True, push_notifications=False),
             default_input_modes=["text/plain"], default_output_modes=["text/plain"],
             skills=[AgentSkill(id="echo", name="echo", description="echo", tags=["echo"])],
         )
