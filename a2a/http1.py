@@ -391,13 +391,7 @@ class Http1Pool:
     async def __call__(
         self, method: str, url: URL, body: bytes | None, headers: Mapping[str, str]
     ) -> tuple[int, bytes, str | None]:
-        if method not in _METHODS:
-            raise ValueError(f"this client sends GET and POST only, not {method}")
-        request = _head(method, url, headers, body)
-        if body:
-            request += body
-        key = (url.raw_host or "", url.port or 80)
-        deadline = asyncio.get_running_loop().time() + self._total_timeout
+        request, key, deadline = self._prepare(method, url, body, headers)
         conn, reused = self._reuse(key) or (await self._connect(key, deadline), False)
         try:
             answer = await self._exchange(conn, request, deadline)
@@ -408,6 +402,17 @@ class Http1Pool:
             answer = await self._exchange(conn, request, deadline)
         self._release(conn)
         return answer
+
+    def _prepare(
+        self, method: str, url: URL, body: bytes | None, headers: Mapping[str, str]
+    ) -> tuple[bytes, tuple[str, int], float]:
+        """The request's bytes, its origin's key, and its deadline on the loop's clock."""
+        if method not in _METHODS:
+            raise ValueError(f"this client sends GET and POST only, not {method}")
+        request = _head(method, url, headers, body)
+        if body:
+            request += body
+        return request, (url.raw_host or "", url.port or 80), asyncio.get_running_loop().time() + self._total_timeout
 
     @staticmethod
     async def _exchange(conn: _Connection, request: bytes, deadline: float) -> tuple[int, bytes, str | None]:
@@ -461,13 +466,7 @@ class Http1Pool:
         its body is then read as it comes (:meth:`StreamAnswer.chunks`), each piece within
         ``idle_timeout`` of the last. The connection is never reused. The head must arrive within
         the pool's total timeout."""
-        if method not in _METHODS:
-            raise ValueError(f"this client sends GET and POST only, not {method}")
-        request = _head(method, url, headers, body)
-        if body:
-            request += body
-        key = (url.raw_host or "", url.port or 80)
-        deadline = asyncio.get_running_loop().time() + self._total_timeout
+        request, key, deadline = self._prepare(method, url, body, headers)
         conn = await self._connect(key, deadline, _StreamConnection)
         assert isinstance(conn, _StreamConnection)
         try:

@@ -28,7 +28,7 @@ from a2a.protocol.models import (
     dump_task,
     response_artifact,
 )
-from a2a.protocol.streamevents import ArtifactUpdate, StatusUpdate, TaskEvent, ends_stream
+from a2a.protocol.streamevents import ENDING, ArtifactUpdate, StatusUpdate, TaskEvent, ends_stream
 
 if TYPE_CHECKING:
     from a2a.protocol.pushconfig import PushConfig
@@ -40,16 +40,7 @@ Listener = Callable[[TaskEvent], None]
 RESPONSE = "response"
 """The id (and name) of the first output artifact; a later turn's output is ``response-<n>``."""
 
-_SETTLED = frozenset(
-    {
-        TaskState.COMPLETED,
-        TaskState.FAILED,
-        TaskState.CANCELED,
-        TaskState.REJECTED,
-        TaskState.INPUT_REQUIRED,
-        TaskState.AUTH_REQUIRED,
-    }
-)
+_SETTLED = ENDING  # what a blocking send waits for is what ends a stream: terminal or interrupted
 
 
 def now_iso() -> str:

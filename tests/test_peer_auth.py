@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,20 +20,9 @@ from aiohttp import web
 from a2a.door import Door, DoorTask, TaskOutcome
 from tests.support.daemon import RunningDaemon
 from tests.support.registry import RegistryBuilder
+from tests.support.webserve import serve_app
 
 CRED = "x-murmur-spawn-credential"
-
-
-@contextlib.asynccontextmanager
-async def serve(app: web.Application) -> AsyncIterator[str]:
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
 
 
 class Guarded:
@@ -139,11 +126,11 @@ async def test_each_scheme_is_answered_with_the_operators_credential(
     )
     other = Guarded(api.schemes, "X-Api-Key", "k-123")  # same card, an origin nobody configured
     async with (
-        serve(api.app) as api_url,
-        serve(bearer.app) as bearer_url,
-        serve(oauth.app) as oauth_url,
-        serve(other.app) as other_url,
-        serve(tokens.app) as token_base,
+        serve_app(api.app) as api_url,
+        serve_app(bearer.app) as bearer_url,
+        serve_app(oauth.app) as oauth_url,
+        serve_app(other.app) as other_url,
+        serve_app(tokens.app) as token_base,
     ):
         api.url, bearer.url, oauth.url, other.url = api_url + "/", bearer_url + "/", oauth_url + "/", other_url + "/"
         entries = [
@@ -192,7 +179,7 @@ async def test_a_secret_file_others_could_read_is_refused(
     daemon_factory: Any, sender: RegistryBuilder, tmp_path: Path
 ) -> None:
     peer = Guarded({"b": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}}, "Authorization", "Bearer x")
-    async with serve(peer.app) as url:
+    async with serve_app(peer.app) as url:
         peer.url = url + "/"
         loose = _secret(tmp_path / "loose", "s3cr3t-value", mode=0o644)
         d = await daemon_factory(

@@ -23,7 +23,16 @@ from a2a.protocol.models import (
     parse_task,
 )
 
-__all__ = ["ArtifactUpdate", "StatusUpdate", "TaskEvent", "dump_event", "ends_stream", "parse_event", "wrap_task"]
+__all__ = [
+    "ENDING",
+    "ArtifactUpdate",
+    "StatusUpdate",
+    "TaskEvent",
+    "dump_event",
+    "ends_stream",
+    "parse_event",
+    "wrap_task",
+]
 
 
 class StatusUpdate(NamedTuple):
@@ -48,7 +57,7 @@ class ArtifactUpdate(NamedTuple):
 
 TaskEvent = StatusUpdate | ArtifactUpdate
 
-_ENDING = frozenset(
+ENDING = frozenset(
     {
         TaskState.COMPLETED,
         TaskState.FAILED,
@@ -62,7 +71,7 @@ _ENDING = frozenset(
 
 def ends_stream(state: TaskState) -> bool:
     """A stream closes at a terminal or interrupted state (A2A 1.0 §3.1.2)."""
-    return state in _ENDING
+    return state in ENDING
 
 
 def wrap_task(task: dict[str, Any], dialect: Dialect) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from a2a.protocol import errors
 from a2a.protocol.models import Message, Task, TaskState, text_part
 from a2a.protocol.streamevents import ArtifactUpdate, StatusUpdate
 from tests.support.doorserve import serve_door
+from tests.support.webserve import serve_app
 
 
 def _message(text: str, mid: str, task_id: str | None = None) -> Message:
@@ -67,14 +68,7 @@ async def test_stream_errors_are_sentences() -> None:
 
         app = web.Application()
         app.router.add_post("/", redirect)
-        runner_ = web.AppRunner(app)
-        await runner_.setup()
-        site = web.TCPSite(runner_, "127.0.0.1", 0)
-        await site.start()
-        try:
-            other = f"http://127.0.0.1:{runner_.addresses[0][1]}/"
+        async with serve_app(app) as other:
             with pytest.raises(errors.PeerHTTPError, match="never redirected"):
-                async for _ in client.stream_message(other, _message("x", "m"), dialect="1.0"):
+                async for _ in client.stream_message(other + "/", _message("x", "m"), dialect="1.0"):
                     pass
-        finally:
-            await runner_.cleanup()

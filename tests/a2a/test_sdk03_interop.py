@@ -10,22 +10,16 @@ import name ``a2a``. If it cannot be built the fixture FAILS the test (never ski
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-import subprocess
 import textwrap
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from aiohttp import web
 
 from a2a.client import A2AClient
 from a2a.protocol.models import Message, Part, Task, TaskState
 from a2a.protocol.streamevents import ArtifactUpdate, StatusUpdate
-from tests.a2a.test_sdk_streaming import _door
-from tests.support.doorserve import serve_door
+from tests.a2a.test_sdk_interop import _pinned, sdk_env_python
+from tests.a2a.test_sdk_streaming import run_client_with_webhook
 
 SDK_ENV = Path(__file__).with_name("sdk-env.sh")
 LOCK = "sdk-lock-0.3.txt"
@@ -132,56 +126,16 @@ SERVER = textwrap.dedent(
 @pytest.fixture(scope="session")
 def sdk03_python() -> Path:
     """The 0.3 SDK's python, from its pinned, cached virtualenv (built now only if it is missing)."""
-    proc = subprocess.run(["bash", str(SDK_ENV), LOCK], capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        pytest.fail(f"could not build the a2a-sdk 0.3 environment ({LOCK}):\n{proc.stderr[-2000:]}")
-    python = Path(proc.stdout.strip().splitlines()[-1])
-    version = subprocess.run(
-        [str(python), "-I", "-c", "import importlib.metadata as m; print(m.version('a2a-sdk'))"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout.strip()
-    assert version.startswith("0.3."), version
+    python = sdk_env_python(Path(__file__).with_name(LOCK))
+    assert _pinned(Path(__file__).with_name(LOCK))["a2a-sdk"].startswith("0.3.")
     return python
-
-
-@contextlib.asynccontextmanager
-async def webhook() -> AsyncIterator[tuple[str, list[tuple[str | None, Any]]]]:
-    posts: list[tuple[str | None, Any]] = []
-
-    async def hook(request: web.Request) -> web.Response:
-        posts.append((request.headers.get("X-A2A-Notification-Token"), await request.json()))
-        return web.Response()
-
-    app = web.Application()
-    app.router.add_post("/hook", hook)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}/hook", posts
-    finally:
-        await runner.cleanup()
 
 
 @pytest.mark.timeout(300)
 async def test_sdk03_client_streams_resubscribes_and_gets_pushes(sdk03_python: Path, tmp_path: Path) -> None:
     script = tmp_path / "sdk03_client.py"
     script.write_text(CLIENT)
-    async with webhook() as (hook_url, posts), serve_door(_door()) as url:
-        proc = await asyncio.create_subprocess_exec(
-            str(sdk03_python), str(script), url, hook_url, cwd=str(tmp_path),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        out, err = await asyncio.wait_for(proc.communicate(), 120)
-        for _ in range(100):
-            if any(b.get("status", {}).get("state") == "completed" for _, b in posts):
-                break
-            await asyncio.sleep(0.05)
-    assert proc.returncode == 0, err.decode()[-3000:]
-    result = json.loads(out.decode().strip().splitlines()[-1])
+    result, posts = await run_client_with_webhook([str(sdk03_python), str(script)], [], tmp_path, "0.3")
     assert result["streaming"] is True and result["push"] is True
     stream = result["stream"]
     assert stream[0][0] == "task" and stream[-1] == ["status", "completed", True]

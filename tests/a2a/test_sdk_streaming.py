@@ -9,8 +9,10 @@ client streams from the SDK's own server. The SDK runs in its own virtualenv
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import textwrap
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from a2a.protocol.streamevents import ArtifactUpdate, StatusUpdate
 from a2a.push import PushDelivery
 from tests.a2a.test_sdk_interop import sdk_python, sdk_server
 from tests.support.doorserve import serve_door
+from tests.support.webserve import serve_app
 
 __all__ = ["sdk_python"]  # the fixture, re-exported for this module
 
@@ -83,6 +86,21 @@ STREAM_CLIENT = textwrap.dedent(
 )
 
 
+@contextlib.asynccontextmanager
+async def webhook() -> AsyncIterator[tuple[str, list[tuple[str | None, Any]]]]:
+    """A webhook on loopback: its URL, and each post's (notification token, JSON body)."""
+    posts: list[tuple[str | None, Any]] = []
+
+    async def hook(request: web.Request) -> web.Response:
+        posts.append((request.headers.get("X-A2A-Notification-Token"), await request.json()))
+        return web.Response()
+
+    app = web.Application()
+    app.router.add_post("/hook", hook)
+    async with serve_app(app) as base:
+        yield base + "/hook", posts
+
+
 def _door() -> Door:
     door: Door
 
@@ -108,35 +126,9 @@ def _door() -> Door:
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("dialect", ["1.0", "0.3"])
 async def test_sdk_client_streams_subscribes_and_gets_pushes(sdk_python: Path, tmp_path: Path, dialect: str) -> None:
-    posts: list[tuple[str | None, Any]] = []
-
-    async def hook(request: web.Request) -> web.Response:
-        posts.append((request.headers.get("X-A2A-Notification-Token"), await request.json()))
-        return web.Response()
-
-    app = web.Application()
-    app.router.add_post("/hook", hook)
-    hook_runner = web.AppRunner(app, access_log=None)
-    await hook_runner.setup()
-    await web.TCPSite(hook_runner, "127.0.0.1", 0).start()
-    hook_url = f"http://127.0.0.1:{hook_runner.addresses[0][1]}/hook"
     script = tmp_path / "sdk_stream_client.py"
     script.write_text(STREAM_CLIENT)
-    try:
-        async with serve_door(_door()) as url:
-            proc = await asyncio.create_subprocess_exec(
-                str(sdk_python), str(script), url, dialect, hook_url, cwd=str(tmp_path),
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            )  # fmt: skip
-            out, err = await asyncio.wait_for(proc.communicate(), 120)
-            for _ in range(100):
-                if any(_completed(body, dialect) for _, body in posts):
-                    break
-                await asyncio.sleep(0.05)
-    finally:
-        await hook_runner.cleanup()
-    assert proc.returncode == 0, err.decode()[-3000:]
-    result = json.loads(out.decode().strip().splitlines()[-1])
+    result, posts = await run_client_with_webhook([str(sdk_python), str(script)], [dialect], tmp_path, dialect)
     assert result["streaming"] is True and result["push"] is True
     stream = result["stream"]
     assert stream[0][0] == "task" and stream[-1] == ["status", "TASK_STATE_COMPLETED"]
@@ -150,10 +142,30 @@ async def test_sdk_client_streams_subscribes_and_gets_pushes(sdk_python: Path, t
     assert any(_completed(body, dialect) for _, body in posts)
 
 
-def _completed(body: Any, dialect: str) -> bool:
-    if dialect == "1.0":
-        return bool(body.get("statusUpdate", {}).get("status", {}).get("state") == "TASK_STATE_COMPLETED")
+def _completed(body: Any, _dialect: str = "") -> bool:
+    """A push body saying the task completed: a 1.0 status update, or a 0.3 whole Task."""
+    if "statusUpdate" in body:
+        return bool(body["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED")
     return bool(body.get("kind") == "task" and body["status"]["state"] == "completed")
+
+
+async def run_client_with_webhook(
+    argv: list[str], args: list[str], cwd: Path, dialect: str
+) -> tuple[dict[str, Any], list[tuple[str | None, Any]]]:
+    """Run an official SDK client as ``argv <door url> *args <webhook url>`` against a streaming door
+    with push delivery; its last stdout line (JSON) and the posts the webhook got (once the task's
+    completion was posted, or after 5 s)."""
+    async with webhook() as (hook_url, posts), serve_door(_door()) as url:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, url, *args, hook_url, cwd=str(cwd), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
+        for _ in range(100):
+            if any(_completed(body) for _, body in posts):
+                break
+            await asyncio.sleep(0.05)
+    assert proc.returncode == 0, err.decode()[-3000:]
+    return json.loads(out.decode().strip().splitlines()[-1]), posts
 
 
 @pytest.mark.timeout(300)

@@ -17,6 +17,7 @@ from aiohttp import web
 
 from tests.support.capsules import Capsules, base_env
 from tests.support.registry import RegistryBuilder
+from tests.support.webserve import serve_app
 
 SLOW = """
 import json, os, pathlib, sys, time
@@ -136,11 +137,6 @@ async def test_push_notifications_obey_the_sessions_egress_rule(
 
     app = web.Application()
     app.router.add_post("/hook", hook)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    hook_url = f"http://127.0.0.1:{runner.addresses[0][1]}/hook"
     work = tmp_path / "p"
     work.mkdir()
     cp = await capsules.start("pushy@0.1.0", work, registry=registry.root)
@@ -159,24 +155,21 @@ async def test_push_notifications_obey_the_sessions_egress_rule(
             }
         )
 
-    try:
-        async with aiohttp.ClientSession() as http:
-            async with http.post(cp.url + "/", data=send({"url": hook_url, "token": "tk"}, "m1"), headers=headers) as r:
-                assert "result" in await r.json()
-            while not any(
-                p["body"].get("statusUpdate", {}).get("status", {}).get("state") == "TASK_STATE_COMPLETED"
-                for p in posts
-            ):
-                await asyncio.wait_for(arrived.wait(), 10)
-                arrived.clear()
-            assert all(p["token"] == "tk" for p in posts)
-            for url, needle in (
-                (cp.url + "/", "own mur-roost or door"),
-                ("http://localhost:9/hook", "not in capabilities.network.allow"),
-            ):
-                async with http.post(cp.url + "/", data=send({"url": url}, "m2"), headers=headers) as r:
-                    err = (await r.json())["error"]
-                assert err["code"] == -32602 and needle in err["message"], err
-    finally:
-        await runner.cleanup()
+    async with serve_app(app) as base, aiohttp.ClientSession() as http:
+        hook_url = base + "/hook"
+        async with http.post(cp.url + "/", data=send({"url": hook_url, "token": "tk"}, "m1"), headers=headers) as r:
+            assert "result" in await r.json()
+        while not any(
+            p["body"].get("statusUpdate", {}).get("status", {}).get("state") == "TASK_STATE_COMPLETED" for p in posts
+        ):
+            await asyncio.wait_for(arrived.wait(), 10)
+            arrived.clear()
+        assert all(p["token"] == "tk" for p in posts)
+        for url, needle in (
+            (cp.url + "/", "own mur-roost or door"),
+            ("http://localhost:9/hook", "not in capabilities.network.allow"),
+        ):
+            async with http.post(cp.url + "/", data=send({"url": url}, "m2"), headers=headers) as r:
+                err = (await r.json())["error"]
+            assert err["code"] == -32602 and needle in err["message"], err
     assert await cp.terminate() == 143

@@ -22,6 +22,7 @@ from a2a.http1 import Http1Pool
 from a2a.protocol.models import TaskState
 from a2a.push import PushDelivery
 from tests.a2a.conformance.harness import DIALECTS, SESSION, Caller, Script, serve
+from tests.support.webserve import serve_app
 
 
 class Hook:
@@ -46,15 +47,9 @@ class Hook:
 async def hook_server(hook: Hook) -> AsyncIterator[str]:
     app = web.Application()
     app.router.add_post("/hook", hook.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    hook.url = f"http://127.0.0.1:{runner.addresses[0][1]}/hook"
-    try:
+    async with serve_app(app) as base:
+        hook.url = base + "/hook"
         yield hook.url
-    finally:
-        await runner.cleanup()
 
 
 FORBIDDEN = "http://127.0.0.1:1/"
