@@ -75,8 +75,11 @@ class PushDelivery:
 
     def refusal(self, url: str) -> str | None:
         """Why a config's URL would never be posted to (checked when it is set), or None."""
-        if self.http_only and not url.lower().startswith("http://"):
+        lowered = url.lower()
+        if self.http_only and not lowered.startswith("http://"):
             return f"push notification URL {url[:200]!r} is not a plain http:// URL, the only kind this door posts to"
+        if not lowered.startswith(("http://", "https://")):
+            return f"push notification URL {url[:200]!r} is not an http:// or https:// URL"
         return self._guard(url)
 
     def attach(self, rec: TaskRecord, config: PushConfig) -> None:

@@ -8,6 +8,7 @@ flat (``{taskId, id, url, token, authentication: {scheme, credentials}}``); 0.3 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,7 @@ from a2a.protocol import errors
 from a2a.protocol.ids import prefixed
 from a2a.protocol.models import Dialect
 
-__all__ = ["MAX_CONFIGS_PER_TASK", "PushConfig", "dump_config", "parse_config", "parse_inner"]
+__all__ = ["MAX_CONFIGS_PER_TASK", "PushConfig", "dump_config", "field", "parse_config", "parse_inner"]
 
 MAX_CONFIGS_PER_TASK = 10
 MAX_URL = 2048
@@ -74,18 +75,27 @@ def parse_inner(raw: object, task_id: str, dialect: Dialect, where: str) -> Push
     token = _opt_str(raw, "token", where)
     if token is not None and any(c in token for c in "\r\n\0"):
         raise errors.invalid_params(f"{where}.token has a character that cannot be sent in a header")
-    config_id = _opt_str(raw, "id", where, 128) or prefixed("pnc")
+    # Unnamed: a new id in 1.0; the task's id in 0.3, as the official 0.3 SDK names it.
+    config_id = _opt_str(raw, "id", where, 128) or (task_id if dialect == "0.3" and task_id else prefixed("pnc"))
     return PushConfig(config_id, task_id, url, token, scheme, credentials, dialect)
+
+
+def field(params: dict[str, Any], name: str) -> Any:
+    """A params field by its JSON name, else by the proto field name (``taskId`` / ``task_id``): a
+    ProtoJSON reader accepts both, as the official SDK servers do, and some clients send the latter."""
+    if name in params:
+        return params[name]
+    return params.get(re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name))
 
 
 def parse_config(params: dict[str, Any], dialect: Dialect) -> PushConfig:
     """The params of 1.0 ``CreateTaskPushNotificationConfig`` or 0.3 ``tasks/pushNotificationConfig/set``."""
-    task_id = params.get("taskId")
+    task_id = field(params, "taskId")
     if not isinstance(task_id, str) or not task_id:
         raise errors.invalid_params("taskId is required")
     if dialect == "1.0":
         return parse_inner(params, task_id, dialect, "params")
-    return parse_inner(params.get("pushNotificationConfig"), task_id, dialect, "pushNotificationConfig")
+    return parse_inner(field(params, "pushNotificationConfig"), task_id, dialect, "pushNotificationConfig")
 
 
 def dump_config(config: PushConfig, dialect: Dialect) -> dict[str, Any]:

@@ -104,7 +104,7 @@ class Host:
             is_stopping=lambda: self.stopping,
         )
         self.egress = SessionEgress(m.capabilities.network.allow, p.roost_url)
-        push, self._push_pool = push_delivery(self.egress)
+        push, self._poster = push_delivery(self.egress)
         self.door = build_door(p, self.tasks, push)
         self.hostsock: HostSocket | None = None
         self._runner: web.BaseRunner | None = None
@@ -339,7 +339,7 @@ class Host:
             await self.hostsock.stop()
         if self._runner is not None:
             await self._runner.cleanup()
-        await self._push_pool.close()
+        await self._poster.close()
         await self.link.close()
 
 

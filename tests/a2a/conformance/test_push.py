@@ -135,6 +135,8 @@ async def test_config_methods_and_delivery(caller: Caller, script: Script) -> No
         assert got == made
         listed = (await caller.call(_method(caller, "list"), {key: tid}))["result"]
         assert (listed["configs"] if d.v1 else listed) == [made]
+        snake = {"task_id" if d.v1 else "id": tid}  # ProtoJSON readers take proto field names too
+        assert (await caller.call(_method(caller, "list"), snake))["result"] == listed
         script.release.set()
         await _until(lambda: any(_state(caller, b) == d.state(TaskState.COMPLETED) for _, b in hook.posts))
         headers, _ = hook.posts[0]
@@ -215,8 +217,8 @@ async def test_refused_configs(caller: Caller) -> None:
     err = await caller.error(_method(caller, "set"), _config(caller, "tsk_nobody", "http://127.0.0.1:9/h"))
     assert err["code"] == -32001
     for n in range(10):
-        await caller.call(_method(caller, "set"), _config(caller, tid, f"http://127.0.0.1:9/h{n}"))
-    err = await caller.error(_method(caller, "set"), _config(caller, tid, "http://127.0.0.1:9/h11"))
+        await caller.call(_method(caller, "set"), _config(caller, tid, f"http://127.0.0.1:9/h{n}", id=f"c{n}"))
+    err = await caller.error(_method(caller, "set"), _config(caller, tid, "http://127.0.0.1:9/h11", id="c11"))
     assert err["code"] == -32602 and "10 push notification configs" in err["message"]
 
 
