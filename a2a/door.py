@@ -93,6 +93,17 @@ class Caller(NamedTuple):
     owner: str | None
 
 
+class _Sent(NamedTuple):
+    """A send's params, checked: what admission needs (one is built per send)."""
+
+    message: Message
+    block: bool
+    history: int | None
+    config: PushConfig | None
+    sealed: str | None
+    subject: str
+
+
 class _Stream(NamedTuple):
     """What a streaming method answers: the task to stream, in the caller's dialect."""
 
@@ -405,8 +416,10 @@ class Door:
             if not streamable and not req.notification:
                 raise errors.unsupported_operation(UNSUPPORTED["batched_stream"])
             if kind == "stream":
-                rec, _, _, history = await self._take(params, request, dialect)
-                return _Stream(rec, dialect, history or 0)
+                sent = self._parse_send(params, request, dialect)
+                caller = self._known_caller(request, sent.subject, sent.sealed) or await self._looked_up_caller(request)
+                rec, _ = self._take(sent, caller, request.headers, dialect)
+                return _Stream(rec, dialect, sent.history or 0)
             task_id = task_id_param(params, method)
             rec = await self._visible(task_id, request, task_id)
             if rec.state.terminal:
@@ -502,22 +515,20 @@ class Door:
     async def _send(
         self, params: dict[str, Any], request: web.BaseRequest, dialect: Dialect, notification: bool
     ) -> Any:
-        rec, turn, block, history = await self._take(params, request, dialect)
-        if block and not notification and not rec.settled:  # nobody waits for a notification's answer
+        sent = self._parse_send(params, request, dialect)
+        caller = self._known_caller(request, sent.subject, sent.sealed) or await self._looked_up_caller(request)
+        rec, turn = self._take(sent, caller, request.headers, dialect)
+        if sent.block and not notification and not rec.settled:  # nobody waits for a notification's answer
             with contextlib.suppress(TimeoutError):  # at the cap the task is answered as it stands
                 async with asyncio.timeout(self.blocking_cap_secs):
                     await (rec.wait_settled() if turn is None else rec.wait_turn(turn))
-        task = rec.wire(dialect, history or 0)
+        task = rec.wire(dialect, sent.history or 0)
         return {"task": task} if dialect == "1.0" else task  # as dump_send_result has it
 
-    async def _take(
-        self, params: dict[str, Any], request: web.BaseRequest, dialect: Dialect
-    ) -> tuple[TaskRecord, int | None, bool, int | None]:
-        """Admit (or continue, or recognise as a replay) the message a send carries: its task, the
-        turn it is (None for a message that opened the task), block?, historyLength."""
+    def _parse_send(self, params: dict[str, Any], request: web.BaseRequest, dialect: Dialect) -> _Sent:
+        """A send's params checked (-32602/-32004/-32005 with a sentence), nothing admitted yet."""
         if self.queue.task_acceptance == "none":
             raise errors.unsupported_operation(TAKES_NO_TASKS)
-        headers = request.headers
         try:
             message = inbound.parse_message(params.get("message"), dialect)
         except ValueError as exc:
@@ -528,21 +539,27 @@ class Door:
         configuration = params.get("configuration")
         push = self.push
         block, history = send_configuration(configuration, dialect, push=push is not None)
-        pushed = send_push_config(configuration) if push is not None else None
-        config = (
-            self._checked_config(parse_inner(pushed, "", dialect, "configuration.pushNotificationConfig"))
-            if pushed is not None
-            else None
-        )
+        config = None
+        if push is not None:
+            pushed = send_push_config(configuration)
+            if pushed is not None:
+                config = self._checked_config(parse_inner(pushed, "", dialect, "configuration.pushNotificationConfig"))
+        headers = request.headers
         sealed = headers.get(seal.SEAL_HEADER)  # the subject costs a digest: only a seal needs it
         subject = seal.send_subject(message, headers.get(DELEGATION_HEADER)) if sealed is not None else ""
-        caller = self._known_caller(request, subject, sealed) or await self._looked_up_caller(request)
+        return _Sent(message, block, history, config, sealed, subject)
+
+    def _take(
+        self, sent: _Sent, caller: Caller, headers: CIMultiDictProxy[str], dialect: Dialect
+    ) -> tuple[TaskRecord, int | None]:
+        """Admit (or continue, or recognise as a replay) a send's message: its task, and the turn it
+        is (None for a message that opened the task). No await: nothing changes meanwhile."""
+        message = sent.message
         replayed = self.queue.replayed(caller.owner, message.message_id)
         rec = replayed if replayed is not None else self._accept(message, caller, headers, dialect)
-        if config is not None and replayed is None:
-            self._keep_config(rec, replace(config, task_id=rec.task.id))
-        turn = _turn_of(rec, message.message_id) if message.task_id else None
-        return rec, turn, block, history
+        if sent.config is not None and replayed is None:
+            self._keep_config(rec, replace(sent.config, task_id=rec.task.id))
+        return rec, (_turn_of(rec, message.message_id) if message.task_id else None)
 
     # -- push-notification configs -----------------------------------------------------------------
 

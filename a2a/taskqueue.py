@@ -465,8 +465,18 @@ class TaskQueue:
     async def _run(self, rec: TaskRecord) -> None:
         self._running = rec
         rec.set(TaskState.WORKING)
-        while True:
-            outcome = await self._turn(rec)
+        while True:  # one pass per turn; the usual task has one (no coroutine per turn: the hot path)
+            task = rec.task
+            rec.new_turn_output()
+            outcome: TaskOutcome
+            try:
+                if self._on_activate is not None:
+                    await self._on_activate(task)
+            except Exception:
+                log.exception("on_activate hook failed for %s", task.id)
+                outcome = TaskOutcome.failed("task failed to start")
+            else:
+                outcome = TaskOutcome.canceled() if rec.state is TaskState.CANCELED else await self._invoke(rec)
             if rec.state is TaskState.CANCELED:  # canceled always wins over what the runner said
                 outcome = TaskOutcome.canceled(rec.status_text or "task canceled")
                 break
@@ -477,7 +487,6 @@ class TaskQueue:
             rec.task = queued.popleft()
             rec.turn_ended()
         rec.next_turns = None  # a turn that failed or was canceled ends the task: later turns never run
-        task = rec.task
         self._finish(rec, outcome)
         rec.turn_ended()
         self._running = None
@@ -486,20 +495,6 @@ class TaskQueue:
                 await self._on_finish(task, outcome)
             except Exception:
                 log.exception("on_finish hook failed for %s", task.id)
-
-    async def _turn(self, rec: TaskRecord) -> TaskOutcome:
-        """One run of the task's current turn: the activate hook, then the runner."""
-        task = rec.task
-        rec.new_turn_output()
-        try:
-            if self._on_activate is not None:
-                await self._on_activate(task)
-        except Exception:
-            log.exception("on_activate hook failed for %s", task.id)
-            return TaskOutcome.failed("task failed to start")
-        if rec.state is TaskState.CANCELED:
-            return TaskOutcome.canceled()
-        return await self._invoke(rec)
 
     async def _invoke(self, rec: TaskRecord) -> TaskOutcome:
         """Await the runner inside the worker itself (no task per run: this is the hot path).
