@@ -118,7 +118,10 @@ async def stream(http: aiohttp.ClientSession, url: str, text: str) -> tuple[list
             if not raw.startswith(b"data:"):
                 continue
             now = time.time_ns()
-            result = json.loads(raw[5:])["result"]
+            item = json.loads(raw[5:])
+            if "result" not in item:
+                raise SystemExit(f"{url} answered an error in its stream: {item}")
+            result = item["result"]
             if "task" in result:
                 task_id = result["task"]["id"]
             update = result.get("artifactUpdate")

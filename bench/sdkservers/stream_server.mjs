@@ -31,13 +31,13 @@ const server = app.listen(0, '127.0.0.1', () => {
       bus.publish({ kind: 'task', data: { id: ctx.taskId, contextId: ctx.contextId, status: status(TaskState.TASK_STATE_WORKING),
         artifacts: [], history: [ctx.userMessage], metadata: undefined } });
       for (let i = 0; i < n; i++) {
-        bus.publish({ kind: 'artifact-update', data: { taskId: ctx.taskId, contextId: ctx.contextId,
+        bus.publish({ kind: 'artifactUpdate', data: { taskId: ctx.taskId, contextId: ctx.contextId,
           artifact: { artifactId: 'response', name: 'response', description: '', parts: [text(`${nowNs()}\n`)], metadata: undefined,
             extensions: [] }, append: i > 0, lastChunk: false, metadata: undefined } });
         if (gap) await sleep(gap);
       }
       if (words[0] === 'hold') await sleep(Number(words[3]) * 1000);
-      bus.publish({ kind: 'status-update', data: { taskId: ctx.taskId, contextId: ctx.contextId,
+      bus.publish({ kind: 'statusUpdate', data: { taskId: ctx.taskId, contextId: ctx.contextId,
         status: status(TaskState.TASK_STATE_COMPLETED), metadata: undefined } });
       bus.finished();
     },
