@@ -265,10 +265,15 @@ class _StreamConnection(_Connection):
     (None at its end, an exception if the connection broke first). Reading pauses while
     :data:`STREAM_HIGH` pieces wait, so a slow reader holds the peer back instead of memory."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, pool: Http1Pool, key: tuple[str, int]) -> None:
-        super().__init__(loop, pool, key)
-        self.chunks: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue()
-        self.content_type: str | None = None
+    chunks: asyncio.Queue[bytes | BaseException | None]
+    content_type: str | None
+    _streaming: bool
+    paused: bool
+
+    def _reset(self) -> None:
+        super()._reset()
+        self.chunks = asyncio.Queue()
+        self.content_type = None
         self._streaming = False
         self.paused = False
 
@@ -312,7 +317,11 @@ class _StreamConnection(_Connection):
         if not self._streaming:
             super().on_message_complete()
             return
-        self._end(None)
+        self._streaming = False
+        self.reusable = self._parser.should_keep_alive() and self._framed  # for the next stream
+        self.chunks.put_nowait(None)
+        if not self.reusable:
+            self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._streaming:
@@ -344,25 +353,33 @@ class StreamAnswer:
         self.content_type = content_type
         self._conn = conn
         self._idle = idle
+        self._released = False
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body's pieces in order; TimeoutError when none came for the idle timeout, an
         OSError when the connection broke before the body's end."""
-        queue = self._conn.chunks
+        conn = self._conn
+        queue = conn.chunks
+        whole = False
         try:
             while True:
                 try:
                     item = await asyncio.wait_for(queue.get(), self._idle)
                 except TimeoutError:
                     raise TimeoutError(f"the peer sent nothing for {self._idle:g} s") from None
-                self._conn.resume()
+                conn.resume()
                 if item is None:
+                    whole = True
                     return
                 if isinstance(item, BaseException):
                     raise item
                 yield item
         finally:
-            self._conn.close()
+            if whole and conn.reusable and not conn.closed:  # read to its end: kept for the next stream
+                self._released = True
+                conn._pool.keep_stream(conn)
+            else:
+                conn.close()
 
     async def read(self, limit: int = MAX_BODY_BYTES) -> bytes:
         """The whole body (an answer that is not a stream, e.g. a JSON error), at most ``limit`` bytes."""
@@ -374,7 +391,8 @@ class StreamAnswer:
         return bytes(out)
 
     def close(self) -> None:
-        self._conn.close()
+        if not self._released:
+            self._conn.close()
 
 
 class Http1Pool:
@@ -462,12 +480,15 @@ class Http1Pool:
     async def stream(
         self, method: str, url: URL, body: bytes | None, headers: Mapping[str, str], *, idle_timeout: float
     ) -> StreamAnswer:
-        """Send one request on a connection of its own and return once the answer's head is in;
-        its body is then read as it comes (:meth:`StreamAnswer.chunks`), each piece within
-        ``idle_timeout`` of the last. The connection is never reused. The head must arrive within
-        the pool's total timeout."""
+        """Send one request and return once the answer's head is in; its body is then read as it
+        comes (:meth:`StreamAnswer.chunks`), each piece within ``idle_timeout`` of the last. The
+        head must arrive within the pool's total timeout. Streams have connections of their own:
+        one read to its end on a keep-alive connection leaves it idle for the next stream to the
+        same origin, never for a plain exchange; any other end closes it."""
         request, key, deadline = self._prepare(method, url, body, headers)
-        conn = await self._connect(key, deadline, _StreamConnection)
+        kept = self._reuse(("stream:" + key[0], key[1]))
+        conn = kept[0] if kept is not None else await self._connect(key, deadline, _StreamConnection)
+        conn.key = ("stream:" + key[0], key[1])  # kept apart from plain exchanges' connections
         assert isinstance(conn, _StreamConnection)
         try:
             status, _, location = await conn.exchange(request, deadline)
@@ -475,6 +496,10 @@ class Http1Pool:
             conn.close()
             raise
         return StreamAnswer(status, location, conn.content_type, conn, idle_timeout)
+
+    def keep_stream(self, conn: _Connection) -> None:
+        """A streamed answer was read to its end on a keep-alive connection: keep it for the next stream."""
+        self._release(conn)
 
     def _release(self, conn: _Connection) -> None:
         if conn.closed or not conn.reusable:

@@ -61,6 +61,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import urllib.error
 import urllib.request
 import uuid
@@ -230,9 +231,10 @@ def pool_proxy_server(door_url: str) -> str:
     )
 
 
-def traced_proxy_server(door_url: str) -> str:
-    """The floor plus the ordering guarantee: the same forward, then the peer's task ids appended
-    as an ``a2a_send`` line through roost's own executor hop and trace writer before answering."""
+def _traced_app(door_url: str, headers: dict[str, str], forward: str) -> str:
+    """A floor server with the ordering guarantee: ``forward`` (the handler's source) forwards with an
+    ``aiohttp.ClientSession`` and appends the ``a2a_send`` line through roost's executor hop and
+    trace writer (``line(task)`` builds it)."""
     return app_script(
         f"""
         import json
@@ -245,20 +247,14 @@ def traced_proxy_server(door_url: str) -> str:
         from roost.observe.tracelines import TraceWriter
 
         DOOR = {door_url + "/"!r}
-        HEADERS = {DIRECT_HEADERS!r}
+        HEADERS = {headers!r}
         EXECUTOR = BlockingExecutor()
         WRITER = TraceWriter(tempfile.mkdtemp(prefix="roost-bench-floor-"), "ses_floor")
 
-        async def forward(request):
-            body = await request.read()
-            async with request.app["client"].post(DOOR, data=body, headers=HEADERS) as resp:
-                data = await resp.read()
-            task = json.loads(data)["result"]["task"]
-            line = {{"peer_url": DOOR, "message_id": "msg-1", "task_id": task["id"],
+        def line(task):
+            return {{"peer_url": DOOR, "message_id": "msg-1", "task_id": task["id"],
                      "context_id": task["contextId"], "traceparent": None, "trust": "trusted"}}
-            await EXECUTOR.run(WRITER.write, "a2a_send", line)
-            return web.Response(body=data, content_type="application/json")
-
+{textwrap.indent(textwrap.dedent(forward), " " * 8)}
         async def open_client(app):
             app["client"] = aiohttp.ClientSession()
 
@@ -271,52 +267,46 @@ def traced_proxy_server(door_url: str) -> str:
     )
 
 
+def traced_proxy_server(door_url: str) -> str:
+    """The floor plus the ordering guarantee: the same forward, then the peer's task ids appended
+    as an ``a2a_send`` line through roost's own executor hop and trace writer before answering."""
+    return _traced_app(
+        door_url,
+        DIRECT_HEADERS,
+        """
+        async def forward(request):
+            body = await request.read()
+            async with request.app["client"].post(DOOR, data=body, headers=HEADERS) as resp:
+                data = await resp.read()
+            await EXECUTOR.run(WRITER.write, "a2a_send", line(json.loads(data)["result"]["task"]))
+            return web.Response(body=data, content_type="application/json")
+        """,
+    )
+
+
 def traced_stream_proxy_server(door_url: str) -> str:
     """The streamed floor: the same bare forward of a ``SendStreamingMessage``, its SSE answer passed
     on chunk by chunk as it comes, and the ``a2a_send`` line written through the executor hop when
     the peer's Task (the stream's first event) arrives, as the relay's streamed send does."""
-    return app_script(
-        f"""
-        import json
-        import tempfile
-
-        import aiohttp
-        from aiohttp import web
-
-        from roost.system.blocking import BlockingExecutor
-        from roost.observe.tracelines import TraceWriter
-
-        DOOR = {door_url + "/"!r}
-        HEADERS = {STREAM_DIRECT_HEADERS!r}
-        EXECUTOR = BlockingExecutor()
-        WRITER = TraceWriter(tempfile.mkdtemp(prefix="roost-bench-floor-"), "ses_floor")
-
+    return _traced_app(
+        door_url,
+        STREAM_DIRECT_HEADERS,
+        """
         async def forward(request):
             body = await request.read()
-            out = web.StreamResponse(headers={{"Content-Type": "text/event-stream"}})
+            out = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await out.prepare(request)
             seen = False
             async with request.app["client"].post(DOOR, data=body, headers=HEADERS) as resp:
                 async for chunk in resp.content.iter_any():
                     if not seen:
                         task = json.loads(chunk.split(b"\\n", 1)[0][5:])["result"]["task"]
-                        line = {{"peer_url": DOOR, "message_id": "msg-1", "task_id": task["id"],
-                                 "context_id": task["contextId"], "traceparent": None, "trust": "trusted"}}
-                        await EXECUTOR.run(WRITER.write, "a2a_send", line)
+                        await EXECUTOR.run(WRITER.write, "a2a_send", line(task))
                         seen = True
                     await out.write(chunk)
             await out.write_eof()
             return out
-
-        async def open_client(app):
-            app["client"] = aiohttp.ClientSession()
-
-        def build_app():
-            app = web.Application()
-            app.router.add_post("/", forward)
-            app.on_startup.append(open_client)
-            return app
-        """
+        """,
     )
 
 

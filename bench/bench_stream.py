@@ -42,9 +42,9 @@ from typing import Any
 import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import REPO, SERVER_CPU, Proc, make_registry, taskset
+from _harness import SERVER_CPU, Proc, make_registry, taskset
+from bench_door import rss_mib, start_sdk_servers
 
-SDK_DIR = Path(__file__).resolve().parent / "sdkservers"
 TICKER = """
 import sys, time
 words = sys.stdin.read().split()
@@ -72,27 +72,6 @@ def start_door(tmp: Path) -> Proc:
     assert proc.stdout is not None
     ready = json.loads(proc.stdout.readline())
     return Proc(proc, int(ready["capsule_url"].rsplit(":", 1)[1]))
-
-
-def start_sdk(kind: str) -> Proc:
-    if kind == "sdk-py":
-        env_script = REPO / "tests" / "a2a" / "sdk-env.sh"
-        python = subprocess.run(["bash", str(env_script)], capture_output=True, text=True, check=True).stdout.split()[
-            -1
-        ]
-        argv = [python, "-I", str(SDK_DIR / "stream_server.py")]
-        cwd = tempfile.gettempdir()
-    else:
-        js_dir = REPO / "tests" / "a2a" / "js"
-        script = js_dir / ".bench-stream-server.mjs"
-        script.write_text((SDK_DIR / "stream_server.mjs").read_text())
-        argv, cwd = ["node", str(script)], str(js_dir)
-    proc = subprocess.Popen([*taskset(SERVER_CPU), *argv], stdout=subprocess.PIPE, cwd=cwd)
-    assert proc.stdout is not None
-    port = int(proc.stdout.readline().decode().strip())
-    if kind == "sdk-js":
-        (REPO / "tests" / "a2a" / "js" / ".bench-stream-server.mjs").unlink(missing_ok=True)
-    return Proc(proc, port)
 
 
 def _body(method: str, params: dict[str, Any]) -> str:
@@ -141,13 +120,6 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] if ordered else float("nan")
 
 
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 async def subscriptions_cost(http: aiohttp.ClientSession, server: Proc, n: int) -> float:
     """KiB of the server's RSS per open subscription to one running task."""
     url = server.url + "/"
@@ -177,8 +149,7 @@ async def run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         servers: dict[str, Proc] = {"door": start_door(Path(tmp))}
         if not args.no_sdk:
-            servers["sdk-py"] = start_sdk("sdk-py")
-            servers["sdk-js"] = start_sdk("sdk-js")
+            servers |= start_sdk_servers()
         lat: dict[str, list[list[float]]] = {n: [] for n in servers}
         rate: dict[str, list[tuple[float, float]]] = {n: [] for n in servers}
         try:

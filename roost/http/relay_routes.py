@@ -48,34 +48,38 @@ async def a2a_send(request: web.Request) -> web.StreamResponse:
 
 async def _send_stream(request: web.Request, req: SendRequest) -> web.StreamResponse:
     """The streamed send: refusals before the peer's Task are the usual JSON answers (raised to the
-    middleware); then one SSE event per item, with a heartbeat comment when the peer is quiet."""
+    middleware); then one SSE event per item, and a heartbeat comment whenever nothing was written
+    for a while (one timer task per stream, not one task per event)."""
     items = request.app[RELAY].send_stream(request.headers.get(CREDENTIAL_HEADER), req)
     first = await anext(items)
     response = web.StreamResponse(status=200, headers=SSE_HEADERS)
+    loop = asyncio.get_running_loop()
+    last_write = loop.time()
+
+    async def heartbeats() -> None:
+        nonlocal last_write
+        while True:
+            await asyncio.sleep(max(0.0, last_write + DEFAULT_HEARTBEAT_SECS - loop.time()))
+            if loop.time() - last_write >= DEFAULT_HEARTBEAT_SECS:
+                last_write = loop.time()
+                await response.write(HEARTBEAT)
+
+    beating: asyncio.Task[None] | None = None
     try:
         await response.prepare(request)
         await response.write(_event(first))
-        pending: asyncio.Future[dict[str, object]] | None = None
-        while True:
-            pending = pending or asyncio.ensure_future(anext(items))
-            done, _ = await asyncio.wait({pending}, timeout=DEFAULT_HEARTBEAT_SECS)
-            if not done:
-                await response.write(HEARTBEAT)
-                continue
-            try:
-                item = pending.result()
-            except StopAsyncIteration:
-                break
-            pending = None
+        beating = asyncio.create_task(heartbeats())
+        async for item in items:
+            last_write = loop.time()
             await response.write(_event(item))
         await response.write_eof()
     except ConnectionError:
         pass  # the sender went away: the peer's task goes on
     finally:
-        if pending is not None and not pending.done():
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await pending
+        if beating is not None:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+                await beating
         await items.aclose()
     return response
 

@@ -72,3 +72,21 @@ async def test_stream_errors_are_sentences() -> None:
             with pytest.raises(errors.PeerHTTPError, match="never redirected"):
                 async for _ in client.stream_message(other + "/", _message("x", "m"), dialect="1.0"):
                     pass
+
+
+async def test_a_stream_read_to_its_end_leaves_its_connection_for_the_next() -> None:
+    async def runner(task: DoorTask) -> TaskOutcome:
+        return TaskOutcome.completed("x")
+
+    door = Door(name="s", version="1", session_id="ses_s", runner=runner)
+    async with serve_door(door) as url, A2AClient() as client:
+        pool = client._pool
+        for n in range(3):
+            items = [i async for i in client.stream_message(url, _message("x", f"k{n}"), dialect="1.0")]
+            assert isinstance(items[-1], StatusUpdate) and items[-1].final
+            assert (pool.open_count, pool.idle_count) == (1, 1)  # the same connection, idle again
+        stopped = client.stream_message(url, _message("y", "k-stop"), dialect="1.0")
+        await anext(stopped)
+        await stopped.aclose()  # a consumer that stops early: that connection is closed
+        await asyncio.sleep(0.05)
+        assert pool.idle_count == 0
