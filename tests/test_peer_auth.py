@@ -194,8 +194,18 @@ async def test_a_secret_file_others_could_read_is_refused(
     assert "s3cr3t-value" not in body["error"] and peer.seen == []
 
 
-def test_config_entries_are_checked() -> None:
-    from roost.state.config import Config, ConfigError, build_config
+def test_config_entries_are_checked(tmp_path: Path) -> None:
+    from roost.state.config import Config, ConfigError, build_config, load_toml
+    from roost.state.settings import RESTART_ONLY
+
+    toml = tmp_path / "roost.toml"
+    toml.write_text(
+        '[roost]\nport = 0\n[[roost.peer_auth]]\norigin = "http://a:1"\nscheme = "api_key"\nheader = "X-Key"\n'
+        'secret_file = "/etc/k"\n'
+    )
+    loaded = build_config(load_toml(toml))
+    assert loaded.peer_auth[0].header == "X-Key" and loaded.peer_auth[0].origin == "http://a:1"
+    assert "peer_auth" in RESTART_ONLY  # the relay reads its credentials' entries once
 
     with pytest.raises(ConfigError, match="api_key needs 'header'"):
         build_config({"peer_auth": [{"origin": "http://a:1", "scheme": "api_key", "secret_file": "/s"}]})

@@ -37,6 +37,7 @@ RESTART_ONLY = (
     "ray_address",
     "ray_namespace",
     "ray_node_root",
+    "peer_auth",  # the relay's credentials are read once, at start-up
 )
 
 
