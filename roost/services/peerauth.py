@@ -18,11 +18,13 @@ entry a peer's card selects). This is the I/O around that choice:
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import stat
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import quote_plus
 
 import aiohttp
 import structlog
@@ -68,6 +70,12 @@ def _read_secret(path: Path, uid: int) -> str:
     if not text or len(data) > MAX_SECRET_BYTES or any(c in text for c in "\r\n\0"):
         raise PeerAuthError(f"the peer secret file {path} must hold one line of at most {MAX_SECRET_BYTES} bytes")
     return text
+
+
+def _basic(client_id: str, secret: str) -> str:
+    """HTTP Basic client authentication as RFC 6749 §2.3.1 has it: each part form-urlencoded first."""
+    pair = f"{quote_plus(client_id)}:{quote_plus(secret)}"
+    return "Basic " + base64.b64encode(pair.encode()).decode("ascii")
 
 
 class PeerAuth:
@@ -135,9 +143,8 @@ class PeerAuth:
             async with self._http.post(
                 entry.token_url,
                 data=form,
-                auth=aiohttp.BasicAuth(entry.client_id, secret),
                 allow_redirects=False,
-                headers={"Accept": "application/json"},
+                headers={"Accept": "application/json", "Authorization": _basic(entry.client_id, secret)},
             ) as resp:
                 status = resp.status
                 body = await resp.json(content_type=None) if status == 200 else None
