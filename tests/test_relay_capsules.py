@@ -35,18 +35,26 @@ async def _receiver(d: Any, registry: RegistryBuilder, capsules: Capsules, tmp_p
     )
 
 
-async def test_relay_between_two_capsules(
-    daemon_factory: Any, registry: RegistryBuilder, capsules: Capsules, tmp_path: Path
-) -> None:
+async def _send_between(
+    daemon_factory: Any, registry: RegistryBuilder, capsules: Capsules, tmp_path: Path, name: str, script: str
+) -> tuple[Any, Any, Path]:
+    """An echo receiver and a sender capsule ``name`` whose task is the receiver's URL, run to its end."""
     add_examples(registry, "echo")
-    registry.add("sender", capabilities={"network": {"allow": ["127.0.0.1"]}}, script=SENDER)
-    d = await daemon_factory(registry.root, spawn_allow=("echo", "sender"))
+    registry.add(name, capabilities={"network": {"allow": ["127.0.0.1"]}}, script=script)
+    d = await daemon_factory(registry.root, spawn_allow=("echo", name))
     recv = await _receiver(d, registry, capsules, tmp_path)
     work = tmp_path / "send"
     work.mkdir()
     (work / "task.md").write_text(recv.url)
-    sender = await capsules.start("sender@0.1.0", work, registry=registry.root, env=base_env(MURMUR_ROOST_URL=d.url))
+    sender = await capsules.start(f"{name}@0.1.0", work, registry=registry.root, env=base_env(MURMUR_ROOST_URL=d.url))
     assert await sender.wait() == 0, sender.stderr
+    return recv, sender, work
+
+
+async def test_relay_between_two_capsules(
+    daemon_factory: Any, registry: RegistryBuilder, capsules: Capsules, tmp_path: Path
+) -> None:
+    recv, sender, work = await _send_between(daemon_factory, registry, capsules, tmp_path, "sender", SENDER)
     answer = json.loads((work / "out" / "result.txt").read_text())
     assert answer["trust"] == "trusted" and answer["state"] == "submitted"
     await wait_for(lambda: any(r["event_type"] == "task_end" for r in trace_events(recv.trace)))
@@ -190,15 +198,7 @@ async def test_streamed_send_between_two_capsules(
 ) -> None:
     """``roost-capsule send --stream`` through the host socket and the relay: the peer's Task (the
     relay's usual answer, ``a2a_send`` written once), then its updates, as JSON lines."""
-    add_examples(registry, "echo")
-    registry.add("streamer", capabilities={"network": {"allow": ["127.0.0.1"]}}, script=STREAM_SENDER)
-    d = await daemon_factory(registry.root, spawn_allow=("echo", "streamer"))
-    recv = await _receiver(d, registry, capsules, tmp_path)
-    work = tmp_path / "send"
-    work.mkdir()
-    (work / "task.md").write_text(recv.url)
-    sender = await capsules.start("streamer@0.1.0", work, registry=registry.root, env=base_env(MURMUR_ROOST_URL=d.url))
-    assert await sender.wait() == 0, sender.stderr
+    recv, sender, work = await _send_between(daemon_factory, registry, capsules, tmp_path, "streamer", STREAM_SENDER)
     events = [json.loads(line) for line in (work / "out" / "result.txt").read_text().splitlines()]
     first = events[0]
     assert first["kind"] == "task" and first["trust"] == "trusted" and first["state"] in ("submitted", "working")
