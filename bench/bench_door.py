@@ -75,6 +75,7 @@ from _harness import (
     callgrind_events,
     checkout_env,
     median_by,
+    post_json,
     start_script,
     taskset,
     wrk,
@@ -408,6 +409,10 @@ def main() -> None:
     runs: dict[str, list[WrkResult]] = {name: [] for name in servers}
     cpu: dict[str, list[float]] = {name: [] for name in servers}
     try:
+        for name, proc in servers.items():  # wrk counts a JSON-RPC error (HTTP 200) as an answer: check one
+            answer = post_json(proc.url + "/", json.loads(BODY.replace(COUNTER, uuid.uuid4().hex)), HEADERS)
+            if "result" not in answer:
+                raise SystemExit(f"{name} did not answer SendMessage with a result: {str(answer)[:300]}")
         for proc in servers.values():  # warm-up
             run_wrk(proc.url, 2)
         for r in range(args.rounds or 9):
