@@ -28,3 +28,4 @@ fi
 npm ci --prefix tests/a2a/js --no-audit --no-fund --silent
 bash tests/a2a/sdk-env.sh >/dev/null
 bash tests/otel/phoenix-env.sh >/dev/null
+bash tests/a2a/sdk-env.sh sdk-lock-0.3.txt >/dev/null

@@ -41,6 +41,7 @@ from roost.capsule.lifeline import LifelineWatch
 from roost.capsule.limits import rlimit_plan
 from roost.capsule.otelspans import session_spans
 from roost.capsule.prepare import ContainmentRefused, LaunchRefused, Prepared, RunOptions, door_note, prepare, say
+from roost.capsule.pushing import SessionEgress, push_delivery
 from roost.capsule.reaper import KILL_GRACE_SECS, become_subreaper, descendants, kill_tree, reap_orphans
 from roost.capsule.sandbox import Confinement
 from roost.capsule.serving import EXIT_STATUS, TaskServer, build_door
@@ -114,7 +115,9 @@ class Host:
         self.tasks.spans = session_spans(
             m.observability.otel_endpoint, name=m.name, version=m.version, session_id=p.session_id, workdir=p.workdir
         )
-        self.door = build_door(p, self.tasks)
+        self.egress = SessionEgress(m.capabilities.network.allow, p.roost_url)
+        push, self._poster = push_delivery(self.egress)
+        self.door = build_door(p, self.tasks, push)
         self.hostsock: HostSocket | None = None
         self._runner: web.BaseRunner | None = None
         self._watch: LifelineWatch | None = None
@@ -201,6 +204,7 @@ class Host:
         port = self._runner.addresses[0][1]
         url = f"http://127.0.0.1:{port}"
         self.door.url = url
+        self.egress.door_bound("127.0.0.1", port)
         self.hostsock = HostSocket(
             self.p.records,
             daemon_url=self.p.roost_url,
@@ -347,6 +351,7 @@ class Host:
             await self.hostsock.stop()
         if self._runner is not None:
             await self._runner.cleanup()
+        await self._poster.close()
         await self.link.close()
 
 

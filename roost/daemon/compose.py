@@ -22,7 +22,8 @@ from roost.admin.control import Control
 from roost.admin.server import AdminServer, AdminSocketError, build_admin_app
 from roost.backends.bundle import BackendNeeds, BackendServices
 from roost.backends.choose import choose_backend
-from roost.daemon.network import check_listeners, start_network_listener
+from roost.core.egress import own_listeners
+from roost.daemon.network import check_listeners, listeners, start_network_listener
 from roost.daemon.startup import (
     StartupError,
     StateLock,
@@ -49,6 +50,7 @@ from roost.services.artifactserve import keeper_token
 from roost.services.launcher.jobdirs import JobDirs
 from roost.services.launcher.service import Launcher, LaunchServices
 from roost.services.peer.plane import PeerPlane
+from roost.services.peerauth import PeerAuth
 from roost.services.referee.service import Referee, wall_ms
 from roost.services.relay import Relay
 from roost.services.retention import Retention
@@ -60,6 +62,7 @@ from roost.state.sessions import SessionTable
 from roost.state.settings import Settings
 from roost.state.store import Store, StoreDamaged, StoreError, is_damage
 from roost.system.blocking import BlockingExecutor
+from roost.system.hostaddrs import host_addresses
 
 __all__ = ["Roost"]
 
@@ -136,6 +139,7 @@ class Roost:
         self.traces = TraceFiles(self.executor, backend.node_traces)
         self.referee.on_session_end.append(self.traces.close)
         self.referee.on_session_end.append(observe_session_end(self.events))
+        self.peer_auth = PeerAuth(config.peer_auth, self.executor) if config.peer_auth else None
         self.relay = Relay(
             sessions=self.referee,
             doors=self.key_holder,
@@ -144,8 +148,10 @@ class Roost:
             events=self.events,
             metrics=self.metrics,
             traces=self.traces,
+            peer_auth=self.peer_auth,
         )
         self.referee.on_session_registered.append(self.relay.forget_doors)
+        self.a2a.peer_check = self.relay.peer_refusal  # a send never reaches the daemon's own listeners
         self.peer_plane = PeerPlane(
             settings=self.settings,
             keys=self.key_holder,
@@ -247,6 +253,9 @@ class Roost:
         for forever in (self.referee.expire_forever(), self.retention.run_forever()):
             self.lifecycle.spawn(forever)
         self.lifecycle.port = await self._open_listeners(cfg)
+        # The relay and push webhooks never dial the daemon's own listeners (roost/core/egress.py).
+        own = listeners(cfg, self.lifecycle.port, self.lifecycle.network_port)
+        self.relay.own = own_listeners(own, await self.executor.run(host_addresses))
         await self.probes.start()
         await self._say_started(cfg, clean)
 
@@ -353,6 +362,8 @@ class Roost:
         await self.probes.stop()
         await self.tracing.stop()
         await self.a2a.close()
+        if self.peer_auth is not None:
+            await self.peer_auth.close()
         await self.traces.close_all()
         if not self.settings.config.ephemeral_keys:
             with contextlib.suppress(StoreError):

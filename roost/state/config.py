@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from roost.core.loopback import is_loopback_host
+from roost.core.peerauth import PeerAuthEntry
 
 __all__ = [
     "LAUNCHERS",
@@ -168,6 +169,9 @@ class Config(BaseModel):
     tls_key: Path | None = None
     allow_plaintext_network: bool = False
     """Serve a non-loopback address without TLS (a private network the operator vouches for)."""
+    # Authenticated peers (docs/operations.md, "Authenticated peers"): per peer origin, the
+    # schemes the relay may answer a peer's card with; secrets in files the daemon owns.
+    peer_auth: tuple[PeerAuthEntry, ...] = ()
 
     # -- OpenTelemetry traces and the dashboard's trace links (docs/operations.md, "OpenTelemetry
     # traces"). The standard OTEL_* variables by their lower-case names (upper-case works in the

@@ -38,6 +38,7 @@ RESTART_ONLY = (
     "ray_namespace",
     "ray_node_root",
     *(k for k in Config.model_fields if k.startswith("otel_")),  # the exporter is built at start-up
+    "peer_auth",  # the relay's credentials are read once, at start-up
 )
 
 
