@@ -55,8 +55,10 @@ def test_charts_draw_the_daemons_own_history(env: Env, browser: Any) -> None:
     page.wait_for_function(
         "() => Number(document.querySelector('.chart[data-chart=live]').dataset.points) >= 2", timeout=30_000
     )
+    # A rate is drawn from two of its points, so three samples: wait until the spawns chart has them.
     page.wait_for_function(
-        "() => /now [0-9.]+ \\/min, peak [1-9]/.test(document.querySelector('.chart[data-chart=spawns]').textContent)",
+        "() => { const c = document.querySelector('.chart[data-chart=spawns]');"
+        " return Number(c.dataset.points) >= 2 && /now [0-9.]+ \\/min, peak [1-9]/.test(c.textContent); }",
         timeout=30_000,
     )
     for name in ("live", "starting", "lag_ms", "spawns", "refusals"):
