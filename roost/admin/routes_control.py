@@ -19,9 +19,10 @@ from aiohttp import web
 
 from roost import __version__
 from roost.admin.context import CONTROL, EVENTS, TABLE
+from roost.core.limits import HostMechanisms
 from roost.http import ops_routes
 from roost.http.bodies.admin import parse_drain
-from roost.http.context import KEYS, LIFECYCLE, PROBES, REFEREE, SETTINGS
+from roost.http.context import KEYS, LAUNCHER, LIFECYCLE, PROBES, REFEREE, SETTINGS
 from roost.http.middleware import read_json
 
 __all__ = ["routes"]
@@ -63,8 +64,14 @@ async def status(request: web.Request) -> web.Response:
         },
         "max_live_capsules": cfg.max_live_capsules,
         "jobs": counts,
+        "resource_limits": _limits(app[LAUNCHER].limit_mechanisms(), cfg.resource_limits),
     }
     return web.json_response(body)
+
+
+def _limits(host: HostMechanisms | None, mode: str) -> dict[str, object]:
+    """The limits policy in force: its mode and each field's mechanism here (docs/security.md)."""
+    return {"mode": mode, "mechanisms": host.to_dict() if host is not None else None}
 
 
 @routes.get("/config")

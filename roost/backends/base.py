@@ -35,6 +35,7 @@ from typing import Protocol, runtime_checkable
 
 from roost.core.completion import CompletionRecord
 from roost.core.jobs import ChildDir, NodeRef
+from roost.core.limits import HostMechanisms
 from roost.core.manifest import ResourceCaps
 
 __all__ = [
@@ -44,9 +45,11 @@ __all__ = [
     "ChildDirError",
     "ChildHandle",
     "ChildRef",
+    "LimitsRefused",
     "NodeRef",
     "PlacementRefused",
     "ProcessBackend",
+    "ReportsLimits",
     "RunningChild",
     "StartFailed",
     "StartSpec",
@@ -71,6 +74,11 @@ class StartSpec:
     * ``resources`` — the manifest's resource caps. ``limits_in_child`` True means the child
       (a script capsule's host) sets them itself just before it execs its entrypoint, so the
       backend must not limit the child process itself (a cgroup around it is still fine).
+    * ``limits_mode`` — the daemon's ``resource_limits`` (``enforce`` or ``advisory``): a backend
+      that finds a declared limit it cannot enforce refuses the start under ``enforce``
+      (:class:`LimitsRefused`, before any process exists) and tells the child what each limit is
+      enforced by in ``MURMUR_RESOURCE_LIMITS`` (``roost/core/limits.py``) — the one name besides
+      the lifeline a backend may add to ``env``.
     * ``capsule`` — ``name@version``, for placement decisions and logs.
     * ``sha256`` — the digest of the capsule's artifact the referee resolved (a backend whose
       node has no copy of the registry fetches the artifact by it and checks it).
@@ -90,6 +98,7 @@ class StartSpec:
     capsule: str
     instance: str
     sha256: str = ""
+    limits_mode: str = "enforce"
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +150,20 @@ class PlacementRefused(BackendError):
 
 class CannotRunAs(BackendError):
     """The backend cannot start a child as the spec's uid (the message is the whole sentence)."""
+
+
+class LimitsRefused(BackendError):
+    """A declared ``capabilities.resources`` limit that no mechanism of the child's host can
+    enforce, under ``resource_limits = "enforce"`` (the message is the whole sentence, naming
+    the field); nothing was started."""
+
+
+@runtime_checkable
+class ReportsLimits(Protocol):
+    """A backend that can say how each resource limit is enforced where its children run (the
+    local one: this host); ``GET /status`` and ``roostctl doctor`` show it."""
+
+    def limit_mechanisms(self) -> HostMechanisms: ...
 
 
 class StartFailed(BackendError):

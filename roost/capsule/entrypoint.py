@@ -71,6 +71,8 @@ class EntrypointResult:
     returncode: int
     stdout: str
     stderr_tail: list[str]
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
 
     @property
     def ok(self) -> bool:
@@ -92,12 +94,15 @@ class EntrypointResult:
         return cut_detail(text)
 
 
-async def _pump_stderr(stream: asyncio.StreamReader, tail: collections.deque[str]) -> None:
-    """Keep the last lines and echo each to our stderr (the launcher keeps its own tail of it)."""
+async def _pump_stderr(stream: asyncio.StreamReader, tail: collections.deque[str]) -> int:
+    """Keep the last lines and echo each to our stderr (the launcher keeps its own tail of it);
+    how many bytes it carried."""
+    total = 0
     while True:
         line = await stream.readline()
         if not line:
-            return
+            return total
+        total += len(line)
         text = line.decode("utf-8", "replace").rstrip("\n")
         tail.append(text)
         with contextlib.suppress(OSError, ValueError):
@@ -201,10 +206,10 @@ async def run_entrypoint(
         out = await reader
         await proc.wait()
         await feeder
-        await stderr_task
+        err_bytes = await stderr_task
     except asyncio.CancelledError:
         await stop_tree(proc, grace)
         for t in (feeder, stderr_task, reader):
             t.cancel()
         raise
-    return EntrypointResult(proc.returncode or 0, out.decode("utf-8", "replace"), list(tail))
+    return EntrypointResult(proc.returncode or 0, out.decode("utf-8", "replace"), list(tail), len(out), err_bytes)

@@ -38,7 +38,7 @@ from roost.capsule.daemonlink import DaemonLink
 from roost.capsule.entrypoint import task_env
 from roost.capsule.hostsock import HostSocket
 from roost.capsule.lifeline import LifelineWatch
-from roost.capsule.limits import rlimit_plan
+from roost.capsule.limits import limits_report, rlimit_plan
 from roost.capsule.prepare import ContainmentRefused, LaunchRefused, Prepared, RunOptions, door_note, prepare, say
 from roost.capsule.reaper import KILL_GRACE_SECS, become_subreaper, descendants, kill_tree, reap_orphans
 from roost.capsule.sandbox import Confinement
@@ -234,6 +234,8 @@ class Host:
                 door_port=_port_of(url),
             )
         self.tasks.confinement.grants = grants
+        granted = effective_grants(m, p.probe, d, grants)
+        granted["resource_limits"] = limits_report(m.capabilities.resources, os.environ)
         start: dict[str, object] = {
             "capsule_name": m.name,
             "capsule_version": m.version,
@@ -242,7 +244,7 @@ class Host:
             "containment_achieved": d.achieved,
             "userns_grant": p.probe.userns_grant,
             "workdir_exec": m.capabilities.filesystem.workdir_exec,
-            "effective_grants": effective_grants(m, p.probe, d, grants),
+            "effective_grants": granted,
             "resumed_from": None,
             "context_id": None,
         }

@@ -25,11 +25,13 @@ from aiohttp import web
 from a2a.door import DEFAULT_BLOCKING_CAP_SECS, Door, DoorTask, TaskOutcome
 from a2a.protocol.models import TaskState
 from a2a.protocol.origin import Origin
-from roost.capsule.entrypoint import Launch, run_entrypoint
-from roost.capsule.limits import apply_rlimits
+from roost.capsule.entrypoint import EntrypointResult, Launch, run_entrypoint
+from roost.capsule.limits import LimitCounters, apply_rlimits, read_counters
 from roost.capsule.prepare import Prepared
 from roost.capsule.sandbox import Confinement
+from roost.capsule.shellline import shell_line
 from roost.capsule.taskinput import write_results
+from roost.core.limits import declared, which_limit
 from roost.core.wire import BLOCKING_CAP_ENV
 from roost.http.caller import caller_of
 from roost.observe.tracelines import TraceWriter
@@ -61,7 +63,7 @@ class TaskServer:
         job_id: str | None,
         confinement: Confinement,
         grace: float,
-        rlimits: list[tuple[int, int]],
+        rlimits: list[tuple[int, int, int]],
         is_stopping: Callable[[], bool],
     ) -> None:
         self.p = p
@@ -81,6 +83,7 @@ class TaskServer:
         self.totals = dict.fromkeys(("turns", "input_tokens", "output_tokens", "tool_calls", "shell_calls"), 0)
         self.entry_pids: set[int] = set()
         self.spawning = 0  # entrypoints started whose pid is not known yet
+        self.shell_calls: dict[str, int] = {}  # entrypoint runs (``shell`` lines) per task
 
     async def on_activate(self, task: DoorTask) -> None:
         self.current = task
@@ -138,6 +141,8 @@ class TaskServer:
             self.spawning -= 1
 
         self.spawning += 1  # until its pid is known, no orphan reaping (it could be ours)
+        caps = self.p.manifest.capabilities.resources
+        before, t0 = read_counters(caps), time.monotonic()
         try:
             result = await run_entrypoint(
                 launch, text=task.text, cwd=self.p.workdir, env=env, grace=self.grace, on_start=started
@@ -146,6 +151,7 @@ class TaskServer:
             if not pids:
                 self.spawning -= 1
             self.entry_pids.difference_update(pids)
+        self._shell_line(task, result, t0, read_counters(caps).since(before))
         if result.ok:
             question = await asyncio.to_thread(_read_request, request_file)
             if question:  # the entrypoint asks for input: docs/a2a.md, "A script capsule that asks for input"
@@ -156,6 +162,26 @@ class TaskServer:
         sep = "" if not result.stdout or result.stdout.endswith("\n") else "\n"
         write_results(self.p.workdir, result.stdout + sep + reason + "\n", ok=False, job_id=self.job_id)
         return TaskOutcome.failed(reason)
+
+    def _shell_line(self, task: DoorTask, result: EntrypointResult, t0: float, hits: LimitCounters) -> None:
+        """The run's ``shell`` line, with the limit the kernel's evidence names (roost/capsule/shellline.py)."""
+        fields = {d.field for d in declared(self.p.manifest.capabilities.resources)}
+        signum = -result.returncode if result.returncode < 0 else None
+        hit = which_limit(fields, signal_number=signum, pids_hits=hits.pids_hits, oom_kills=hits.oom_kills)
+        line = shell_line(
+            turn=max(0, task.turn - 1),
+            task_id=task.id,
+            argv=self.p.argv,
+            result=result,
+            duration_ms=int((time.monotonic() - t0) * 1000),
+            resource_limit=hit,
+        )
+        node = self.task_nodes.get(task.id)
+        if node is not None:
+            self.trace.write("shell", line, parent_id=node[0])
+        else:
+            self.trace.write("shell", line)
+        self.shell_calls[task.id] = self.shell_calls.get(task.id, 0) + 1
 
     def _launch(self) -> Launch:
         """The entrypoint's argv and the hook that binds it before exec (rlimits, parent death,
@@ -185,6 +211,7 @@ class TaskServer:
     def task_end(self, task_id: str, state: TaskState) -> None:
         node, started = self.task_nodes.pop(task_id, (None, time.monotonic()))
         counts = dict.fromkeys(self.totals, 0)
+        counts["shell_calls"] = self.shell_calls.pop(task_id, 0)
         self.trace.write(
             "task_end",
             {

@@ -119,6 +119,9 @@ class Config(BaseModel):
     """Open TCP connections one uid may hold; more are closed on accept."""
     job_cgroups: Literal["auto", "off"] = "auto"
     """``auto``: a cgroup v2 per job where one can be made; ``off``: always the fallback sweep."""
+    resource_limits: Literal["enforce", "advisory"] = "enforce"
+    """``enforce``: a declared limit this host cannot enforce refuses the launch; ``advisory``: the
+    job runs and the limit is listed as not enforced (roost/core/limits.py)."""
     launch_uids: tuple[int, ...] | None = None
     """Loopback uids that may launch a top-level job without a credential (None: the daemon's own)."""
     peer_fetch_max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)

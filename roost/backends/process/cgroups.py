@@ -78,11 +78,11 @@ def own_cgroup(proc_cgroup: str) -> str | None:
 def cgroup_limits(caps: ResourceCaps, controllers: frozenset[str]) -> dict[str, str]:
     """The limit files a job's ``capabilities.resources`` become, for the enabled controllers."""
     out: dict[str, str] = {}
-    memory = caps.memory_bytes or caps.address_space_bytes
+    memory = caps.memory_limit or caps.address_space_bytes
     if memory is not None and "memory" in controllers:
         out["memory.max"] = str(memory)
-    if caps.max_processes is not None and "pids" in controllers:
-        out["pids.max"] = str(caps.max_processes)
+    if caps.pids_limit is not None and "pids" in controllers:
+        out["pids.max"] = str(caps.pids_limit)
     if caps.cpu_percent is not None and "cpu" in controllers:
         out["cpu.max"] = f"{max(1000, caps.cpu_percent * CPU_PERIOD_US // 100)} {CPU_PERIOD_US}"
     return out

@@ -32,12 +32,13 @@ from typing import Any
 import structlog
 
 from a2a.client import A2AClient
-from roost.backends.base import ChildRef
+from roost.backends.base import ChildRef, ReportsLimits
 from roost.backends.process.cgroups import HoldsJobCgroups, JobCgroups
 from roost.core import ids
 from roost.core.errors import Conflict, IdentityRefused, NotFound
 from roost.core.finalize import PARENT_ENDED_REASON
 from roost.core.jobs import Job, StopReason
+from roost.core.limits import HostMechanisms
 from roost.core.requests import LaunchRequest
 from roost.observe.events import ObservedError
 from roost.services.launcher.context import LaunchServices
@@ -121,6 +122,10 @@ class Launcher:
         """The backend's job cgroups on this host (None without them, or with a backend that
         holds none here)."""
         return self.backend.cgroups if isinstance(self.backend, HoldsJobCgroups) else None
+
+    def limit_mechanisms(self) -> HostMechanisms | None:
+        """How each resource limit is enforced where children run (None: the backend cannot say)."""
+        return self.backend.limit_mechanisms() if isinstance(self.backend, ReportsLimits) else None
 
     @property
     def jobs(self) -> dict[str, Job]:

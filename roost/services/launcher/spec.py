@@ -108,4 +108,5 @@ def start_spec(
         capsule=f"{job.name}@{job.version}",
         instance=instance,
         sha256=job.sha256,
+        limits_mode=cfg.resource_limits,
     )

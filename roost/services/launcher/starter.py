@@ -25,6 +25,7 @@ import structlog
 from roost.backends.base import (
     CannotRunAs,
     ChildDirError,
+    LimitsRefused,
     PlacementRefused,
     StartFailed,
 )
@@ -307,7 +308,7 @@ class Starter:
                 instance=self.events.run_id,
             )
             child = await runner.start(spec)
-        except CannotRunAs as exc:
+        except (CannotRunAs, LimitsRefused) as exc:
             self._release(launch.jti)
             await self._fail_start(launch, span, str(exc), exit_status=None)
             raise Conflict(str(exc)) from None

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from roost.core.limits import KNOWN_RESOURCE_FIELDS
 from roost.core.manifest import Manifest, ManifestError, parse_manifest
 from roost.state.registry.layout import (
     DEFAULT_MAX_EXTRACT_BYTES,
@@ -143,9 +144,17 @@ def _load_manifest(src_dir: Path) -> Manifest:
     if st.st_size > DEFAULT_MAX_MANIFEST_BYTES:
         raise PackError(f"{mpath} is larger than the registry's 1 MiB manifest ceiling")
     try:
-        return parse_manifest(mpath.read_bytes())
+        manifest = parse_manifest(mpath.read_bytes())
     except ManifestError as exc:
         raise PackError(f"{mpath}: {exc}") from None
+    unknown = manifest.capabilities.resources.unknown_keys
+    if unknown:
+        raise PackError(
+            f"{mpath}: capabilities.resources.{unknown[0]} is not a resource limit this daemon knows "
+            f"(it knows {', '.join(KNOWN_RESOURCE_FIELDS)}), so it could never be enforced; remove it "
+            "or use one of those"
+        )
+    return manifest
 
 
 def pack_capsule(src_dir: Path, registry_root: Path) -> PackResult:
