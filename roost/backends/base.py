@@ -61,9 +61,10 @@ class StartSpec:
     """Everything needed to start one child; built by the launcher, run by a backend.
 
     * ``argv`` — the command line, run as is (``roost-capsule run …`` for a script capsule).
-    * ``env`` — the child's whole environment (it starts empty). The backend adds exactly one
+    * ``env`` — the child's whole environment (it starts empty). The backend adds one
       name, ``MURMUR_SPAWNER_LIFELINE``: the number of the descriptor on which the child reads
-      its lifeline (EOF = the parent session ended). A backend adds nothing else.
+      its lifeline (EOF = the parent session ended), and, for a script capsule's host,
+      ``MURMUR_RESOURCE_LIMITS`` (see ``limits_mode``). A backend adds nothing else.
     * ``cwd`` — the child's working directory: ``dir.workdir``, already prepared with
       :meth:`ProcessBackend.prepare_dir`.
     * ``stdin`` — written to the child's stdin right after it starts, then stdin is closed
@@ -77,8 +78,8 @@ class StartSpec:
     * ``limits_mode`` — the daemon's ``resource_limits`` (``enforce`` or ``advisory``): a backend
       that finds a declared limit it cannot enforce refuses the start under ``enforce``
       (:class:`LimitsRefused`, before any process exists) and tells the child what each limit is
-      enforced by in ``MURMUR_RESOURCE_LIMITS`` (``roost/core/limits.py``) — the one name besides
-      the lifeline a backend may add to ``env``.
+      enforced by in ``MURMUR_RESOURCE_LIMITS`` (``roost/core/limits.py``; a script capsule's host
+      only) — the one name besides the lifeline a backend may add to ``env``.
     * ``capsule`` — ``name@version``, for placement decisions and logs.
     * ``sha256`` — the digest of the capsule's artifact the referee resolved (a backend whose
       node has no copy of the registry fetches the artifact by it and checks it).

@@ -246,7 +246,7 @@ def effective_grants(manifest: Manifest, probe: HostProbe, d: Decision, g: Grant
     enforced = d.achieved != "advisory" and g is not None
     out: dict[str, object] = {
         "declared_containment": d.declared,
-        "achieved_containment": d.achieved,
+        "achieved_containment": d.enforceable,
         "floor_met": d.floor_met,
     }
     if not d.floor_met:

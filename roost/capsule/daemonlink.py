@@ -71,7 +71,7 @@ class DaemonLink:
             return Registration()
         if self._trust_error is not None:
             raise LaunchRefused(register_refusal(p.roost_url, self._trust_error))
-        body = {
+        body: dict[str, object] = {
             "containment": p.decision.achieved,
             "session_id": p.session_id,
             "name": p.manifest.name,
@@ -80,6 +80,8 @@ class DaemonLink:
             "pid": os.getpid(),
             "capsule_url": capsule_url,
         }
+        if p.formation_id is not None:
+            body["formation_id"] = p.formation_id  # its children join it (roost/core/formation.py)
         headers = {APPROVAL_HEADER: p.approval} if p.approval else {}
         assert self._http is not None
         try:

@@ -241,7 +241,7 @@ class Host:
             "capsule_version": m.version,
             "capabilities": _categories(m),
             "containment_declared": d.declared,
-            "containment_achieved": d.achieved,
+            "containment_achieved": d.enforceable,  # the host's class, capped by workdir_exec (seed 000)
             "userns_grant": p.probe.userns_grant,
             "workdir_exec": m.capabilities.filesystem.workdir_exec,
             "effective_grants": granted,
@@ -253,7 +253,10 @@ class Host:
             start["delegation_id"] = p.handle.delegation_id
         self.trace.write("session_start", start, parent_id=None)
         if p.opts.json:
-            sys.stdout.write(json.dumps({"session_id": p.session_id, "capsule_url": url}, separators=(",", ":")) + "\n")
+            ready: dict[str, str] = {"session_id": p.session_id, "capsule_url": url}
+            if p.formation_id is not None:
+                ready["formation_id"] = p.formation_id  # as upstream's readiness line carries it
+            sys.stdout.write(json.dumps(ready, separators=(",", ":")) + "\n")
             sys.stdout.flush()
         else:
             say(f"session {p.session_id} of {m.coordinates} is serving its A2A door at {url}")

@@ -25,6 +25,7 @@ from aiohttp import web
 from a2a.door import DEFAULT_BLOCKING_CAP_SECS, Door, DoorTask, TaskOutcome
 from a2a.protocol.models import TaskState
 from a2a.protocol.origin import Origin
+from a2a.protocol.tasktypes import CancelPhase
 from roost.capsule.entrypoint import EntrypointResult, Launch, run_entrypoint
 from roost.capsule.limits import LimitCounters, apply_rlimits, read_counters
 from roost.capsule.prepare import Prepared
@@ -208,6 +209,21 @@ class TaskServer:
         if task.id == self.initial_id:
             self.initial_done.set()
 
+    async def on_cancel(self, task: DoorTask, phase: CancelPhase) -> None:
+        """Seed 000's ``task_canceled``: where the task stopped, before its ``task_end`` (a task
+        cancelled while queued never started: this line is its only record)."""
+        node = self.task_nodes.get(task.id)
+        started = node is not None
+        where = "turn" if phase == "running" else ("input" if started else "queued")
+        payload: dict[str, object] = {"task_id": task.id}
+        if started:
+            payload["turn"] = max(0, task.turn - 1)
+        payload |= {"phase": where, "detached_work_ids": [], "delegation_ids": []}
+        if node is not None:
+            self.trace.write("task_canceled", payload, parent_id=node[0])
+        else:
+            self.trace.write("task_canceled", payload)
+
     def task_end(self, task_id: str, state: TaskState) -> None:
         node, started = self.task_nodes.pop(task_id, (None, time.monotonic()))
         counts = dict.fromkeys(self.totals, 0)
@@ -244,6 +260,7 @@ def build_door(p: Prepared, tasks: TaskServer) -> Door:
         description=m.description,
         on_activate=tasks.on_activate,
         on_finish=tasks.on_finish,
+        on_cancel=tasks.on_cancel,
         identify=loopback_owner,
         local_owner=f"uid:{os.getuid()}",
         blocking_cap_secs=blocking_cap(os.environ),

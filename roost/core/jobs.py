@@ -109,6 +109,8 @@ class Job:
     """The uid the job runs as: its parent session's, or the top-level launcher's."""
     node: NodeRef | None = None
     """The machine its child runs on (None: this host)."""
+    formation_id: str | None = None
+    """The formation its child joins (``MURMUR_FORMATION_ID``): its parent's, or the operator's."""
     # In-memory only: set once the exit has been handled (completion, trace, record).
     done: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     completion: dict[str, object] | None = field(default=None, repr=False)
@@ -146,4 +148,5 @@ class Job:
             "reason": self.reason,
             "completion": self.completion,
             "node": self.node.to_dict() if self.node is not None else None,
+            "formation_id": self.formation_id,
         }

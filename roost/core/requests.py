@@ -46,3 +46,4 @@ class LaunchRequest(NamedTuple):
     deadline_secs: float | None = None
     untrusted: bool = False
     workdir: str | None = None
+    formation_id: str | None = None

@@ -179,6 +179,11 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE jobs ADD COLUMN node TEXT;
     """,
+    # 9: the formation a session and a job belong to (MURMUR_FORMATION_ID; NULL: none).
+    """
+    ALTER TABLE sessions ADD COLUMN formation_id TEXT;
+    ALTER TABLE jobs ADD COLUMN formation_id TEXT;
+    """,
 ]
 
 # The WAL is truncated back to this after each checkpoint, whatever its high-water mark was.

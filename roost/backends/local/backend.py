@@ -331,7 +331,8 @@ class LocalBackend:
         read_fd, write_fd = make_pipe()
         env = dict(spec.env)
         env["MURMUR_SPAWNER_LIFELINE"] = str(read_fd)
-        env[LIMITS_ENV] = plan.to_env()
+        if spec.limits_in_child:  # a capsule host reports them in effective_grants
+            env[LIMITS_ENV] = plan.to_env()
         child = ChildSpec(argv=spec.argv, env=env, cwd=spec.cwd, lifeline_fd=read_fd, stderr_fd=log_fd, user=user)
         try:
             popen = start_process(child)

@@ -278,7 +278,8 @@ class Launcher:
             # which closes the lifelines of its own children (the cascade).
             await self.referee.end_session(rec, "failed")
         try:
-            await self.completer.complete(job, own_end, readopted=job.readopted)
+            self_ended = own_end is not None and rec is not None and rec.end_reason is None
+            await self.completer.complete(job, own_end, readopted=job.readopted, self_ended=self_ended)
         except Exception:
             log.exception("completion_failed", job_id=job.job_id)
             if not job.final:

@@ -26,7 +26,7 @@ from roost.services.peer.errors import (
 from roost.state.keys import KeyRing
 from roost.state.sessions import SessionRecord
 
-__all__ = ["MAX_AUDIENCE", "Verified", "claimed_session", "verified_claimant", "verify"]
+__all__ = ["MAX_AUDIENCE", "Verified", "claimed_path", "claimed_session", "verified_claimant", "verify"]
 
 MAX_AUDIENCE: Final = 512
 """Longest ``x-murmur-audience`` considered (``name@host:port``); a longer one is no audience."""
@@ -58,6 +58,15 @@ def claimed_session(token: str, lookup: Callable[[str], SessionRecord | None]) -
         return None
     iss = _unverified_iss(parts.payload_bytes)
     return lookup(iss) if iss is not None else None
+
+
+def claimed_path(token: str) -> str | None:
+    """The handle's ``p`` as its payload carries it: only for a token whose MAC verified (a
+    payload that failed it is caller-controlled and is not recorded as fact)."""
+    try:
+        return tokens.parse_handle_payload(tokens.split(token, tokens.HANDLE_TAG).payload_bytes).p
+    except tokens.Malformed:
+        return None
 
 
 def verified_claimant(

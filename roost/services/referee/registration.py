@@ -144,7 +144,10 @@ class Registrar:
 
     def _check_top_level(self, name: str) -> None:
         """A top-level registration's admission (no ceiling: upstream bounds spawns, not these)."""
-        refusal = admit_top_level(name, draining=self._draining(), spawn_allow=self._settings.config.spawn_allow)
+        cfg = self._settings.config
+        refusal = admit_top_level(
+            name, draining=self._draining(), spawn_allow=cfg.spawn_allow, registry=cfg.registry_name
+        )
         if refusal is not None:
             raise for_register(refusal)
 
@@ -268,6 +271,7 @@ class Registrar:
             job_id=admitted.job_id,
             uid=admitted.uid,
             containment=req.containment,
+            formation_id=req.formation_id,
         )
 
     async def _insert(self, rec: SessionRecord, admitted: Admission) -> None:

@@ -24,6 +24,7 @@ import structlog
 
 from roost.core import tokens
 from roost.core.admission import SpawnLimits, admit_spawn
+from roost.core.allownames import allows
 from roost.core.api_models import DeregisterRequest, RegisterRequest
 from roost.core.envelope import violation
 from roost.core.errors import IdentityRefused, Refused
@@ -103,7 +104,7 @@ class Referee:
         self.on_session_end: list[SessionEndHook] = []
         self.artifacts = ArtifactCache(lambda: self.registry, executor, lambda: self.config.registry_recheck_secs)
         self._verified: dict[str, tuple[KeyRing, tokens.CredentialClaims]] = {}
-        self._violations: dict[tuple[str, str], str | None] = {}
+        self._violations: dict[tuple[str, str, str], str | None] = {}
         self.draining = False
         self._leases = Leases()
         self.registrar = Registrar(
@@ -191,7 +192,8 @@ class Referee:
         parent = self.authenticate(credential)
         if self.draining:
             raise Refused(refusals.DRAINING_SPAWN, "draining")
-        if name not in parent.envelope.spawn_allow:
+        registry = self.config.registry_name
+        if not allows(parent.envelope.spawn_allow, name, registry):
             raise Refused(refusals.not_in_parent_allow(name), "spawn_allow")
         now = self.clock()
         self._check_bounds(parent, now)
@@ -208,11 +210,11 @@ class Referee:
             self._check_bounds(parent, now)
         # From here to the reservation nothing awaits: the bounds just checked still hold.
         # A session's envelope is a function of its artifact, so the pair of digests keys it.
-        pair = (parent.sha256, artifact.sha256)
+        pair = (parent.sha256, artifact.sha256, registry)
         if pair in self._violations:
             why = self._violations[pair]
         else:
-            why = violation(parent.envelope, self.artifacts.envelope_of(artifact))
+            why = violation(parent.envelope, self.artifacts.envelope_of(artifact), registry)
             if len(self._violations) >= 4096:
                 self._violations.clear()
             self._violations[pair] = why

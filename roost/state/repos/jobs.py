@@ -42,6 +42,7 @@ COLUMNS = (
     "end_written",
     "uid",
     "node",
+    "formation_id",
 )
 UPSERT = f"INSERT OR REPLACE INTO jobs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 BY_ID = "SELECT * FROM jobs WHERE job_id = ?"
@@ -124,6 +125,7 @@ class JobRepository:
                     job.end_written,
                     job.uid,
                     json.dumps(job.node.to_dict()) if job.node is not None else None,
+                    job.formation_id,
                 )
             ),
         )
