@@ -50,6 +50,11 @@ class DaemonLink:
         self._renewer: asyncio.Task[None] | None = None
         self._trust_error: str | None = None
 
+    @property
+    def http(self) -> aiohttp.ClientSession | None:
+        """The client the session talks to the daemon with (its TLS trust set up), once open."""
+        return self._http
+
     def open(self) -> None:
         """Create the HTTP client (on the running loop); an https daemon is verified with the
         system store plus ``MURMUR_ROOST_CA`` (docs/operations.md, "Network")."""

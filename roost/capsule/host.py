@@ -39,6 +39,7 @@ from roost.capsule.entrypoint import task_env
 from roost.capsule.hostsock import HostSocket
 from roost.capsule.lifeline import LifelineWatch
 from roost.capsule.limits import limits_report, rlimit_plan
+from roost.capsule.peerdoor import PeerDoor
 from roost.capsule.prepare import ContainmentRefused, LaunchRefused, Prepared, RunOptions, door_note, prepare, say
 from roost.capsule.reaper import KILL_GRACE_SECS, become_subreaper, descendants, kill_tree, reap_orphans
 from roost.capsule.sandbox import Confinement
@@ -175,8 +176,9 @@ class Host:
             await self._cleanup()
 
     async def _start_listeners(self) -> str:
+        peer_door = PeerDoor(self.p.roost_url, credential=lambda: self.link.credential, http=lambda: self.link.http)
         self._runner = QuietHandlerRunner(
-            self.door.handle,
+            peer_door.wrap(self.door.handle),  # GET /resources/peer/<handle> too (roost/capsule/peerdoor.py)
             note=door_note,
             on_cleanup=self.door.shutdown,
             access_log=None,

@@ -95,7 +95,8 @@ def _node(node: dict[str, Any]) -> str:
     ended = node.get("ended_ms")
     outcome = ""
     if state in FINAL_JOB_STATES or ended:
-        why = f": {_e(node.get('reason'))}" if node.get("reason") else ""
+        said = node.get("reason") or node.get("end_reason")  # the job's words, else the session's end
+        why = f": {_e(said)}" if said else ""
         outcome = f' <span class="outcome">— {_e(node.get("outcome") or state)}{why}</span>'
     kids = node.get("children") or []
     sub = f"<ul>{''.join(_node(k) for k in kids)}</ul>" if kids else ""

@@ -81,9 +81,10 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
             ("job", lambda r: r.get("job_id")),
             ("kids", lambda r: r.get("live_children")),
             ("trust", lambda r: r.get("trust")),
+            ("why ended", lambda r: r.get("end_reason")),
         ],
         empty=f"no {state if state != 'all' else ''} sessions".replace("  ", " "),
-        optional=("started", "workdir", "parent", "job", "kids", "trust"),
+        optional=("started", "workdir", "parent", "job", "kids", "trust", "why ended"),
         keep=("session", "parent", "job"),
     )
     return 0

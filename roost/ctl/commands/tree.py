@@ -44,11 +44,22 @@ def _label(ctx: Context, node: dict[str, Any]) -> str:
     when = f"ran {_span(node)}" if ended else f"up {age}"
     sid = out.paint(node["session_id"], "dim")
     text = f"{node['name']}@{node['version']} {out.state(state)} {out.paint(when, 'dim')} {sid}"
-    if node.get("job_state") and node.get("status") not in (node.get("job_state"), "running", "complete"):
-        text += out.paint(f" (session {node['status']})", "dim")
+    why = ended_why(node)
+    if why:
+        text += out.paint(f" — {why}", "dim")
     if node.get("trust") == "untrusted":
         text += " " + out.paint("untrusted", "yellow")
     return text
+
+
+def ended_why(node: dict[str, Any]) -> str | None:
+    """Why an ended node ended, in the words of whatever ended it: its job's reason (an operator's
+    cancel, its parent's, a deadline), else its session's recorded end (a lease lapse, an
+    operator's ``sessions end``). A session that ended because its job was stopped is not shown as
+    if it had failed on its own."""
+    if not node.get("ended_ms") and not node.get("reason"):
+        return None
+    return node.get("reason") or node.get("end_reason") or None
 
 
 def _span(node: dict[str, Any]) -> str:

@@ -87,6 +87,10 @@ class RedeemRequest:
     """The raw path below ``/resources/peer/`` (empty when there is none)."""
     audience_values: Sequence[str]
     """Every ``x-murmur-audience`` header sent (more than one is as good as none)."""
+    door: SessionRecord | None = None
+    """The session whose capsule door passed this redeem on (with that session's credential):
+    the door serves its own session's handles only, and its session's trace records the answer,
+    as upstream's listener of the minting capsule does (docs/peer-plane.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,15 +271,22 @@ async def redeem(plane: PeerServices, req: RedeemRequest) -> Refusal | SmallFile
     if not req.token:
         return Refusal(NotFound(), None)
     r = _Redemption(plane, req)
+    door = req.door
     try:
         v = r.verify()
     except PeerError as err:
-        # Recorded where upstream's listener would: the session the token names, the path only
-        # once its MAC verified. Nothing else happens for a forgery: no file is opened.
+        # Recorded where upstream's listener would: the session the token names (or the door's
+        # that received it), the path only once its MAC verified. Nothing else happens for a
+        # forgery: no file is opened.
         claimant = r.claimant()
+        if door is not None:
+            return await r.refuse(door, claimed_path(req.token) if claimant is door else None, err)
         if claimant is not None:
             return await r.refuse(claimant, claimed_path(req.token), err)
         return await r.refuse(claimed_session(req.token, r.lookup), None, err)
+    if door is not None and v.rec is not door:
+        # Another session's handle, at this session's door: its MAC is not this door's to verify.
+        return await r.refuse(door, None, HandleNotValid())
 
     rec, path = v.rec, v.claims.p
     export = export_of(rec)
