@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roost.capsule.entrypoint import EntrypointError, resolve_argv
+from roost.capsule.interpreters import Unrunnable, unrunnable_sentence
+from roost.capsule.interpreters import resolve as resolve_command
 from roost.capsule.lifeline import ENV as LIFELINE_ENV
 from roost.capsule.lifeline import LifelineError, lifeline_refusal, take_lifeline
 from roost.capsule.probe import Decision, HostProbe, decide, probe_host, refusal
@@ -162,6 +164,15 @@ def prepare(opts: RunOptions) -> Prepared:
     )
     if not decision.floor_met:
         raise ContainmentRefused(refusal(manifest.coordinates, decision), prepared)
+    if decision.achieved != "advisory":
+        # A shim runs its manager's own scripts, which the class does not grant: run what it
+        # would start instead (roost/capsule/interpreters.py), or refuse before anything runs.
+        try:
+            resolved = resolve_command(argv[0], os.environ.get("PATH", os.defpath))
+        except Unrunnable as exc:
+            raise LaunchRefused(unrunnable_sentence(manifest.entrypoint[0], exc, decision.achieved)) from None
+        if resolved is not None and resolved.via is not None:
+            prepared.argv = [resolved.run, *argv[1:]]
     # Parsing refuses such a manifest already (roost/core/manifest.py); kept for a manifest that
     # reached here another way, before any containment is drawn from it.
     bad = outside_workdir(manifest) if decision.achieved != "advisory" else None

@@ -7,8 +7,9 @@ order) reaches the zip. That is what lets a checked-in registry be tested agains
 and lets an approval's pinned digest survive a rebuild of unchanged sources.
 
 Written with the registry's own rules in mind, so whatever is packed here resolves there:
-``murmur.yaml`` is validated, an entrypoint's relative first word must be an executable file of
-the capsule, and the registry's ceilings (manifest size, total size, entry count) are applied.
+``murmur.yaml`` is validated, an entrypoint's relative first word with a ``/`` in it must be an
+executable file of the capsule (a bare word is one, or a command found on ``PATH`` at launch),
+and the registry's ceilings (manifest size, total size, entry count) are applied.
 The zip and its ``.sha256`` sidecar are written atomically (temp file, fsync, ``os.replace``).
 
 CLI: ``python -m roost.state.registry.packing SRC... --registry DIR`` prints ``name@version sha256`` per capsule.
@@ -127,6 +128,8 @@ def _check_entrypoint(manifest: Manifest, src_dir: Path, arcnames: set[str]) -> 
     if ".." in parts or not parts:
         raise PackError(f"entrypoint '{first}' must name a file inside the capsule directory")
     rel = "/".join(parts)
+    if rel not in arcnames and "/" not in first:
+        return  # a command the host finds on PATH at launch (``python3 -c …``; roost/capsule/entrypoint.py)
     if rel not in arcnames:
         raise PackError(f"entrypoint '{first}' is not a file of the capsule directory {src_dir}")
     if not os.stat(src_dir / rel).st_mode & 0o111:
