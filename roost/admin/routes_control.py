@@ -4,7 +4,7 @@
 ``GET /config``            → ``Config.public()`` (no secret lives in the config; keys are files)
 ``POST /drain``            → ``{"timeout_secs"?: float}`` → counts; stops the daemon when work ends
 ``GET /drain``             → whether it drains, the jobs it waits for, seconds left until it stops anyway
-``POST /keys/rotate``      → new ``key_id`` and how many running sessions lost their credential
+``POST /keys/rotate``      → ``{"grace_secs"?: float}`` → new ``key_id`` and how many running sessions are affected
 ``POST /reload``           → same as SIGHUP: re-read the config file, forget registry caches
 ``POST /registry/forget``  → forget resolve caches (after ``roostctl registry add``)
 ``GET /metrics``, ``/livez``, ``/readyz`` → as on TCP (the admin listener is their natural home)
@@ -21,7 +21,7 @@ from roost import __version__
 from roost.admin.context import CONTROL, EVENTS, TABLE
 from roost.core.limits import HostMechanisms
 from roost.http import ops_routes
-from roost.http.bodies.admin import parse_drain
+from roost.http.bodies.admin import parse_drain, parse_rotate
 from roost.http.context import KEYS, LAUNCHER, LIFECYCLE, PROBES, REFEREE, SETTINGS
 from roost.http.middleware import read_json
 
@@ -92,7 +92,8 @@ async def drain_status(request: web.Request) -> web.Response:
 
 @routes.post("/keys/rotate")
 async def rotate(request: web.Request) -> web.Response:
-    return web.json_response(await request.app[CONTROL].rotate_keys())
+    grace = parse_rotate(await read_json(request) if request.can_read_body else {})
+    return web.json_response(await request.app[CONTROL].rotate_keys(grace_secs=grace))
 
 
 @routes.post("/reload")

@@ -50,6 +50,7 @@ __all__ = [
     "PlacementRefused",
     "ProcessBackend",
     "ReportsLimits",
+    "RotatesLogs",
     "RunningChild",
     "StartFailed",
     "StartSpec",
@@ -157,6 +158,14 @@ class LimitsRefused(BackendError):
     """A declared ``capabilities.resources`` limit that no mechanism of the child's host can
     enforce, under ``resource_limits = "enforce"`` (the message is the whole sentence, naming
     the field); nothing was started."""
+
+
+@runtime_checkable
+class RotatesLogs(Protocol):
+    """A backend that bounds a running child's ``.murmur/launcher.log`` (the local one): past
+    ``max_bytes`` it keeps the last part in ``launcher.log.1`` and empties the log in place."""
+
+    async def rotate_log(self, dir: ChildDir, max_bytes: int) -> bool: ...
 
 
 @runtime_checkable

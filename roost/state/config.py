@@ -123,6 +123,8 @@ class Config(BaseModel):
     """Open TCP connections one uid may hold; more are closed on accept."""
     job_cgroups: Literal["auto", "off"] = "auto"
     """``auto``: a cgroup v2 per job where one can be made; ``off``: always the fallback sweep."""
+    launcher_log_max_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
+    """A child's ``.murmur/launcher.log`` past this is rotated to ``launcher.log.1`` (0: never)."""
     resource_limits: Literal["enforce", "advisory"] = "enforce"
     """``enforce``: a declared limit this host cannot enforce refuses the launch; ``advisory``: the
     job runs and the limit is listed as not enforced (roost/core/limits.py)."""

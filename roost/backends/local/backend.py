@@ -294,6 +294,9 @@ class LocalBackend:
     async def own_session_end(self, dir: ChildDir, session_id: str) -> str | None:
         return await self._executor.run(childrecords.own_session_end, place_of(dir), session_id)
 
+    async def rotate_log(self, dir: ChildDir, max_bytes: int) -> bool:
+        return await self._executor.run(childrecords.rotate_log, place_of(dir), max_bytes)
+
     async def append_log(self, dir: ChildDir, lines: Sequence[str]) -> None:
         await self._executor.run(childrecords.append_log, place_of(dir), list(lines))
 

@@ -32,7 +32,7 @@ from typing import Any
 import structlog
 
 from a2a.client import A2AClient
-from roost.backends.base import ChildRef, ReportsLimits
+from roost.backends.base import ChildRef, ReportsLimits, RotatesLogs
 from roost.backends.process.cgroups import HoldsJobCgroups, JobCgroups
 from roost.core import ids
 from roost.core.errors import Conflict, IdentityRefused, NotFound
@@ -53,10 +53,14 @@ from roost.state.config import Config
 from roost.state.repos.jobs import JobRepository
 from roost.state.repos.sessions import SessionRepository
 from roost.state.sessions import SessionRecord
+from roost.system.periodic import every
 
 __all__ = ["PARENT_ENDED_REASON", "LaunchServices", "LaunchTimeout", "Launcher"]
 
 log = structlog.get_logger("roost.launcher")
+
+LOG_CHECK_SECS = 5.0
+"""How often running children's ``launcher.log`` sizes are checked (``launcher_log_max_bytes``)."""
 
 
 class Launcher:
@@ -103,6 +107,7 @@ class Launcher:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.last_reconcile: dict[str, int] | None = None
         self._deferred: asyncio.Task[None] | None = None
+        self._log_cap: asyncio.Task[None] | None = None
 
     @property
     def config(self) -> Config:
@@ -147,6 +152,12 @@ class Launcher:
     # -- service lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
         await self.backend.open()
+        if isinstance(self.backend, RotatesLogs):
+            self._log_cap = asyncio.get_running_loop().create_task(
+                every(
+                    lambda: LOG_CHECK_SECS, self._cap_logs, failed="launcher_log_rotate_failed", logger="roost.launcher"
+                )
+            )
         self.referee.on_session_end.append(self._on_session_end)
         if isinstance(self.backend, ReachesLater) and not self.backend.reachable:
             # What still runs there cannot be asked yet: a child that merely could not be asked
@@ -179,8 +190,23 @@ class Launcher:
             raise Conflict(why)
         raise Conflict(f"{what} refused for now: the daemon is still reconciling the jobs that ran before its restart")
 
+    async def _cap_logs(self) -> None:
+        """Rotate the ``launcher.log`` of every child still running past ``launcher_log_max_bytes``."""
+        cap = self.config.launcher_log_max_bytes
+        backend = self.backend
+        if cap <= 0 or not isinstance(backend, RotatesLogs):
+            return
+        for job_id in list(self.index.runners):
+            job = self.jobs.get(job_id)
+            if job is not None and job.node is None:
+                with contextlib.suppress(OSError):
+                    if await backend.rotate_log(child_dir(job), cap):
+                        log.info("launcher_log_rotated", job_id=job_id, max_bytes=cap)
+
     async def stop(self) -> None:
         """End every running job (``terminated``, posted to nobody), then the backend."""
+        if self._log_cap is not None:
+            self._log_cap.cancel()
         if self._deferred is not None and not self._deferred.done():
             self._deferred.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -149,7 +149,7 @@ class _Redemption:
             self.req.token,
             self.req.audience_values,
             lookup=self.lookup,
-            key_for=lambda rec: plane.keys.handle_key(rec.session_id, rec.handle_salt),
+            keys_for=lambda rec: [ring.handle_key(rec.session_id, rec.handle_salt) for ring in plane.verifying],
             now_ms=plane.clock(),
         )
 
@@ -166,7 +166,7 @@ class _Redemption:
         return None
 
     def claimant(self) -> SessionRecord | None:
-        return verified_claimant(self.req.token, self.req.audience_values, self.lookup, self.plane.keys)
+        return verified_claimant(self.req.token, self.req.audience_values, self.lookup, self.plane.verifying)
 
     def record(
         self,

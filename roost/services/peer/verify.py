@@ -70,7 +70,10 @@ def claimed_path(token: str) -> str | None:
 
 
 def verified_claimant(
-    token: str, audience_values: Sequence[str], lookup: Callable[[str], SessionRecord | None], keys: KeyRing
+    token: str,
+    audience_values: Sequence[str],
+    lookup: Callable[[str], SessionRecord | None],
+    rings: Sequence[KeyRing],
 ) -> SessionRecord | None:
     """The session a refused token names, only if its MAC verifies (so its trace may record it)."""
     rec = claimed_session(token, lookup)
@@ -80,9 +83,12 @@ def verified_claimant(
         parts = tokens.split(token, tokens.HANDLE_TAG)
     except tokens.Malformed:
         return None
-    key = keys.handle_key(rec.session_id, rec.handle_salt)
     audience = audience_values[0].strip()
-    return rec if tokens.mac_ok(key, tokens.HANDLE_DOMAIN, parts.payload_segment, parts.mac, audience) else None
+    for ring in rings:
+        key = ring.handle_key(rec.session_id, rec.handle_salt)
+        if tokens.mac_ok(key, tokens.HANDLE_DOMAIN, parts.payload_segment, parts.mac, audience):
+            return rec
+    return None
 
 
 def verify(
@@ -90,7 +96,7 @@ def verify(
     audience_values: Sequence[str],
     *,
     lookup: Callable[[str], SessionRecord | None],
-    key_for: Callable[[SessionRecord], bytes],
+    keys_for: Callable[[SessionRecord], Sequence[bytes]],
     now_ms: int,
 ) -> Verified:
     """Checks 2–10 (pure half) in order; raise the :class:`PeerError` of the first that fails.
@@ -109,7 +115,8 @@ def verify(
     rec = lookup(iss) if iss is not None else None
     if rec is None:
         raise HandleNotValid()
-    if not tokens.mac_ok(key_for(rec), tokens.HANDLE_DOMAIN, parts.payload_segment, parts.mac, audience):
+    segment, mac = parts.payload_segment, parts.mac
+    if not any(tokens.mac_ok(k, tokens.HANDLE_DOMAIN, segment, mac, audience) for k in keys_for(rec)):
         raise HandleNotValid()
     if rec.manifest.exports.peer_files is None:
         raise NoPeerPlane()

@@ -124,12 +124,14 @@ class Registrar:
 
     def _verified(self, approval: str, now_ms: int) -> tokens.ApprovalClaims:
         """The approval's claims (its MAC and expiry checked; whether it was spent is not)."""
-        try:
-            return tokens.verify_approval(self._keys.ring.approval_key, approval, now_ms=now_ms)
-        except tokens.ApprovalExpired:
-            raise Refused(refusals.EXPIRED, "approval_expired") from None
-        except tokens.TokenError:
-            raise IdentityRefused() from None
+        for ring in self._keys.rings():  # a replaced ring verifies during its grace (roost/state/keys.py)
+            try:
+                return tokens.verify_approval(ring.approval_key, approval, now_ms=now_ms)
+            except tokens.ApprovalExpired:
+                raise Refused(refusals.EXPIRED, "approval_expired") from None
+            except tokens.TokenError:
+                continue
+        raise IdentityRefused()
 
     def _approver(self, approval: str) -> tuple[int | None, str | None]:
         """The uid of the running session an approval was granted to (verified, not spent), and

@@ -148,15 +148,12 @@ class Referee:
             raise IdentityRefused()
         keys = self.keys
         cached = self._verified.get(credential)
-        if cached is not None and cached[0] is keys:
+        if cached is not None and (cached[0] is keys or cached[0] in self._keys.rings()):
             claims = cached[1]
         else:
-            try:
-                claims = tokens.verify_credential(keys.credential_key, credential)
-            except tokens.TokenError:
-                raise IdentityRefused() from None
+            claims, keys = self._verify_credential(credential)
             # Only a fully verified token is remembered, and only under the key ring that
-            # verified it: a rotation makes every entry miss.
+            # verified it: a rotation makes every entry miss (after its grace, if it has one).
             if len(self._verified) >= 4096:
                 self._verified.clear()
             self._verified[credential] = (keys, claims)
@@ -166,6 +163,16 @@ class Referee:
         if claims.sid in self._leases.until:
             self._leases.grant(claims.sid, self.clock(), self.lease_ms)
         return rec
+
+    def _verify_credential(self, credential: str) -> tuple[tokens.CredentialClaims, KeyRing]:
+        """The claims and the ring that verified them: the one in force, or a replaced one in
+        its grace (roost/state/keys.py); the identity refusal otherwise."""
+        for ring in self._keys.rings():
+            try:
+                return tokens.verify_credential(ring.credential_key, credential), ring
+            except tokens.TokenError:
+                continue
+        raise IdentityRefused()
 
     # -- artifacts (roost/services/referee/resolvecache.py) ------------------------------------------------
     async def resolve(self, name: str, version: str) -> Artifact:
