@@ -147,7 +147,7 @@ def _reads(hops: list[str]) -> list[str]:
     venv = Path(first).parent.parent
     if (venv / "pyvenv.cfg").is_file():
         out.append(str(venv))
-    for hop in hops[1:]:
+    for hop in hops:
         bindir = Path(hop).parent
         if bindir.name == "bin" and not hop.startswith(_SYSTEM):
             lib = bindir.parent / "lib"
