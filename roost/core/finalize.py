@@ -224,17 +224,8 @@ def _unreadable_record(facts: Facts, trace_line: bool) -> Decision | None:
     reported to, and no readable record is behind it: ``unknown``."""
     if facts.existing is not None or not facts.self_ended or not facts.addressed or not facts.delegated:
         return None
-    return Decision(
-        write="launcher",
-        send=True,
-        attempts=2 if _posts(facts) else 0,
-        outcome="unknown",
-        reason=UNKNOWN_REASON,
-        state="failed",
-        trace_line=trace_line,
-        status="error",
-        detail=UNKNOWN_REASON,
-    )
+    attempts = 2 if _posts(facts) else 0
+    return _launchers("error", attempts, trace_line, outcome="unknown", reason=UNKNOWN_REASON, detail=UNKNOWN_REASON)
 
 
 def _own_session_end(facts: Facts, trace_line: bool) -> Decision | None:
@@ -249,28 +240,35 @@ def _own_session_end(facts: Facts, trace_line: bool) -> Decision | None:
     # did not crash: record how it ended.
     exited_ok = facts.exit_status == "exit status 0" or (unknown and facts.told in ("ok", None))
     status: Status = "ok" if own_end == "complete" and exited_ok else "error"
-    return Decision(
-        write="launcher",
-        send=True,
-        attempts=0,
-        outcome=status,
-        reason=None,
-        state=state_for_status(status),
-        trace_line=trace_line,
-        status=status,
-    )
+    return _launchers(status, 0, trace_line)
 
 
 def _crashed(facts: Facts, trace_line: bool) -> Decision:
     """Rule 6: the launcher's ``crashed`` record, its detail from the exit status and stderr."""
+    return _launchers("crashed", 2 if _posts(facts) else 0, trace_line, from_stderr=True)
+
+
+def _launchers(
+    status: Status,
+    attempts: int,
+    trace_line: bool,
+    *,
+    outcome: str | None = None,
+    reason: str | None = None,
+    detail: str | None = None,
+    from_stderr: bool = False,
+) -> Decision:
+    """The launcher's own record of ``status``, sent (posted ``attempts`` times at most); the
+    outcome is the status unless the rule names another word."""
     return Decision(
         write="launcher",
         send=True,
-        attempts=2 if _posts(facts) else 0,
-        outcome="crashed",
-        reason=None,
-        state="crashed",
+        attempts=attempts,
+        outcome=outcome or status,
+        reason=reason,
+        state=state_for_status(status),
         trace_line=trace_line,
-        status="crashed",
-        detail_from_stderr=True,
+        status=status,
+        detail=detail,
+        detail_from_stderr=from_stderr,
     )

@@ -47,19 +47,21 @@ async def _daemon(daemon_factory: Any, registry: RegistryBuilder) -> RunningDaem
     return d
 
 
-async def _parent(d: RunningDaemon, tmp_path: Path, door_url: str) -> tuple[str, str, Path]:
+async def _delegated(
+    daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path, parent_door: Any, task: str, **extra: Any
+) -> tuple[RunningDaemon, Any, str, str, Path, dict[str, Any]]:
+    """A daemon, a parent registered with a real door, and one child it delegated ``task`` to:
+    ``(daemon, door, parent session, its credential, its workdir, the child's job)``."""
+    d = await _daemon(daemon_factory, registry)
+    door = await parent_door("x")
     wd = tmp_path / "boss-wd"
     wd.mkdir()
-    sid, cred = await d.register_top("boss", workdir=str(wd), capsule_url=door_url)
-    return sid, cred, wd
-
-
-async def _delegate(d: RunningDaemon, cred: str, task: str, **extra: Any) -> dict[str, Any]:
-    status, body, _, _ = await d.call(
+    sid, cred = await d.register_top("boss", workdir=str(wd), capsule_url=door.url)
+    status, job, _, _ = await d.call(
         "POST", "/jobs", json={"name": "kid", "version": "0.1.0", "task": task, **extra}, headers={CRED: cred}
     )
-    assert status == 201, body
-    return dict(body)
+    assert status == 201, job
+    return d, door, sid, cred, wd, dict(job)
 
 
 def _delegation_lines(wd: Path, sid: str) -> list[dict[str, Any]]:
@@ -69,10 +71,9 @@ def _delegation_lines(wd: Path, sid: str) -> list[dict[str, Any]]:
 async def test_a_child_stopped_at_its_deadline_is_terminated_not_timed_out(
     daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path, parent_door: Any
 ) -> None:
-    d = await _daemon(daemon_factory, registry)
-    door = await parent_door("x")
-    sid, cred, wd = await _parent(d, tmp_path, door.url)
-    job = await _delegate(d, cred, "sleep 60", deadline_secs=0.5)
+    d, _, sid, cred, wd, job = await _delegated(
+        daemon_factory, registry, tmp_path, parent_door, "sleep 60", deadline_secs=0.5
+    )
     final = await job_final(d, job["job_id"], {CRED: cred})
     assert (final["state"], final["outcome"]) == ("terminated", "terminated")
     (line,) = _delegation_lines(wd, sid)
@@ -84,10 +85,7 @@ async def test_a_child_stopped_at_its_deadline_is_terminated_not_timed_out(
 async def test_a_parent_cancel_reads_the_delegating_task_was_cancelled(
     daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path, parent_door: Any
 ) -> None:
-    d = await _daemon(daemon_factory, registry)
-    door = await parent_door("x")
-    sid, cred, wd = await _parent(d, tmp_path, door.url)
-    job = await _delegate(d, cred, "sleep 60")
+    d, _, sid, cred, wd, job = await _delegated(daemon_factory, registry, tmp_path, parent_door, "sleep 60")
     status, _, _, _ = await d.call("POST", f"/jobs/{job['job_id']}/cancel", headers={CRED: cred})
     assert status == 200
     final = await job_final(d, job["job_id"], {CRED: cred})
@@ -104,10 +102,7 @@ async def test_a_parent_cancel_reads_the_delegating_task_was_cancelled(
 async def test_a_finished_child_with_no_readable_record_is_unknown(
     daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path, parent_door: Any
 ) -> None:
-    d = await _daemon(daemon_factory, registry)
-    door = await parent_door("x")
-    sid, cred, wd = await _parent(d, tmp_path, door.url)
-    job = await _delegate(d, cred, "sleep 0 garbled")
+    d, door, sid, cred, wd, job = await _delegated(daemon_factory, registry, tmp_path, parent_door, "sleep 0 garbled")
     final = await job_final(d, job["job_id"], {CRED: cred})
     assert final["outcome"] == "unknown", final
     (line,) = _delegation_lines(wd, sid)

@@ -23,7 +23,7 @@ from multidict import CIMultiDict
 
 from tests.compat.limits_support import run_job
 from tests.support.capsules import wait_for
-from tests.support.peer import CAPS, NOT_VALID, PLANE, PeerEnv, trace_events
+from tests.support.peer import CAPS, NOT_VALID, PLANE, PeerEnv, Session, trace_events
 from tests.support.registry import RegistryBuilder
 
 SHARER = """
@@ -58,25 +58,41 @@ def _same(a: Answer, b: Answer) -> None:
     assert a[1].get("X-Murmur-Handle-Id") is not None or a[0] in (404, 405)
 
 
-async def test_both_urls_serve_the_same_answer(daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path) -> None:
+async def _shared(
+    daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path, name: str, max_bytes: str = "10Mi"
+) -> tuple[Any, PeerEnv, dict[str, Any], str, Session, Session]:
+    """A daemon, two registered peers with real doors, and a ``sharer`` job that exported
+    ``name`` and minted a handle for ``beta``: ``(daemon, peers, the sharer's job, the handle,
+    beta, alpha)``."""
     registry.add(
         "sharer",
         capabilities={"network": {"allow": ["127.0.0.1"]}},
         script=SHARER,
-        extra={"exports": {"peer_files": {"root": "share"}}, "lifecycle": {"after_task": "sleep"}},
+        extra={
+            "exports": {"peer_files": {"root": "share", "max_bytes": max_bytes}},
+            "lifecycle": {"after_task": "sleep"},
+        },
     )
     for peer in ("alpha", "beta"):
         registry.add(peer, capabilities=CAPS, extra={"exports": PLANE})
     d = await daemon_factory(registry.root, spawn_allow=("sharer", "alpha", "beta"))
     env = PeerEnv(d, tmp_path / "peers")
+    beta, alpha = await env.session("beta"), await env.session("alpha")
+    job = await run_job(d, "sharer", f"{name} {beta.door_url}")
+    result = Path(job["workdir"]) / "out" / "result.txt"
+    await wait_for(lambda: result.exists() and "handle" in result.read_text(), within=60)
+    return d, env, job, json.loads(result.read_text())["handle"], beta, alpha
+
+
+async def _close(env: PeerEnv) -> None:
+    for runner in env.runners:
+        await runner.cleanup()
+
+
+async def test_both_urls_serve_the_same_answer(daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path) -> None:
+    d, env, job, handle, beta, alpha = await _shared(daemon_factory, registry, tmp_path, "f.txt")
     try:
-        beta = await env.session("beta")
-        alpha = await env.session("alpha")
-        job = await run_job(d, "sharer", f"f.txt {beta.door_url}")
         wd, door = Path(job["workdir"]), job["capsule_url"]
-        result = wd / "out" / "result.txt"
-        await wait_for(lambda: result.exists() and "handle" in result.read_text(), within=60)
-        handle = json.loads(result.read_text())["handle"]
         at_door = f"{door}/resources/peer/{handle}"
         at_daemon = f"{d.url}/resources/peer/{handle}"
 
@@ -115,33 +131,17 @@ async def test_both_urls_serve_the_same_answer(daemon_factory: Any, registry: Re
         assert any(ln["path"] is None for ln in refused_lines)
         assert all(other["handle"] not in json.dumps(ln) for ln in lines)
     finally:
-        for runner in env.runners:
-            await runner.cleanup()
+        await _close(env)
 
 
 async def test_a_large_file_streams_through_the_door(
     daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path
 ) -> None:
-    registry.add(
-        "sharer",
-        capabilities={"network": {"allow": ["127.0.0.1"]}},
-        script=SHARER,
-        extra={"exports": {"peer_files": {"root": "share", "max_bytes": "1Mi"}}, "lifecycle": {"after_task": "sleep"}},
-    )
-    for peer in ("alpha", "beta"):
-        registry.add(peer, capabilities=CAPS, extra={"exports": PLANE})
-    d = await daemon_factory(registry.root, spawn_allow=("sharer", "alpha", "beta"))
-    env = PeerEnv(d, tmp_path / "peers")
+    d, env, job, handle, beta, _ = await _shared(daemon_factory, registry, tmp_path, "big.bin", max_bytes="1Mi")
     try:
-        beta = await env.session("beta")
-        job = await run_job(d, "sharer", f"big.bin {beta.door_url}")
-        result = Path(job["workdir"]) / "out" / "result.txt"
-        await wait_for(lambda: result.exists() and "handle" in result.read_text(), within=60)
-        handle = json.loads(result.read_text())["handle"]
         served = await _get(f"{job['capsule_url']}/resources/peer/{handle}", beta.audience)
         assert served[0] == 200 and len(served[2]) == 300_000
         assert served[1]["ETag"] == f'"sha256:{hashlib.sha256(served[2]).hexdigest()}"'
         _same(served, await _get(f"{d.url}/resources/peer/{handle}", beta.audience))
     finally:
-        for runner in env.runners:
-            await runner.cleanup()
+        await _close(env)

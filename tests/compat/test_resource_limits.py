@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ import pytest
 
 from roost.state.registry.packing import PackError
 from tests.compat.limits_support import finished_job, run_job, session_lines
-from tests.ops.support import admin_http
+from tests.ops.support import admin_http, roostctl
 from tests.support.registry import RegistryBuilder
 
 FORKS = """
@@ -169,19 +168,8 @@ async def test_status_and_doctor_say_what_enforces_each_limit(daemon_factory: An
     assert limits["mode"] == "advisory"
     assert limits["mechanisms"]["cgroup_pids_max"] is None
     assert limits["mechanisms"]["cpu_seconds"] == "rlimit RLIMIT_CPU"
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "roost.ctl.main",
-        "--state-dir",
-        str(d.config.state_dir),
-        "doctor",
-        "--json",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
-    out, _ = await proc.communicate()
+    doctor = await asyncio.to_thread(roostctl, "doctor", "--json", state_dir=d.config.state_dir)
+    out = doctor.out
     findings = {f["check"]: f for f in json.loads(out)["findings"]}
     finding = findings["resource-limits"]
     assert finding["status"] == "warn"

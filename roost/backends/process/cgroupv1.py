@@ -19,7 +19,6 @@ Everything here blocks: call it through the daemon's executor.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import signal
 import time
@@ -28,6 +27,8 @@ from pathlib import Path
 
 import structlog
 
+from roost.backends.process.cgroups import remove_cgroup as _remove
+from roost.backends.process.cgroups import write_cgroup_file as _write
 from roost.core.ids import JOB_ID_RE
 
 __all__ = ["V1_CONTROLLERS", "V1Cgroups", "own_v1_paths", "v1_limit_files", "v1_mounts"]
@@ -88,14 +89,6 @@ def v1_limit_files(field: str, value: int, *, memsw: bool) -> dict[str, str]:
 
 
 _CONTROLLER_OF = {"cgroup_pids_max": "pids", "cgroup_memory_bytes": "memory", "cpu_percent": "cpu"}
-
-
-def _write(path: Path, data: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    try:
-        os.write(fd, data.encode())
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,20 +211,6 @@ def _procs(path: Path) -> list[int]:
         return [int(p) for p in (path / "cgroup.procs").read_text().split() if p.isdigit()]
     except OSError:
         return []
-
-
-def _remove(path: Path, *, tries: int) -> bool:
-    for attempt in range(tries):
-        try:
-            path.rmdir()
-            return True
-        except FileNotFoundError:
-            return True
-        except OSError as exc:
-            if exc.errno != errno.EBUSY or attempt == tries - 1:
-                return False
-            time.sleep(0.02)
-    return False
 
 
 def _usable(root: Path, controller: str) -> bool:

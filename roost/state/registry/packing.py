@@ -8,7 +8,7 @@ and lets an approval's pinned digest survive a rebuild of unchanged sources.
 
 Written with the registry's own rules in mind, so whatever is packed here resolves there:
 ``murmur.yaml`` is validated, an entrypoint's relative first word with a ``/`` in it must be an
-executable file of the capsule (a bare word is one, or a command found on ``PATH`` at launch),
+executable file of the capsule (a bare word is one, or a command on ``PATH``, found again at launch),
 and the registry's ceilings (manifest size, total size, entry count) are applied.
 The zip and its ``.sha256`` sidecar are written atomically (temp file, fsync, ``os.replace``).
 
@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import io
 import os
+import shutil
 import stat
 import sys
 import zipfile
@@ -128,10 +129,11 @@ def _check_entrypoint(manifest: Manifest, src_dir: Path, arcnames: set[str]) -> 
     if ".." in parts or not parts:
         raise PackError(f"entrypoint '{first}' must name a file inside the capsule directory")
     rel = "/".join(parts)
-    if rel not in arcnames and "/" not in first:
+    if rel not in arcnames and "/" not in first and shutil.which(first) is not None:
         return  # a command the host finds on PATH at launch (``python3 -c …``; roost/capsule/entrypoint.py)
     if rel not in arcnames:
-        raise PackError(f"entrypoint '{first}' is not a file of the capsule directory {src_dir}")
+        where = "" if "/" in first else " nor a command on this host's PATH"
+        raise PackError(f"entrypoint '{first}' is not a file of the capsule directory {src_dir}{where}")
     if not os.stat(src_dir / rel).st_mode & 0o111:
         raise PackError(f"entrypoint '{first}' is not executable; run chmod +x on it before packing")
 
