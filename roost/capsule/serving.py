@@ -210,8 +210,11 @@ class TaskServer:
             self.initial_done.set()
 
     async def on_cancel(self, task: DoorTask, phase: CancelPhase) -> None:
-        """Seed 000's ``task_canceled``: where the task stopped, before its ``task_end`` (a task
-        cancelled while queued never started: this line is its only record)."""
+        """Seed 000's ``task_canceled``: where a task a caller cancelled (``tasks/cancel``) stopped,
+        before its ``task_end`` (a task cancelled while queued never started: this line is its only
+        record). The session's own ending cancels what runs too; that is no caller's cancel."""
+        if self._is_stopping():
+            return
         node = self.task_nodes.get(task.id)
         started = node is not None
         where = "turn" if phase == "running" else ("input" if started else "queued")
