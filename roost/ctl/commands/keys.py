@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from roost.core.manifest import parse_duration_secs
 from roost.ctl.context import Context
 from roost.ctl.errors import CtlError
 
@@ -44,6 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _duration(text: str) -> int:
+    from roost.core.manifest import parse_duration_secs  # pydantic and yaml only when asked for
+
     if text.strip() == "0":
         return 0
     try:
