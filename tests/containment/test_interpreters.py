@@ -74,7 +74,6 @@ def _add(registry: RegistryBuilder, cls: str) -> None:
     )
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("cls", CLASSES)
 @pytest.mark.parametrize("setup", ["pyenv-shim", "venv", "system"])
 async def test_python3_runs_contained_in_each_setup(
