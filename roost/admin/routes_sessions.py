@@ -16,6 +16,7 @@ from aiohttp import web
 
 from roost.admin import views
 from roost.admin.context import TABLE
+from roost.core.admin_models import SessionDetail, SessionList, TreeAnswer
 from roost.core.errors import BadRequest, Conflict, NotFound
 from roost.core.ids import require_id
 from roost.core.wire import SESSION_STATES
@@ -45,9 +46,10 @@ async def sessions(request: web.Request) -> web.Response:
     recs = [r for r in table.sessions.values() if state == "all" or r.status == state]
     recs.sort(key=lambda r: (r.created_ms, r.session_id))
     stopped = _stopped(request)
-    return web.json_response(
-        {"sessions": [views.session_view(r, table.live_children(r.session_id), stopped(r)) for r in recs]}
-    )
+    answer: SessionList = {
+        "sessions": [views.session_view(r, table.live_children(r.session_id), stopped(r)) for r in recs]
+    }
+    return web.json_response(answer)
 
 
 def _stopped(request: web.Request) -> Callable[[SessionRecord], str | None]:
@@ -89,8 +91,9 @@ async def session(request: web.Request) -> web.Response:
     rec = await request.app[REFEREE].lookup(require_id("session_id", request.match_info["session_id"]))
     if rec is None:
         raise NotFound("session not found")
-    body = views.session_view(rec, table.live_children(rec.session_id), _stopped(request)(rec))
-    body["children"] = sorted(r.session_id for r in table.sessions.values() if r.parent_id == rec.session_id)
+    children = sorted(r.session_id for r in table.sessions.values() if r.parent_id == rec.session_id)
+    view = views.session_view(rec, table.live_children(rec.session_id), _stopped(request)(rec))
+    body: SessionDetail = {**view, "children": children}
     return web.json_response(body)
 
 
@@ -119,6 +122,6 @@ async def tree(request: web.Request) -> web.Response:
         chosen |= {sid for sid, r in recs.items() if r.parent_id in chosen}
     jobs = request.app[LAUNCHER].jobs.values()
     job_states = {j.job_id: str(j.state) for j in jobs}
-    job_ends = {j.job_id: {"outcome": j.outcome, "reason": j.reason} for j in jobs if j.final}
-    roots = views.tree((recs[s] for s in chosen), job_states=job_states, job_ends=job_ends)
-    return web.json_response({"roots": roots})
+    job_ends = {j.job_id: (j.outcome, j.reason) for j in jobs if j.final}
+    answer: TreeAnswer = {"roots": views.tree((recs[s] for s in chosen), job_states=job_states, job_ends=job_ends)}
+    return web.json_response(answer)

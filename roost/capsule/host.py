@@ -39,8 +39,10 @@ from roost.capsule.entrypoint import task_env
 from roost.capsule.hostsock import HostSocket
 from roost.capsule.lifeline import LifelineWatch
 from roost.capsule.limits import limits_report, rlimit_plan
+from roost.capsule.otelspans import session_spans
 from roost.capsule.peerdoor import PeerDoor
 from roost.capsule.prepare import ContainmentRefused, LaunchRefused, Prepared, RunOptions, door_note, prepare, say
+from roost.capsule.pushing import SessionEgress, push_delivery
 from roost.capsule.reaper import KILL_GRACE_SECS, become_subreaper, descendants, kill_tree, reap_orphans
 from roost.capsule.sandbox import Confinement
 from roost.capsule.serving import EXIT_STATUS, TaskServer, build_door
@@ -81,6 +83,14 @@ def _categories(m: Manifest) -> list[str]:
     return out
 
 
+def _failed_status(returncode: int | None) -> int:
+    """The host's exit status after a failed last task: the entrypoint's own (so ``roostctl job``
+    shows what its stderr says), 128 + N for a signal N, else 1."""
+    if returncode is None or returncode == 0:
+        return 1
+    return min(255, 128 - returncode) if returncode < 0 else min(255, returncode)
+
+
 class Host:
     """The running session: door, host socket, trace, tasks, and the way it ends."""
 
@@ -103,7 +113,12 @@ class Host:
             rlimits=rlimit_plan(m.capabilities.resources),
             is_stopping=lambda: self.stopping,
         )
-        self.door = build_door(p, self.tasks)
+        self.tasks.spans = session_spans(
+            m.observability.otel_endpoint, name=m.name, version=m.version, session_id=p.session_id, workdir=p.workdir
+        )
+        self.egress = SessionEgress(m.capabilities.network.allow, p.roost_url)
+        push, self._poster = push_delivery(self.egress)
+        self.door = build_door(p, self.tasks, push)
         self.hostsock: HostSocket | None = None
         self._runner: web.BaseRunner | None = None
         self._watch: LifelineWatch | None = None
@@ -191,6 +206,7 @@ class Host:
         port = self._runner.addresses[0][1]
         url = f"http://127.0.0.1:{port}"
         self.door.url = url
+        self.egress.door_bound("127.0.0.1", port)
         self.hostsock = HostSocket(
             self.p.records,
             daemon_url=self.p.roost_url,
@@ -298,7 +314,7 @@ class Host:
             if p.handle is not None:
                 await self._report_completion(ok, duration)
             await self.link.deregister("complete" if ok or tasks.last_state is None else "failed")
-            return 0 if ok or tasks.last_state is None else 1
+            return 0 if ok or tasks.last_state is None else _failed_status(tasks.last_returncode)
         await self.link.deregister("failed")
         return 143
 
@@ -342,6 +358,7 @@ class Host:
             await self.hostsock.stop()
         if self._runner is not None:
             await self._runner.cleanup()
+        await self._poster.close()
         await self.link.close()
 
 

@@ -182,6 +182,11 @@ class JobResponse(_Open):
     node: JobNode | None = Field(
         default=None, description='Where the child runs (launcher = "ray"); null: on the daemon\'s own host.'
     )
+    trace_id: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{32}$",
+        description="The W3C trace id of the job's delegation tree: its trace in an OpenTelemetry backend.",
+    )
 
 
 # -- peer plane ------------------------------------------------------------------------------------

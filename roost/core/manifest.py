@@ -282,6 +282,18 @@ class Exports(_Model):
     peer_tasks: PeerTasksExport = Field(default_factory=PeerTasksExport)
 
 
+class Observability(_Model):
+    otel_endpoint: str | None = None
+    """OTLP/HTTP base URL a runtime posts its spans to (``<otel_endpoint>/v1/traces``); None: none."""
+
+    @field_validator("otel_endpoint")
+    @classmethod
+    def _endpoint(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return v
+
+
 class Manifest(_Model):
     """What the daemon reads of a ``murmur.yaml``."""
 
@@ -292,6 +304,7 @@ class Manifest(_Model):
     capabilities: Capabilities = Field(default_factory=Capabilities)
     lifecycle: Lifecycle = Field(default_factory=Lifecycle)
     exports: Exports = Field(default_factory=Exports)
+    observability: Observability = Field(default_factory=Observability)
     tools: list[ArtifactRef] = Field(default_factory=list)
     skills: list[ArtifactRef] = Field(default_factory=list)
     hooks: list[ArtifactRef] = Field(default_factory=list)

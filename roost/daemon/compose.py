@@ -22,8 +22,8 @@ from roost.admin.control import Control
 from roost.admin.server import AdminServer, AdminSocketError, build_admin_app
 from roost.backends.bundle import BackendNeeds, BackendServices
 from roost.backends.choose import choose_backend
-from roost.daemon.lifecycle import Lifecycle
-from roost.daemon.network import check_listeners, start_network_listener
+from roost.core.egress import own_listeners
+from roost.daemon.network import check_listeners, listeners, start_network_listener
 from roost.daemon.startup import (
     StartupError,
     StateLock,
@@ -37,11 +37,13 @@ from roost.daemon.startup import (
     say_keys_reset,
     take_clean_stop,
 )
+from roost.daemon.tracing import Tracing
 from roost.http.app import build_app
 from roost.http.context import Services
 from roost.http.guard import ConnectionGuard
 from roost.http.server import PolicedRunner, bound_port
 from roost.observe.events import EventBus
+from roost.observe.logs import configure_logging
 from roost.observe.metrics import Metrics
 from roost.observe.probes import Probes
 from roost.observe.tracesink import TraceFiles
@@ -49,16 +51,19 @@ from roost.services.artifactserve import keeper_token
 from roost.services.launcher.jobdirs import JobDirs
 from roost.services.launcher.service import Launcher, LaunchServices
 from roost.services.peer.plane import PeerPlane
+from roost.services.peerauth import PeerAuth
 from roost.services.referee.service import Referee, wall_ms
 from roost.services.relay import Relay
 from roost.services.retention import Retention
 from roost.services.sessionwatch import SessionWatch, observe_session_end
 from roost.state.config import Config
 from roost.state.keys import KeyFileError, KeyHolder, KeyRing
+from roost.state.lifecycle import Lifecycle
 from roost.state.sessions import SessionTable
 from roost.state.settings import Settings
 from roost.state.store import Store, StoreDamaged, StoreError, StoreTooNew, is_damage
 from roost.system.blocking import BlockingExecutor
+from roost.system.hostaddrs import host_addresses
 
 __all__ = ["Roost"]
 
@@ -88,7 +93,7 @@ class Roost:
         """What outlives any request: the executor, the settings, the sessions, the keys, the
         store, the state directory's lock, the daemon's lifecycle, its metrics and events."""
         self.executor = BlockingExecutor()
-        self.settings = Settings(config, executor=self.executor)
+        self.settings = Settings(config, executor=self.executor, configure_logs=configure_logging)
         self.metrics = Metrics()
         self.table = SessionTable()
         self.key_holder = KeyHolder(
@@ -100,6 +105,7 @@ class Roost:
         self.state_lock = StateLock(config.state_dir)
         self.lifecycle = Lifecycle(config)
         self.events = EventBus(clock=self.clock)
+        self.tracing = Tracing(self.events, self.metrics)
 
     def _choose_backend(self, config: Config) -> BackendServices:
         """Where children run, and with it where a session's files, trace, door and workdir are."""
@@ -134,6 +140,7 @@ class Roost:
         self.traces = TraceFiles(self.executor, backend.node_traces)
         self.referee.on_session_end.append(self.traces.close)
         self.referee.on_session_end.append(observe_session_end(self.events))
+        self.peer_auth = PeerAuth(config.peer_auth, self.executor) if config.peer_auth else None
         self.relay = Relay(
             sessions=self.referee,
             doors=self.key_holder,
@@ -142,8 +149,10 @@ class Roost:
             events=self.events,
             metrics=self.metrics,
             traces=self.traces,
+            peer_auth=self.peer_auth,
         )
         self.referee.on_session_registered.append(self.relay.forget_doors)
+        self.a2a.peer_check = self.relay.peer_refusal  # a send never reaches the daemon's own listeners
         self.peer_plane = PeerPlane(
             settings=self.settings,
             keys=self.key_holder,
@@ -245,6 +254,9 @@ class Roost:
         for forever in (self.referee.expire_forever(), self.retention.run_forever()):
             self.lifecycle.spawn(forever)
         self.lifecycle.port = await self._open_listeners(cfg)
+        # The relay and push webhooks never dial the daemon's own listeners (roost/core/egress.py).
+        own = listeners(cfg, self.lifecycle.port, self.lifecycle.network_port)
+        self.relay.own = own_listeners(own, await self.executor.run(host_addresses))
         await self.probes.start()
         await self._say_started(cfg, clean)
 
@@ -272,6 +284,7 @@ class Roost:
         await self.executor.run(self.referee.load)
         clean = cfg.ephemeral_keys or await self.executor.run(take_clean_stop, self.store)
         self.events.run_id = await self.executor.run(instance_id, self.store, self.events.run_id)
+        self.tracing.start(cfg)
         return clean
 
     async def _open_listeners(self, cfg: Config) -> int:
@@ -348,7 +361,10 @@ class Roost:
             except Exception:
                 log.exception("service_stop_failed", service=type(service).__name__)
         await self.probes.stop()
+        await self.tracing.stop()
         await self.a2a.close()
+        if self.peer_auth is not None:
+            await self.peer_auth.close()
         await self.traces.close_all()
         if not self.settings.config.ephemeral_keys:
             with contextlib.suppress(StoreError):

@@ -32,7 +32,7 @@ routes = web.RouteTableDef()
 
 @routes.post("/jobs")
 async def launch(request: web.Request) -> web.Response:
-    req = parse_launch(await read_json(request))
+    req = parse_launch(await read_json(request), traceparent=request.headers.get("traceparent"))
     credential = request.headers.get(CREDENTIAL_HEADER)
     try:
         job = await request.app[LAUNCHER].launch(

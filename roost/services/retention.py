@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from roost.services.periodic import every
 from roost.state.repos.jobs import prune_sql as prune_jobs
 from roost.state.repos.journal import JournalRepository
 from roost.state.repos.sessions import prune_sql as prune_sessions
@@ -38,7 +39,6 @@ from roost.state.repos.spent import prune_sql as prune_spent
 from roost.state.sessions import SessionTable
 from roost.state.settings import Settings
 from roost.state.store import Op
-from roost.system.periodic import every
 
 __all__ = ["BATCH", "PrunedStore", "Retention", "SweepCounts"]
 

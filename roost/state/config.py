@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from roost.core.ids import allow_entry_problem, identifier_problem
 from roost.core.loopback import is_loopback_host
+from roost.core.peerauth import PeerAuthEntry
 
 __all__ = [
     "LAUNCHERS",
@@ -177,6 +178,33 @@ class Config(BaseModel):
     tls_key: Path | None = None
     allow_plaintext_network: bool = False
     """Serve a non-loopback address without TLS (a private network the operator vouches for)."""
+    # Authenticated peers (docs/operations.md, "Authenticated peers"): per peer origin, the
+    # schemes the relay may answer a peer's card with; secrets in files the daemon owns.
+    peer_auth: tuple[PeerAuthEntry, ...] = ()
+
+    # -- OpenTelemetry traces and the dashboard's trace links (docs/operations.md, "OpenTelemetry
+    # traces"). The standard OTEL_* variables by their lower-case names (upper-case works in the
+    # file too); a variable set in the daemon's environment wins. Read at start-up.
+    otel_exporter_otlp_endpoint: str | None = None
+    otel_exporter_otlp_traces_endpoint: str | None = None
+    otel_exporter_otlp_headers: str | None = None
+    """Secret (API keys): ``GET /config`` shows only whether it is set."""
+    otel_exporter_otlp_traces_headers: str | None = None
+    """Secret, as ``otel_exporter_otlp_headers``."""
+    otel_exporter_otlp_protocol: str | None = None
+    otel_exporter_otlp_timeout: int | None = None
+    otel_service_name: str | None = None
+    otel_resource_attributes: str | None = None
+    otel_traces_exporter: str | None = None
+    otel_traces_sampler: str | None = None
+    otel_traces_sampler_arg: float | None = None
+    otel_sdk_disabled: bool | None = None
+    otel_bsp_max_queue_size: int | None = None
+    otel_bsp_max_export_batch_size: int | None = None
+    otel_bsp_schedule_delay: int | None = None
+    dashboard_trace_url: str | None = None
+    """A URL template for a job's trace in the operator's trace UI; ``{trace_id}`` is replaced
+    (e.g. ``http://phoenix:6006/projects/<id>/traces/{trace_id}``)."""
 
     @field_validator("bind")
     @classmethod
@@ -263,11 +291,21 @@ class Config(BaseModel):
         return self.state_dir / "roost.db"
 
     def public(self) -> dict[str, object]:
-        """The effective configuration as JSON-safe data (no secrets live in it)."""
-        return self.model_dump(mode="json")
+        """The effective configuration as JSON-safe data; an OTLP exporter's headers (API keys)
+        are shown only as set or not."""
+        out = self.model_dump(mode="json")
+        for key in SECRET_KEYS:
+            if out.get(key) is not None:
+                out[key] = "(set)"
+        return out
+
+    def otel_file_settings(self) -> dict[str, object]:
+        """The ``otel_*`` settings that are set, by name (for :func:`roost.observe.otelmap.otel_settings`)."""
+        return {k: v for k, v in self.model_dump().items() if k.startswith("otel_") and v is not None}
 
 
 _TOML_KEYS = set(Config.model_fields)
+SECRET_KEYS = ("otel_exporter_otlp_headers", "otel_exporter_otlp_traces_headers")
 NETWORK_KEYS = ("listen", "advertise_url", "tls_cert", "tls_key", "allow_plaintext_network")
 """Settings a reload keeps until the next restart (the listener is bound once)."""
 _PATH_KEYS = {"registry_path", "state_dir", "admin_socket", "tls_cert", "tls_key", "ray_node_root"}
@@ -323,6 +361,8 @@ def load_toml(path: Path) -> dict[str, object]:
     base = path.resolve().parent
     for key, value in section.items():
         norm = key.replace("-", "_")
+        if norm.startswith("OTEL_"):
+            norm = norm.lower()
         if norm not in _TOML_KEYS:
             raise ConfigError(f"invalid --config {path}: unknown setting '{key}'")
         if norm in _PATH_KEYS and isinstance(value, str):

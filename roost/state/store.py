@@ -189,7 +189,11 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE jobs ADD COLUMN node TEXT;
     """,
-    # 9: the formation a session and a job belong to (MURMUR_FORMATION_ID; NULL: none).
+    # 9: the W3C traceparent naming the job's span (roost/observe/jobspans.py; NULL: none).
+    """
+    ALTER TABLE jobs ADD COLUMN traceparent TEXT;
+    """,
+    # 10: the formation a session and a job belong to (MURMUR_FORMATION_ID; NULL: none).
     """
     ALTER TABLE sessions ADD COLUMN formation_id TEXT;
     ALTER TABLE jobs ADD COLUMN formation_id TEXT;

@@ -149,7 +149,7 @@ async def test_failed_task_writes_result_txt_only(
     work.mkdir()
     (work / "task.md").write_text("boom")
     cp = await capsules.start("crasher@0.1.0", work, registry=registry.root)
-    assert await cp.wait() == 1
+    assert await cp.wait() == 3  # the host exits with its entrypoint's own status
     text = (work / "out" / "result.txt").read_text()
     assert "exited with status 3" in text and "crasher: about to fail" in text
     assert not (work / "out" / "result.json").exists()

@@ -105,8 +105,12 @@ async def test_top_level_launch_writes_every_file_and_variable(
         "MURMUR_REGISTRY_PATH",
         "MURMUR_SPAWNER_LIFELINE",
         "MURMUR_ROOST_INSTANCE",
+        # The job's span, so the child's own spans continue its delegation tree's trace.
+        "TRACEPARENT",
+        "OTEL_SERVICE_NAME",
     } | ({"LANG"} if "LANG" in os.environ else set())
     assert set(env) == expected
+    assert env["TRACEPARENT"].split("-")[1] == body["trace_id"] and env["OTEL_SERVICE_NAME"] == "solo"
     assert env["MURMUR_ROOST_URL"] == d.url
     assert env["MURMUR_JOB_ID"] == body["job_id"]
     assert env["MURMUR_REGISTRY_PATH"] == str(registry.root)

@@ -54,7 +54,9 @@ __all__ = [
 
 
 # Never copied through an env.allow list: runtime names and anything that carries identity.
-_RESERVED_PREFIXES = ("MURMUR_",)
+# OTEL_*: the daemon's exporter settings (endpoint, headers with their API keys) never reach a
+# child, whatever its allow list says; a child gets TRACEPARENT and OTEL_SERVICE_NAME of its own.
+_RESERVED_PREFIXES = ("MURMUR_", "OTEL_", "TRACEPARENT", "TRACESTATE")
 _FIXED = ("PATH", "HOME", "LANG")
 
 

@@ -22,6 +22,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from roost.core.admin_models import ClusterReport, ConfigView, StatusAnswer
 from roost.ctl.context import Context
 from roost.ctl.errors import CtlError
 from roost.ctl.netcheck import check_network
@@ -137,7 +138,7 @@ def _check_registry(f: _Findings, root: Path | None) -> None:
         f.add("registry", "ok", f"{root}: {n} artifacts (roostctl registry verify re-checks each)")
 
 
-def _check_runtimes(f: _Findings, config: dict[str, Any] | None) -> None:
+def _check_runtimes(f: _Findings, config: ConfigView | None) -> None:
     capsule_cmd = (config or {}).get("capsule_command") or []
     if capsule_cmd:
         exe = capsule_cmd[0]
@@ -163,7 +164,7 @@ def _check_runtimes(f: _Findings, config: dict[str, Any] | None) -> None:
     )
 
 
-def _check_containment(f: _Findings, config: dict[str, Any] | None) -> None:
+def _check_containment(f: _Findings, config: ConfigView | None) -> None:
     from roost.capsule.probe import CONTAINMENT_MAX_ENV, probe_host
 
     cap = (config or {}).get("containment_max") or ""
@@ -179,14 +180,14 @@ def _check_containment(f: _Findings, config: dict[str, Any] | None) -> None:
     f.add("containment", "ok" if not hints else "warn", detail, "; ".join(hints))
 
 
-def limits_findings(status: dict[str, Any] | None) -> list[tuple[str, str, str, str]]:
+def limits_findings(status: StatusAnswer | None) -> list[tuple[str, str, str, str]]:
     """What enforces each ``capabilities.resources`` limit here, and what does not (pure; from
     ``GET /status``'s ``resource_limits``; docs/security.md, "Resource limits")."""
-    report = (status or {}).get("resource_limits")
-    if not isinstance(report, dict) or not isinstance(report.get("mechanisms"), dict):
+    report = status.get("resource_limits") if status is not None else None
+    mechanisms = report["mechanisms"] if report is not None else None
+    if report is None or mechanisms is None:
         return [("resource-limits", "note", "the daemon does not say how it enforces resource limits", "")]
-    mode = str(report.get("mode") or "enforce")
-    mechanisms: dict[str, Any] = report["mechanisms"]
+    mode = report["mode"] or "enforce"
     missing = sorted(field for field, how in mechanisms.items() if not how)
     held = ", ".join(f"{field} by {how}" for field, how in mechanisms.items() if how)
     if not missing:
@@ -209,14 +210,14 @@ def limits_findings(status: dict[str, Any] | None) -> list[tuple[str, str, str, 
     return [("resource-limits", "warn", detail, fix)]
 
 
-def _check_cluster(f: _Findings, ctx: Context, config: dict[str, Any] | None) -> None:
+def _check_cluster(f: _Findings, ctx: Context, config: ConfigView | None) -> None:
     """With ``launcher = "ray"``: the cluster answers, has nodes and free resources, and on each
     node with a keeper, the keeper is alive, the capsule command runs there (with ``--version``),
     the runtime is found, and the artifact cache is writable and intact (docs/operations.md)."""
     if (config or {}).get("launcher") != "ray":
         return
     try:
-        report = ctx.client.call("GET", "/cluster")
+        report: ClusterReport = ctx.client.call("GET", "/cluster")
     except CtlError as exc:
         f.add("ray-cluster", "fail", exc.message, "upgrade the daemon: it has no cluster report")
         return
@@ -224,7 +225,7 @@ def _check_cluster(f: _Findings, ctx: Context, config: dict[str, Any] | None) ->
         f.add(*item)
 
 
-def cluster_findings(report: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+def cluster_findings(report: ClusterReport) -> list[tuple[str, str, str, str]]:
     """Findings ``(check, status, detail, fix)`` from a ``GET /cluster`` report (pure)."""
     out: list[tuple[str, str, str, str]] = []
     where = str(report.get("address") or "embedded")
@@ -243,7 +244,7 @@ def cluster_findings(report: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             (
                 "ray-cluster",
                 "fail",
-                f"the Ray cluster ({where}) did not answer the daemon's query: {report['error']}",
+                f"the Ray cluster ({where}) did not answer the daemon's query: {report.get('error')}",
                 f"check that the head (GCS) at {where} is up; a daemon whose head stays away longer than "
                 "gcs_rpc_server_reconnect_timeout_s exits, and reconciles once restarted",
             )
@@ -377,17 +378,17 @@ def _unreachable_fix(where: str) -> str:
 def run(ctx: Context, args: argparse.Namespace) -> int:
     f = _Findings()
     path, source = ctx.socket_path
-    status: dict[str, Any] | None = None
-    config: dict[str, Any] | None = None
+    status: StatusAnswer | None = None
+    config: ConfigView | None = None
     try:
         status = ctx.client.call("GET", "/status")
         config = ctx.client.call("GET", "/config")
-        f.add("daemon", "ok", f"mur-roost {status.get('version')} answers at {path} ({source})")
+        f.add("daemon", "ok", f"mur-roost {status['version']} answers at {path} ({source})")
     except CtlError as exc:
         f.add("daemon", "fail", exc.message, "start it: mur-roost --config roost.toml (or systemctl start mur-roost)")
     _check_socket(f, path)
-    state_dir = Path(str(status["state_dir"])) if status else (Path(ctx.state_dir) if ctx.state_dir else path.parent)
-    _check_state(f, state_dir, bool(status and status.get("ephemeral_keys")))
+    state_dir = Path(status["state_dir"]) if status else (Path(ctx.state_dir) if ctx.state_dir else path.parent)
+    _check_state(f, state_dir, bool(status and status["ephemeral_keys"]))
     reg = args.registry_path or (config or {}).get("registry_path") or os.environ.get("ROOST_REGISTRY_PATH")
     _check_registry(f, Path(reg) if reg else None)
     _check_runtimes(f, config)

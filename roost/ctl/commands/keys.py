@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from roost.core.admin_models import RotateAnswer, StatusAnswer
 from roost.ctl.context import Context
 from roost.ctl.errors import CtlError
 
@@ -56,7 +57,8 @@ def _duration(text: str) -> int:
 def run(ctx: Context, args: argparse.Namespace) -> int:
     out = ctx.out
     if not args.yes and not args.grace:
-        running = ctx.client.call("GET", "/status").get("sessions", {}).get("running", 0)
+        status: StatusAnswer = ctx.client.call("GET", "/status")
+        running = status["sessions"]["running"]
         if running:
             if not sys.stdin.isatty():
                 raise CtlError(f"{running} running sessions would lose their credentials; pass --yes to rotate anyway")
@@ -64,7 +66,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
             out.err.flush()
             if sys.stdin.readline().strip().lower() not in ("y", "yes"):
                 raise CtlError("not rotated")
-    body = ctx.client.call("POST", "/keys/rotate", {"grace_secs": args.grace} if args.grace else None)
+    body: RotateAnswer = ctx.client.call("POST", "/keys/rotate", {"grace_secs": args.grace} if args.grace else None)
     if out.as_json:
         out.json(body)
         return 0

@@ -18,7 +18,9 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
+from roost.core.admin_models import ConfigView
 from roost.core.allownames import DEFAULT_REGISTRY_NAME
 from roost.ctl.context import Context
 from roost.ctl.errors import CtlError, Unreachable
@@ -43,7 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _registry_name(ctx: Context) -> str:
     """The registry's name as the daemon knows it (``registry_name``), else the default."""
     try:
-        return str(ctx.client.call("GET", "/config").get("registry_name") or DEFAULT_REGISTRY_NAME)
+        config: ConfigView = ctx.client.call("GET", "/config")
+        return config.get("registry_name") or DEFAULT_REGISTRY_NAME
     except CtlError:
         return DEFAULT_REGISTRY_NAME
 
@@ -56,7 +59,8 @@ def _registry_path(ctx: Context, args: argparse.Namespace) -> tuple[Path, bool]:
     if env:
         return Path(env).expanduser().absolute(), False
     try:
-        return Path(ctx.client.call("GET", "/config")["registry_path"]), True
+        config: ConfigView = ctx.client.call("GET", "/config")
+        return Path(config["registry_path"]), True
     except CtlError:
         home = os.environ.get("HOME", "")
         if not home:
@@ -77,7 +81,7 @@ def _ls(ctx: Context, root: Path) -> int:
     from roost.state.registry.catalog import Catalog
 
     _exists(root)
-    items = [
+    items: list[dict[str, Any]] = [
         {"name": a.name, "version": a.version, "size": a.size, "sha256": a.sidecar_sha256, "path": str(a.path)}
         for a in Catalog(root).list()
     ]

@@ -40,9 +40,9 @@ def parse_task(task: object) -> dict[str, str | None] | None:
     return payload
 
 
-def parse_launch(body: Body) -> LaunchRequest:
+def parse_launch(body: Body, *, traceparent: str | None = None) -> LaunchRequest:
     """Validate a ``POST /jobs`` body: both coordinates' presence and type, then their grammar,
-    then the optional fields (one sentence per mistake)."""
+    then the optional fields (one sentence per mistake); ``traceparent`` is the header's."""
     name = require_str(body, "name", null_is_missing=True)
     version = require_str(body, "version", null_is_missing=True)
     require_id("name", name)
@@ -62,5 +62,6 @@ def parse_launch(body: Body) -> LaunchRequest:
         deadline_secs=float(deadline) if deadline is not None else None,
         untrusted=untrusted,
         workdir=workdir,
+        traceparent=traceparent,
         formation_id=formation,
     )

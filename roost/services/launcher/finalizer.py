@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 
 from a2a.client import A2AClient
+from a2a.protocol import traceparent
 from roost.backends.base import ChildDir, ProcessBackend
 from roost.core.completion import CompletionRecord, SpawnerHandle, Status, crash_detail, cut_detail
 from roost.core.finalize import Decision, Existing, Facts, decide, wants_own_session_end
@@ -46,13 +47,16 @@ def child_dir(job: Job) -> ChildDir:
 
 
 def process_attrs(job: Job, **more: Any) -> dict[str, Any]:
-    """A job's ``roost.process.*`` event attributes."""
+    """A job's ``roost.process.*`` event attributes, and (``trace``) the job's span as the
+    parent of the span they start (roost/observe/jobspans.py)."""
     out: dict[str, Any] = {
         "roost.process.job_id": job.job_id,
         "roost.process.delegation_id": job.delegation_id,
         "roost.process.capsule": f"{job.name}@{job.version}",
     }
     out.update({f"roost.process.{k}": v for k, v in more.items()})
+    if job.traceparent is not None:
+        out["trace"] = traceparent.parse(job.traceparent)
     return out
 
 

@@ -32,6 +32,8 @@ from typing import Any
 import structlog
 
 from a2a.client import A2AClient
+from a2a.protocol import traceparent
+from a2a.protocol.traceparent import TraceParent
 from roost.backends.base import ChildRef, ReportsLimits, RotatesLogs
 from roost.backends.process.cgroups import HoldsJobCgroups, JobCgroups
 from roost.core import ids
@@ -48,12 +50,12 @@ from roost.services.launcher.index import JobIndex, session_of
 from roost.services.launcher.reconcile import ReachesLater, reconcile
 from roost.services.launcher.runner import JobRunner
 from roost.services.launcher.starter import LaunchTimeout, Starter
+from roost.services.periodic import every
 from roost.services.referee.service import wall_ms
 from roost.state.config import Config
 from roost.state.repos.jobs import JobRepository
 from roost.state.repos.sessions import SessionRepository
 from roost.state.sessions import SessionRecord
-from roost.system.periodic import every
 
 __all__ = ["PARENT_ENDED_REASON", "LaunchServices", "LaunchTimeout", "Launcher"]
 
@@ -105,6 +107,8 @@ class Launcher:
             on_running=self._on_running,
         )
         self._tasks: set[asyncio.Task[Any]] = set()
+        # Where a session's work goes in its delegation tree: its job's span (the bus asks).
+        services.events.session_trace = self.session_trace
         self.last_reconcile: dict[str, int] | None = None
         self._deferred: asyncio.Task[None] | None = None
         self._log_cap: asyncio.Task[None] | None = None
@@ -136,6 +140,12 @@ class Launcher:
     def jobs(self) -> dict[str, Job]:
         """Jobs in memory by id (the running ones and the newest finished ones)."""
         return self.index.jobs
+
+    def session_trace(self, session_id: str) -> TraceParent | None:
+        """The trace context of a session's work: the span of the job that runs it, if any."""
+        rec = self.table.get(session_id)
+        job = self.jobs.get(rec.job_id) if rec is not None and rec.job_id is not None else None
+        return traceparent.parse(job.traceparent) if job is not None else None
 
     def launched_pid(self, pid: int) -> bool:
         """Whether ``pid`` is a child this launcher started and is already watching."""
@@ -315,6 +325,7 @@ class Launcher:
             await self.store.commit([JobRepository.upsert_op(job)])
         self.index.remember(job)
         job.done.set()
+        self.starter.job_spans.closed(job)
         self.metrics.capsule_exits.labels(reason=job.state).inc()
         ended: dict[str, Any] = {"roost.process.state": job.state, "roost.process.outcome": job.outcome}
         span.completed(**ended)

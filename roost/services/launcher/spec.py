@@ -101,6 +101,10 @@ def start_spec(
     if job.formation_id is not None:
         # Never through env.allow (child_env drops MURMUR_* names): the launcher hands it on.
         env[FORMATION_ID_ENV] = job.formation_id
+    if job.traceparent is not None:
+        # The job's span: the child's own spans and its delegations continue its trace.
+        env["TRACEPARENT"] = job.traceparent
+        env["OTEL_SERVICE_NAME"] = job.name
     if artifact.manifest.entrypoint:
         env.update(capsule_host_env(cfg))
     return StartSpec(

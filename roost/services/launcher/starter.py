@@ -36,6 +36,7 @@ from roost.core.jobs import Job
 from roost.core.refusals import for_launch
 from roost.core.requests import LaunchRequest
 from roost.observe.events import ObservedError, Span
+from roost.observe.jobspans import JobSpans, decided, spawn_decision
 from roost.services.launcher.context import Admitted, LaunchServices
 from roost.services.launcher.delegation import DelegationTrace
 from roost.services.launcher.finalizer import child_dir, process_attrs
@@ -106,6 +107,7 @@ class Starter:
         self._spawn_task = spawn_task
         self._on_running = on_running
         self.tickets = RegistrationTickets()
+        self.job_spans = JobSpans(services.events)
 
     @property
     def config(self) -> Config:
@@ -128,6 +130,7 @@ class Starter:
         """
         job_id = ids.job_id()
         t0 = time.monotonic()
+        started = False
         try:
             if credential is not None:
                 cleared = await self._clear_delegated(req, credential, job_id, t0)
@@ -135,8 +138,11 @@ class Starter:
                 cleared = await self._clear_top_level(req, job_id, loopback=loopback, uid=uid, operator=operator)
             formation = self._formation_of(cleared.parent) if cleared.parent is not None else req.formation_id
             job = new_job(job_id, req, cleared.artifact, cleared.parent, cleared.trust, cleared.workdir, uid, formation)
+            self.job_spans.opened(job, req.traceparent)
             artifact, parent, approval, jti = cleared.artifact, cleared.parent, cleared.approval, cleared.jti
-            return await self._start(Admitted(job, artifact, parent, approval, jti, t0, cleared.fresh, req.task))
+            job = await self._start(Admitted(job, artifact, parent, approval, jti, t0, cleared.fresh, req.task))
+            started = True
+            return job
         except ArtifactNotFound as exc:
             # Upstream's /spawn and /register keep their 500 sentence; a launch is ours, and a
             # capsule nobody published is the caller's mistake, not a server error.
@@ -145,6 +151,8 @@ class Starter:
             ) from None
         finally:
             self.index.launched(job_id)
+            if not started:
+                self.job_spans.abandoned(job_id)  # a launch that failed after its span opened
 
     async def _clear_delegated(self, req: LaunchRequest, credential: str, job_id: str, t0: float) -> Cleared:
         """A session delegating: its quota, then the referee's spawn (the same refusals as
@@ -161,14 +169,19 @@ class Starter:
                 "this session registered without a workdir, so roost has nowhere to put a child "
                 "directory; register with 'workdir' to delegate through POST /jobs"
             )
+        decision = spawn_decision(
+            self.events, f"{req.name}@{req.version}", self.events.session_trace(parent.session_id)
+        )
         try:
             grant = await self.referee.spawn(credential, req.name, req.version, untrusted=req.untrusted, job_id=job_id)
         except Refused as exc:
+            decided(decision, parent.session_id, (getattr(exc, "kind", "refused"), exc.message))
             self.metrics.spawn_decision(getattr(exc, "kind", "refused"))
             if not isinstance(exc, IdentityRefused):
                 await self.trace.not_started(parent, req.name, req.version, t0, "refused", exc.message)
             raise
         self.metrics.spawn_decision("granted")
+        decided(decision, parent.session_id, None)
         artifact = grant.artifact
         workdir = Path(parent.workdir) / ".murmur" / "children" / f"{artifact.name}-{ids.child_suffix()}"
         trust = "untrusted" if req.untrusted else parent.trust

@@ -179,6 +179,8 @@ class _Redemption:
         """Count and observe the outcome; the trace line for ``rec`` (None: no trace)."""
         outcome = "ok" if err is None else err.code
         self.plane.metrics.handle_redemptions.labels(outcome=outcome).inc()
+        if rec is not None:  # the minter's delegation tree is where this redeem belongs
+            self.span.within(self.plane.events.session_trace(rec.session_id))
         if err is None:
             self.span.completed(**span_attrs({"roost.peer.outcome": "ok", "roost.peer.bytes": size}))
         else:

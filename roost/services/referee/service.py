@@ -31,6 +31,7 @@ from roost.core.errors import IdentityRefused, Refused
 from roost.core.ids import require_id, token_id
 from roost.core.refusals import for_spawn, refusals
 from roost.observe import logs
+from roost.services.periodic import every
 from roost.services.referee.leases import Leases
 from roost.services.referee.registration import RegisterCaller, Registrar, WorkdirCheck
 from roost.services.referee.reservelog import ReservationJournal, replay
@@ -44,7 +45,6 @@ from roost.state.sessions import Reservation, SessionRecord, SessionTable, Slot
 from roost.state.settings import Settings
 from roost.state.store import Store
 from roost.system.blocking import BlockingExecutor
-from roost.system.periodic import every
 from roost.system.workdirs import registered_workdir
 
 __all__ = ["APPROVAL_TTL_MS", "Grant", "Referee", "refusals"]
@@ -268,7 +268,7 @@ class Referee:
     async def expire_forever(self, every_secs: float = EXPIRY_SWEEP_SECS) -> None:
         """Drop expired slots every ``every_secs`` even when no request comes to do it, and end
         lapsed leases every :data:`LEASE_CHECK_TICKS` of those; a failed tick is logged and the
-        next one runs (:func:`roost.system.periodic.every`).
+        next one runs (:func:`roost.services.periodic.every`).
 
         Each /spawn prunes what expired since the one before it; after a flood of grants and then
         quiet, the first request would otherwise pay for every slot that lapsed meanwhile (a

@@ -42,6 +42,7 @@ COLUMNS = (
     "end_written",
     "uid",
     "node",
+    "traceparent",
     "formation_id",
 )
 UPSERT = f"INSERT OR REPLACE INTO jobs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
@@ -126,6 +127,7 @@ class JobRepository:
                     job.end_written,
                     job.uid,
                     json.dumps(job.node.to_dict()) if job.node is not None else None,
+                    job.traceparent,
                     job.formation_id,
                 )
             ),
