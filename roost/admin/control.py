@@ -157,18 +157,22 @@ class Control:
 
     # -- keys ------------------------------------------------------------------------------------
 
-    async def rotate_keys(self) -> RotateAnswer:
-        """Replace the master key; every credential, approval and handle dies (all derive from it).
+    async def rotate_keys(self, grace_secs: float = 0.0) -> RotateAnswer:
+        """Replace the master key; every credential, approval and handle dies (all derive from it)
+        — at once, or once ``grace_secs`` have passed: until then the old key still verifies
+        (never mints) and the sessions running now keep their door keys (roost/state/keys.py).
 
-        With ``--ephemeral-keys`` the new key lives in memory only, like the old one. Pending
-        reservations are released at once: their approvals can no longer be redeemed, so keeping
-        their slots would only block new spawns for up to 60 s.
+        With ``--ephemeral-keys`` the new key lives in memory only, like the old one. Without a
+        grace, pending reservations are released at once: their approvals can no longer be
+        redeemed, so keeping their slots would only block new spawns for up to 60 s.
         """
-        old, ring = await self._keys.rotate()
         table = self._table
+        running = [sid for sid, rec in table.sessions.items() if rec.running]
+        old, ring = await self._keys.rotate(grace_secs, running)
         pending = 0
-        for parent_id in list(table.reservations_of):
-            pending += len(self._referee.release_slots_of(parent_id))
+        if grace_secs <= 0:
+            for parent_id in list(table.reservations_of):
+                pending += len(self._referee.release_slots_of(parent_id))
         affected = table.running
         log.warning(
             "keys_rotated",
@@ -176,6 +180,7 @@ class Control:
             key_id=ring.key_id,
             sessions_affected=affected,
             approvals_revoked=pending,
+            grace_secs=grace_secs,
             ephemeral=not self._keys.persisted,
         )
         return {
@@ -183,6 +188,7 @@ class Control:
             "previous_key_id": old.key_id,
             "sessions_affected": affected,
             "approvals_revoked": pending,
+            "grace_secs": grace_secs,
             "persisted": self._keys.persisted,
         }
 

@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import structlog
 from aiohttp import web
 
@@ -43,8 +45,23 @@ async def sessions(request: web.Request) -> web.Response:
     table = request.app[TABLE]
     recs = [r for r in table.sessions.values() if state == "all" or r.status == state]
     recs.sort(key=lambda r: (r.created_ms, r.session_id))
-    answer: SessionList = {"sessions": [views.session_view(r, table.live_children(r.session_id)) for r in recs]}
+    stopped = _stopped(request)
+    answer: SessionList = {
+        "sessions": [views.session_view(r, table.live_children(r.session_id), stopped(r)) for r in recs]
+    }
     return web.json_response(answer)
+
+
+def _stopped(request: web.Request) -> Callable[[SessionRecord], str | None]:
+    """How the job of a session was stopped by someone (an operator, its parent, a deadline), so
+    a session that ended because of it is not shown as if it had failed on its own."""
+    jobs = request.app[LAUNCHER].jobs
+
+    def why(rec: SessionRecord) -> str | None:
+        job = jobs.get(rec.job_id) if rec.job_id is not None else None
+        return job.reason if job is not None and job.final and job.stop_reason is not None else None
+
+    return why
 
 
 @routes.post("/sessions/{session_id}/end")
@@ -75,7 +92,8 @@ async def session(request: web.Request) -> web.Response:
     if rec is None:
         raise NotFound("session not found")
     children = sorted(r.session_id for r in table.sessions.values() if r.parent_id == rec.session_id)
-    body: SessionDetail = {**views.session_view(rec, table.live_children(rec.session_id)), "children": children}
+    view = views.session_view(rec, table.live_children(rec.session_id), _stopped(request)(rec))
+    body: SessionDetail = {**view, "children": children}
     return web.json_response(body)
 
 

@@ -15,7 +15,10 @@ from roost.state.sessions import SessionRecord
 __all__ = ["session_view", "tree"]
 
 
-def session_view(rec: SessionRecord, live_children: int = 0) -> SessionView:
+def session_view(rec: SessionRecord, live_children: int = 0, stopped: str | None = None) -> SessionView:
+    """One session's row; ``end_reason`` says truthfully why it ended: its own record's reason (a
+    lease lapse, an operator's ``sessions end``), else ``stopped`` — how its job was stopped (an
+    operator's cancel, its parent's, a deadline) — else None (it ended itself)."""
     return {
         "session_id": rec.session_id,
         "name": rec.name,
@@ -32,7 +35,7 @@ def session_view(rec: SessionRecord, live_children: int = 0) -> SessionView:
         "job_id": rec.job_id,
         "created_ms": rec.created_ms,
         "ended_ms": rec.ended_ms,
-        "end_reason": rec.end_reason,
+        "end_reason": rec.end_reason or (stopped if rec.ended_ms is not None else None),
         "live_children": live_children,
     }
 
@@ -64,6 +67,7 @@ def tree(
             "job_id": r.job_id,
             "created_ms": r.created_ms,
             "ended_ms": r.ended_ms,
+            "end_reason": r.end_reason,
             "depth": 0,
             "children": [],
         }

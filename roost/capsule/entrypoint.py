@@ -85,6 +85,8 @@ class EntrypointResult:
     stdout: str
     stderr_tail: list[str]
     truncated: bool = False  # stdout went past the output cap; what is kept is its first bytes
+    stdout_bytes: int = 0  # everything it wrote, kept or not
+    stderr_bytes: int = 0
 
     @property
     def ok(self) -> bool:
@@ -106,12 +108,15 @@ class EntrypointResult:
         return cut_detail(text)
 
 
-async def _pump_stderr(stream: asyncio.StreamReader, tail: collections.deque[str]) -> None:
-    """Keep the last lines and echo each to our stderr (the launcher keeps its own tail of it)."""
+async def _pump_stderr(stream: asyncio.StreamReader, tail: collections.deque[str]) -> int:
+    """Keep the last lines and echo each to our stderr (the launcher keeps its own tail of it);
+    how many bytes it carried."""
+    total = 0
     while True:
         line = await stream.readline()
         if not line:
-            return
+            return total
+        total += len(line)
         text = line.decode("utf-8", "replace").rstrip("\n")
         tail.append(text)
         with contextlib.suppress(OSError, ValueError):
@@ -121,8 +126,9 @@ async def _pump_stderr(stream: asyncio.StreamReader, tail: collections.deque[str
 
 async def _pump_stdout(
     stream: asyncio.StreamReader, cap: int, on_output: Callable[[str], None] | None
-) -> tuple[str, bool]:
-    """Read stdout to its end: (the first ``cap`` bytes as text, whether more came).
+) -> tuple[str, bool, int]:
+    """Read stdout to its end: (the first ``cap`` bytes as text, whether more came, how many
+    bytes came in all).
 
     What is kept goes to ``on_output`` a line at a time as it arrives: complete lines at once, a
     partial line once it reaches :data:`READ_CHUNK` or nothing more came for
@@ -133,6 +139,7 @@ async def _pump_stdout(
     pending = ""  # kept text not yet handed on: the start of a line
     room = cap
     truncated = False
+    total = 0
     while True:
         if pending:
             try:
@@ -145,6 +152,7 @@ async def _pump_stdout(
             data = await stream.read(READ_CHUNK)
         if not data:
             break
+        total += len(data)
         if truncated:
             continue  # drained and dropped: the entrypoint must never block on a full pipe
         if len(data) > room:
@@ -164,7 +172,7 @@ async def _pump_stdout(
     tail = decoder.decode(b"", final=True)
     kept.append(tail)
     _hand_on(on_output, pending + tail)
-    return "".join(kept), truncated
+    return "".join(kept), truncated, total
 
 
 def _hand_on(on_output: Callable[[str], None] | None, text: str) -> None:
@@ -267,13 +275,13 @@ async def run_entrypoint(
         # may still hold our pipes) is stopped now, not when the session ends.
         if any(d.pid != proc.pid for d in descendants()):  # its own zombie is asyncio's to reap
             await kill_tree(None, grace=grace, keep=(proc.pid,))
-        out, truncated = await reader
+        out, truncated, out_bytes = await reader
         await proc.wait()
         await feeder
-        await stderr_task
+        err_bytes = await stderr_task
     except asyncio.CancelledError:
         await stop_tree(proc, grace)
         for t in (feeder, stderr_task, reader):
             t.cancel()
         raise
-    return EntrypointResult(proc.returncode or 0, out, list(tail), truncated)
+    return EntrypointResult(proc.returncode or 0, out, list(tail), truncated, out_bytes, err_bytes)

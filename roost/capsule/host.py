@@ -38,8 +38,9 @@ from roost.capsule.daemonlink import DaemonLink
 from roost.capsule.entrypoint import task_env
 from roost.capsule.hostsock import HostSocket
 from roost.capsule.lifeline import LifelineWatch
-from roost.capsule.limits import rlimit_plan
+from roost.capsule.limits import limits_report, rlimit_plan
 from roost.capsule.otelspans import session_spans
+from roost.capsule.peerdoor import PeerDoor
 from roost.capsule.prepare import ContainmentRefused, LaunchRefused, Prepared, RunOptions, door_note, prepare, say
 from roost.capsule.pushing import SessionEgress, push_delivery
 from roost.capsule.reaper import KILL_GRACE_SECS, become_subreaper, descendants, kill_tree, reap_orphans
@@ -190,8 +191,9 @@ class Host:
             await self._cleanup()
 
     async def _start_listeners(self) -> str:
+        peer_door = PeerDoor(self.p.roost_url, credential=lambda: self.link.credential, http=lambda: self.link.http)
         self._runner = QuietHandlerRunner(
-            self.door.handle,
+            peer_door.wrap(self.door.handle),  # GET /resources/peer/<handle> too (roost/capsule/peerdoor.py)
             note=door_note,
             on_cleanup=self.door.shutdown,
             access_log=None,
@@ -250,15 +252,17 @@ class Host:
                 door_port=_port_of(url),
             )
         self.tasks.confinement.grants = grants
+        granted = effective_grants(m, p.probe, d, grants)
+        granted["resource_limits"] = limits_report(m.capabilities.resources, os.environ)
         start: dict[str, object] = {
             "capsule_name": m.name,
             "capsule_version": m.version,
             "capabilities": _categories(m),
             "containment_declared": d.declared,
-            "containment_achieved": d.achieved,
+            "containment_achieved": d.enforceable,  # the host's class, capped by workdir_exec (seed 000)
             "userns_grant": p.probe.userns_grant,
             "workdir_exec": m.capabilities.filesystem.workdir_exec,
-            "effective_grants": effective_grants(m, p.probe, d, grants),
+            "effective_grants": granted,
             "resumed_from": None,
             "context_id": None,
         }
@@ -267,7 +271,10 @@ class Host:
             start["delegation_id"] = p.handle.delegation_id
         self.trace.write("session_start", start, parent_id=None)
         if p.opts.json:
-            sys.stdout.write(json.dumps({"session_id": p.session_id, "capsule_url": url}, separators=(",", ":")) + "\n")
+            ready: dict[str, str] = {"session_id": p.session_id, "capsule_url": url}
+            if p.formation_id is not None:
+                ready["formation_id"] = p.formation_id  # as upstream's readiness line carries it
+            sys.stdout.write(json.dumps(ready, separators=(",", ":")) + "\n")
             sys.stdout.flush()
         else:
             say(f"session {p.session_id} of {m.coordinates} is serving its A2A door at {url}")

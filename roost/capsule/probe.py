@@ -93,10 +93,15 @@ class HostProbe:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
+    """``declared``: the manifest's floor; ``achieved``: the class the session runs under (its
+    floor when the host offers it); ``enforceable``: seed 000's ``containment_achieved`` — the
+    class this host can enforce, capped by ``workdir_exec`` (nothing in a manifest raises it)."""
+
     declared: Containment
     achieved: Containment
     floor_met: bool
     shortfall_reason: str | None
+    enforceable: Containment = "advisory"
 
 
 def decide(probe: HostProbe, declared: Containment, *, workdir_exec: bool) -> Decision:
@@ -107,7 +112,7 @@ def decide(probe: HostProbe, declared: Containment, *, workdir_exec: bool) -> De
     """
     offered = "advisory" if workdir_exec else probe.offered
     if CONTAINMENT_ORDER[declared] <= CONTAINMENT_ORDER[offered]:
-        return Decision(declared, declared, True, None)
+        return Decision(declared, declared, True, None, offered)
     if workdir_exec and CONTAINMENT_ORDER[declared] <= CONTAINMENT_ORDER[probe.offered]:
         reason = (
             "capabilities.filesystem.workdir_exec keeps the workdir executable, so capabilities.shell.allow "
@@ -115,7 +120,7 @@ def decide(probe: HostProbe, declared: Containment, *, workdir_exec: bool) -> De
         )
     else:
         reason = f"this host offers at most '{probe.offered}': {probe.why_not(declared)}"
-    return Decision(declared, offered, False, reason)
+    return Decision(declared, offered, False, reason, offered)
 
 
 def refusal(coords: str, d: Decision) -> str:

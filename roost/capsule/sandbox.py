@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roost.capsule import landlock
+from roost.capsule.binds import readonly_binds
 from roost.capsule.confine import Grants
 from roost.capsule.probe import Decision, HostProbe
 
@@ -68,15 +69,7 @@ def sandbox_argv(g: Grants, argv: list[str], *, workdir: Path, socket_path: Path
         "--dev",
         "/dev",
     ]
-    seen: set[str] = set()
-    for p in (*g.read, *g.read_exec, *g.exec_files):
-        if p in seen or p.startswith(("/proc", "/dev")):
-            continue
-        seen.add(p)
-        if os.path.islink(p) and p.count("/") == 1:
-            out += ["--symlink", os.readlink(p), p]
-        else:
-            out += ["--ro-bind-try", p, p]
+    out += readonly_binds((*g.read, *g.read_exec, *g.exec_files))  # links recreated, targets bound
     for p in g.read_write:
         Path(p).mkdir(parents=True, exist_ok=True)
         out += ["--bind", p, p]

@@ -27,13 +27,16 @@ from aiohttp import web
 from a2a.door import DEFAULT_BLOCKING_CAP_SECS, Door, DoorTask, TaskOutcome
 from a2a.protocol.models import TaskState
 from a2a.protocol.origin import Origin
+from a2a.protocol.tasktypes import CancelPhase
 from a2a.push import PushDelivery
-from roost.capsule.entrypoint import DEFAULT_OUTPUT_CAP, Launch, run_entrypoint
-from roost.capsule.limits import apply_rlimits
+from roost.capsule.entrypoint import DEFAULT_OUTPUT_CAP, EntrypointResult, Launch, run_entrypoint
+from roost.capsule.limits import LimitCounters, apply_rlimits, read_counters
 from roost.capsule.otelspans import SessionSpans
 from roost.capsule.prepare import Prepared
 from roost.capsule.sandbox import Confinement
+from roost.capsule.shellline import shell_line
 from roost.capsule.taskinput import write_results
+from roost.core.limits import declared, which_limit
 from roost.core.wire import BLOCKING_CAP_ENV
 from roost.http.caller import caller_of
 from roost.observe.tracelines import TraceWriter
@@ -75,7 +78,7 @@ class TaskServer:
         job_id: str | None,
         confinement: Confinement,
         grace: float,
-        rlimits: list[tuple[int, int]],
+        rlimits: list[tuple[int, int, int]],
         is_stopping: Callable[[], bool],
     ) -> None:
         self.p = p
@@ -95,6 +98,7 @@ class TaskServer:
         self.totals = dict.fromkeys(("turns", "input_tokens", "output_tokens", "tool_calls", "shell_calls"), 0)
         self.entry_pids: set[int] = set()
         self.spawning = 0  # entrypoints started whose pid is not known yet
+        self.shell_calls: dict[str, int] = {}  # entrypoint runs (``shell`` lines) per task
         self.last_returncode: int | None = None  # the last entrypoint's exit status (negative: signal)
         self.spans: SessionSpans | None = None  # the manifest's otel_endpoint (roost/capsule/otelspans.py)
         self.output_cap = output_cap(os.environ)
@@ -165,6 +169,8 @@ class TaskServer:
 
         used = self.output_used.get(task.id, 0)
         self.spawning += 1  # until its pid is known, no orphan reaping (it could be ours)
+        caps = self.p.manifest.capabilities.resources
+        before, t0 = read_counters(caps), time.monotonic()
         try:
             result = await run_entrypoint(
                 launch,
@@ -180,6 +186,7 @@ class TaskServer:
             if not pids:
                 self.spawning -= 1
             self.entry_pids.difference_update(pids)
+        self._shell_line(task, result, t0, read_counters(caps).since(before))
         self.last_returncode = result.returncode
         self.output_used[task.id] = used + len(result.stdout.encode())
         note = output_cap_sentence(self.output_cap) if result.truncated else None
@@ -194,6 +201,26 @@ class TaskServer:
         sep = "" if not result.stdout or result.stdout.endswith("\n") else "\n"
         write_results(self.p.workdir, result.stdout + sep + reason + "\n", ok=False, job_id=self.job_id)
         return TaskOutcome.failed(reason)
+
+    def _shell_line(self, task: DoorTask, result: EntrypointResult, t0: float, hits: LimitCounters) -> None:
+        """The run's ``shell`` line, with the limit the kernel's evidence names (roost/capsule/shellline.py)."""
+        fields = {d.field for d in declared(self.p.manifest.capabilities.resources)}
+        signum = -result.returncode if result.returncode < 0 else None
+        hit = which_limit(fields, signal_number=signum, pids_hits=hits.pids_hits, oom_kills=hits.oom_kills)
+        line = shell_line(
+            turn=max(0, task.turn - 1),
+            task_id=task.id,
+            argv=self.p.argv,
+            result=result,
+            duration_ms=int((time.monotonic() - t0) * 1000),
+            resource_limit=hit,
+        )
+        node = self.task_nodes.get(task.id)
+        if node is not None:
+            self.trace.write("shell", line, parent_id=node[0])
+        else:
+            self.trace.write("shell", line)
+        self.shell_calls[task.id] = self.shell_calls.get(task.id, 0) + 1
 
     def _launch(self) -> Launch:
         """The entrypoint's argv and the hook that binds it before exec (rlimits, parent death,
@@ -224,9 +251,28 @@ class TaskServer:
         if task.id == self.initial_id:
             self.initial_done.set()
 
+    async def on_cancel(self, task: DoorTask, phase: CancelPhase) -> None:
+        """Seed 000's ``task_canceled``: where a task a caller cancelled (``tasks/cancel``) stopped,
+        before its ``task_end`` (a task cancelled while queued never started: this line is its only
+        record). The session's own ending cancels what runs too; that is no caller's cancel."""
+        if self._is_stopping():
+            return
+        node = self.task_nodes.get(task.id)
+        started = node is not None
+        where = "turn" if phase == "running" else ("input" if started else "queued")
+        payload: dict[str, object] = {"task_id": task.id}
+        if started:
+            payload["turn"] = max(0, task.turn - 1)
+        payload |= {"phase": where, "detached_work_ids": [], "delegation_ids": []}
+        if node is not None:
+            self.trace.write("task_canceled", payload, parent_id=node[0])
+        else:
+            self.trace.write("task_canceled", payload)
+
     def task_end(self, task_id: str, state: TaskState) -> None:
         node, started = self.task_nodes.pop(task_id, (None, time.monotonic()))
         counts = dict.fromkeys(self.totals, 0)
+        counts["shell_calls"] = self.shell_calls.pop(task_id, 0)
         self.trace.write(
             "task_end",
             {
@@ -260,6 +306,7 @@ def build_door(p: Prepared, tasks: TaskServer, push: PushDelivery | None = None)
         description=m.description,
         on_activate=tasks.on_activate,
         on_finish=tasks.on_finish,
+        on_cancel=tasks.on_cancel,
         identify=loopback_owner,
         local_owner=f"uid:{os.getuid()}",
         blocking_cap_secs=blocking_cap(os.environ),

@@ -33,6 +33,7 @@ __all__ = [
     "ObserveEvent",
     "RecordFiles",
     "ReloadAnswer",
+    "ResourceLimitsView",
     "RotateAnswer",
     "SessionDetail",
     "SessionList",
@@ -79,6 +80,8 @@ class JobView(TypedDict):
     """The W3C trace id of the job's delegation tree (its trace in an OpenTelemetry backend)."""
     uid: int | None
     """The uid the job runs as."""
+    formation_id: str | None
+    """The formation its child joins (``MURMUR_FORMATION_ID``): its parent's, or the operator's."""
     out_files: NotRequired[list[str]]
     """A child on another node: its ``out/`` files, listed there (``GET /jobs/{id}`` only)."""
 
@@ -137,6 +140,8 @@ class TreeNode(TypedDict):
     job_id: str | None
     created_ms: int
     ended_ms: int | None
+    end_reason: str | None
+    """Why the session ended when something other than its own deregistration ended it."""
     depth: int
     children: list[TreeNode]
     job_state: NotRequired[str]
@@ -162,6 +167,16 @@ class StatusSessions(TypedDict):
     reserved_slots: int
 
 
+class ResourceLimitsView(TypedDict):
+    """The limits policy in force (``resource_limits`` of ``GET /status``)."""
+
+    mode: str
+    """``enforce`` (a limit nothing here enforces refuses the launch) or ``advisory``."""
+    mechanisms: dict[str, str | None] | None
+    """Each ``capabilities.resources`` field and what enforces it here (None: nothing); None as a
+    whole when the backend cannot say."""
+
+
 class StatusAnswer(TypedDict):
     """``GET /status``."""
 
@@ -180,6 +195,7 @@ class StatusAnswer(TypedDict):
     sessions: StatusSessions
     max_live_capsules: int
     jobs: dict[str, int]
+    resource_limits: ResourceLimitsView
 
 
 class DrainedJobView(TypedDict):
@@ -216,6 +232,8 @@ class RotateAnswer(TypedDict):
     previous_key_id: str
     sessions_affected: int
     approvals_revoked: int
+    grace_secs: float
+    """How long the replaced key keeps verifying (never minting); 0: revoked at once."""
     persisted: bool
 
 
@@ -249,6 +267,7 @@ class ConfigView(TypedDict, total=False):
     """``GET /config``: every setting (``Config.public()``); these are the ones clients read."""
 
     registry_path: str
+    registry_name: str
     spawn_allow: list[str]
     capsule_command: list[str]
     runtime_command: list[str]

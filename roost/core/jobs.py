@@ -112,6 +112,8 @@ class Job:
     """The machine its child runs on (None: this host)."""
     traceparent: str | None = None
     """The W3C ``traceparent`` naming the job's span (its trace is its delegation tree's)."""
+    formation_id: str | None = None
+    """The formation its child joins (``MURMUR_FORMATION_ID``): its parent's, or the operator's."""
     # In-memory only: set once the exit has been handled (completion, trace, record).
     done: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     completion: dict[str, object] | None = field(default=None, repr=False)
@@ -151,4 +153,5 @@ class Job:
             "node": self.node.to_dict() if self.node is not None else None,
             "trace_id": self.traceparent[3:35] if self.traceparent else None,
             "uid": self.uid,
+            "formation_id": self.formation_id,
         }

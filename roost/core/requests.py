@@ -48,3 +48,4 @@ class LaunchRequest(NamedTuple):
     workdir: str | None = None
     traceparent: str | None = None
     """The request's W3C ``traceparent`` header: the job's span is its child (roost/observe/jobspans.py)."""
+    formation_id: str | None = None

@@ -32,6 +32,7 @@ from roost.daemon.startup import (
     clean_stop_op,
     damaged_database,
     instance_id,
+    newer_database,
     prepare_state_dir,
     say_keys_reset,
     take_clean_stop,
@@ -60,7 +61,7 @@ from roost.state.keys import KeyFileError, KeyHolder, KeyRing
 from roost.state.lifecycle import Lifecycle
 from roost.state.sessions import SessionTable
 from roost.state.settings import Settings
-from roost.state.store import Store, StoreDamaged, StoreError, is_damage
+from roost.state.store import Store, StoreDamaged, StoreError, StoreTooNew, is_damage
 from roost.system.blocking import BlockingExecutor
 from roost.system.hostaddrs import host_addresses
 
@@ -381,6 +382,8 @@ def _state_read(db_path: Path) -> Iterator[None]:
         yield
     except StoreDamaged as exc:
         raise damaged_database(db_path, exc.detail) from None
+    except StoreTooNew as exc:
+        raise newer_database(db_path, exc.found, exc.known) from None
     except sqlite3.DatabaseError as exc:
         if is_damage(exc):
             raise damaged_database(db_path, str(exc)) from None

@@ -102,7 +102,8 @@ def _node(node: TreeNode) -> str:
     ended = node["ended_ms"]
     outcome = ""
     if state in FINAL_JOB_STATES or ended:
-        why = f": {_e(node.get('reason'))}" if node.get("reason") else ""
+        said = node.get("reason") or node["end_reason"]  # the job's words, else the session's end
+        why = f": {_e(said)}" if said else ""
         outcome = f' <span class="outcome">— {_e(node.get("outcome") or state)}{why}</span>'
         if ended:
             outcome += f' <span class="meta">ended {when(ended)}</span>'

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from roost.core.ids import allow_entry_problem, identifier_problem
 from roost.core.loopback import is_loopback_host
 from roost.core.peerauth import PeerAuthEntry
 
@@ -96,6 +97,9 @@ class Config(BaseModel):
     bind: str = "127.0.0.1"
     allow_remote: bool = False
     registry_path: Path = Field(default_factory=default_registry_path)
+    registry_name: str = "local"
+    """The registry's name: an allow-list entry ``<registry_name>/<name>`` admits ``<name>``
+    (roost/core/allownames.py)."""
     spawn_allow: tuple[str, ...] = ()
     max_depth: int = Field(default=3, ge=0, le=1_000)
     max_concurrent: int = Field(default=4, ge=0, le=100_000)
@@ -120,6 +124,11 @@ class Config(BaseModel):
     """Open TCP connections one uid may hold; more are closed on accept."""
     job_cgroups: Literal["auto", "off"] = "auto"
     """``auto``: a cgroup v2 per job where one can be made; ``off``: always the fallback sweep."""
+    launcher_log_max_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
+    """A child's ``.murmur/launcher.log`` past this is rotated to ``launcher.log.1`` (0: never)."""
+    resource_limits: Literal["enforce", "advisory"] = "enforce"
+    """``enforce``: a declared limit this host cannot enforce refuses the launch; ``advisory``: the
+    job runs and the limit is listed as not enforced (roost/core/limits.py)."""
     launch_uids: tuple[int, ...] | None = None
     """Loopback uids that may launch a top-level job without a credential (None: the daemon's own)."""
     peer_fetch_max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
@@ -225,6 +234,23 @@ class Config(BaseModel):
     def _names(cls, v: object) -> object:
         if isinstance(v, str):
             return (v,)
+        return v
+
+    @field_validator("spawn_allow")
+    @classmethod
+    def _entries(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in v:
+            problem = allow_entry_problem(entry)
+            if problem is not None:
+                raise ValueError(f"'{entry}' {problem}")
+        return v
+
+    @field_validator("registry_name")
+    @classmethod
+    def _registry_name(cls, v: str) -> str:
+        problem = identifier_problem(v)
+        if problem is not None:
+            raise ValueError(f"'{v}' {problem}")
         return v
 
     def is_loopback_bind(self) -> bool:

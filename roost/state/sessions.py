@@ -65,6 +65,8 @@ class SessionRecord:
     """The uid that registered the session (children inherit their parent's); None if unknown."""
     containment: str | None = None
     """The class the session's host achieved (advisory|scoped|sealed), as told at register."""
+    formation_id: str | None = None
+    """The formation the session belongs to (``MURMUR_FORMATION_ID``; roost/core/formation.py)."""
 
     @property
     def running(self) -> bool:
@@ -99,6 +101,7 @@ class SessionRecord:
             end_reason=row["end_reason"],
             uid=row["uid"],
             containment=row["containment"],
+            formation_id=row["formation_id"],
         )
 
 

@@ -18,6 +18,7 @@ from aiohttp import web
 from tests.support.capsules import Capsules, base_env
 from tests.support.registry import RegistryBuilder
 from tests.support.webserve import serve_app
+from tests.trace_checks import assert_trace_guarantees
 
 SLOW = """
 import json, os, pathlib, sys, time
@@ -116,6 +117,16 @@ async def test_entrypoint_output_streams_as_written_and_turns_see_history(
         assert "more than 1000 bytes" in note and "MURMUR_A2A_OUTPUT_CAP_BYTES" in note
     assert await cp.terminate() == 143
     assert not (work / ".murmur" / cp.session_id / "turns" / f"{task['id']}.jsonl").exists()
+    # Each entrypoint run has its shell line, a follow-up turn's too, counted in its task's end;
+    # stdout_bytes is what the entrypoint wrote, not the part the output cap kept.
+    lines = assert_trace_guarantees(cp.trace)
+    shells = [ln for ln in lines if ln["event_type"] == "shell"]
+    ends = {ln["task_id"]: ln for ln in lines if ln["event_type"] == "task_end"}
+    assert [ln["turn"] for ln in shells if ln["task_id"] == task["id"]] == [0, 1]
+    assert ends[task["id"]]["shell_calls"] == 2
+    (flooded,) = [ln for ln in shells if ln["task_id"] == capped["id"]]
+    assert flooded["stdout_bytes"] == 5000 and flooded["exit_code"] == 0
+    assert ends[capped["id"]]["shell_calls"] == 1
 
 
 async def test_push_notifications_obey_the_sessions_egress_rule(

@@ -43,6 +43,8 @@ def test_every_combination(
     p = probe(abi, userns, bwrap, cap)
     d = decide(p, declared, workdir_exec=workdir_exec)  # type: ignore[arg-type]
     offered = "advisory" if workdir_exec else p.offered
+    # Seed 000: containment_achieved is the class this host can enforce, capped by workdir_exec.
+    assert d.enforceable == offered
     if CONTAINMENT_ORDER[declared] <= CONTAINMENT_ORDER[offered]:
         assert d.floor_met and d.achieved == declared and d.shortfall_reason is None
     else:

@@ -4,7 +4,8 @@ Checks: the daemon answers on its admin socket; the socket is owner-only (0600, 
 user, in a directory others cannot write); the state dir is 0700 and ``master.key`` is a
 0600 regular file of 32 bytes; the registry is readable and lists artifacts; the capsule host
 (``roost-capsule``) and the external runtime (``mur``) are found; the strongest containment class
-capsule hosts on this machine can enforce, and what would raise it; with ``launcher = "ray"``, the
+capsule hosts on this machine can enforce, and what would raise it; what enforces each resource
+limit, and which are refused or (``resource_limits = "advisory"``) not enforced; with ``launcher = "ray"``, the
 cluster and each node's keeper (``GET /cluster``). Works without a daemon (then
 it checks the defaults or ``--state-dir``). ``--json`` prints ``{"ok", "findings": [{check,
 status: ok|note|warn|fail, detail, fix}]}`` (``note``: something was not checked, and why); exit 1
@@ -177,6 +178,36 @@ def _check_containment(f: _Findings, config: ConfigView | None) -> None:
     hints = probe.raise_hints()
     detail = f"capsule hosts here enforce up to '{probe.offered}': {facts}"
     f.add("containment", "ok" if not hints else "warn", detail, "; ".join(hints))
+
+
+def limits_findings(status: StatusAnswer | None) -> list[tuple[str, str, str, str]]:
+    """What enforces each ``capabilities.resources`` limit here, and what does not (pure; from
+    ``GET /status``'s ``resource_limits``; docs/security.md, "Resource limits")."""
+    report = status.get("resource_limits") if status is not None else None
+    mechanisms = report["mechanisms"] if report is not None else None
+    if report is None or mechanisms is None:
+        return [("resource-limits", "note", "the daemon does not say how it enforces resource limits", "")]
+    mode = report["mode"] or "enforce"
+    missing = sorted(field for field, how in mechanisms.items() if not how)
+    held = ", ".join(f"{field} by {how}" for field, how in mechanisms.items() if how)
+    if not missing:
+        return [("resource-limits", "ok", f"every limit is enforced here: {held}", "")]
+    fix = (
+        "give the daemon a delegated cgroup with the missing controllers (systemd: Delegate=yes; on a "
+        "hybrid host, writable cgroup v1 hierarchies for them)"
+    )
+    if mode == "advisory":
+        detail = (
+            f'not enforced here: {", ".join(missing)} (resource_limits = "advisory": jobs declaring them run '
+            f"without them, listed in effective_grants.resource_limits); enforced: {held or 'nothing'}"
+        )
+    else:
+        detail = (
+            f"a launch declaring {', '.join(missing)} is refused here (no mechanism enforces it); "
+            f"enforced: {held or 'nothing'}"
+        )
+        fix += ', or set resource_limits = "advisory" to run such jobs with the limit not enforced'
+    return [("resource-limits", "warn", detail, fix)]
 
 
 def _check_cluster(f: _Findings, ctx: Context, config: ConfigView | None) -> None:
@@ -362,6 +393,9 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     _check_registry(f, Path(reg) if reg else None)
     _check_runtimes(f, config)
     _check_containment(f, config)
+    if status is not None:
+        for finding in limits_findings(status):
+            f.add(*finding)
     _check_cluster(f, ctx, config)
     check_network(f.add, status, args.ca, timeout=ctx.timeout)
     ok = all(i["status"] != "fail" for i in f.items)

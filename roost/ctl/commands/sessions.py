@@ -82,9 +82,10 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
             ("job", lambda r: r["job_id"]),
             ("kids", lambda r: r["live_children"]),
             ("trust", lambda r: r["trust"]),
+            ("why ended", lambda r: r["end_reason"]),
         ],
         empty=f"no {state if state != 'all' else ''} sessions".replace("  ", " "),
-        optional=("started", "workdir", "parent", "job", "kids", "trust"),
+        optional=("started", "workdir", "parent", "job", "kids", "trust", "why ended"),
         keep=("session", "parent", "job"),
     )
     return 0

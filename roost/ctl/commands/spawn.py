@@ -1,6 +1,6 @@
 """Launch a capsule top-level, on the operator's behalf (the daemon's spawn_allow still decides).
 
-Calls ``POST /jobs`` with ``{name, version, task, workdir?, deadline_secs?}`` and prints the job
+Calls ``POST /jobs`` with ``{name, version, task, workdir?, deadline_secs?, formation_id?}`` and prints the job
 (201). With ``--wait`` it then polls ``GET /jobs/{id}`` and reports progress on stderr (state
 changes, delegations started under it) until the job ends; exit 0 when it completed, 1 when it
 failed, crashed or was terminated. ``--json`` prints only the final job object.
@@ -40,6 +40,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", metavar="TEXT", help="task text ('-' reads it from stdin)")
     p.add_argument("--workdir", metavar="DIR", help="absolute working directory for the session")
     p.add_argument("--deadline", type=float, metavar="SECS", help="end the job after SECS seconds")
+    p.add_argument(
+        "--formation-id",
+        metavar="frm_<32 hex>",
+        help="the formation the job joins (its MURMUR_FORMATION_ID; its delegated children join it too)",
+    )
     p.add_argument("--wait", action="store_true", help="wait for the job to end, with progress on stderr")
 
 
@@ -152,6 +157,8 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         body["workdir"] = args.workdir
     if args.deadline is not None:
         body["deadline_secs"] = args.deadline
+    if args.formation_id is not None:
+        body["formation_id"] = args.formation_id
     try:
         job: JobView = ctx.client.call("POST", "/jobs", body)
     except ApiError as exc:

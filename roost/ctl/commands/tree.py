@@ -2,7 +2,7 @@
 
 Calls ``GET /tree?state=running|all`` (default: running sessions with their family);
 ``--json`` prints ``{"roots": [{session_id, name, version, status, trust, job_id, job_state?,
-outcome?, reason?, created_ms, ended_ms, depth, children: [...]}]}``.
+outcome?, reason?, created_ms, ended_ms, end_reason, depth, children: [...]}]}``.
 """
 
 from __future__ import annotations
@@ -44,11 +44,23 @@ def _label(ctx: Context, node: TreeNode) -> str:
     when = f"ran {_span(node)}" if ended else f"up {age}"
     sid = out.paint(node["session_id"], "dim")
     text = f"{node['name']}@{node['version']} {out.state(state)} {out.paint(when, 'dim')} {sid}"
-    if node.get("job_state") and node["status"] not in (node.get("job_state"), "running", "complete"):
-        text += out.paint(f" (session {node['status']})", "dim")
+    why = ended_why(node)
+    if why:
+        text += out.paint(f" — {why}", "dim")
     if node["trust"] == "untrusted":
         text += " " + out.paint("untrusted", "yellow")
     return text
+
+
+def ended_why(node: TreeNode) -> str | None:
+    """Why an ended node ended, in the words of whatever ended it: its job's reason (an operator's
+    cancel, its parent's, a deadline), else its session's recorded end (a lease lapse, an
+    operator's ``sessions end``). A session that ended because its job was stopped is not shown as
+    if it had failed on its own."""
+    reason = node.get("reason")
+    if not node["ended_ms"] and not reason:
+        return None
+    return reason or node["end_reason"] or None
 
 
 def _span(node: TreeNode) -> str:

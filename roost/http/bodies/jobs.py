@@ -8,7 +8,7 @@ mistake gets one sentence (400).
 from __future__ import annotations
 
 from roost.core.errors import BadRequest
-from roost.core.fields import Body, is_number, optional_abspath, require_str
+from roost.core.fields import Body, is_number, optional_abspath, optional_formation, require_str
 from roost.core.ids import require_id
 from roost.core.requests import LaunchRequest
 from roost.services.launcher.childrecords import TASK_FIELDS
@@ -54,6 +54,7 @@ def parse_launch(body: Body, *, traceparent: str | None = None) -> LaunchRequest
     if not isinstance(untrusted, bool):
         raise BadRequest("untrusted must be true or false")
     workdir = optional_abspath(body, "workdir")
+    formation = optional_formation(body, "formation_id")
     return LaunchRequest(
         name=name,
         version=version,
@@ -62,4 +63,5 @@ def parse_launch(body: Body, *, traceparent: str | None = None) -> LaunchRequest
         untrusted=untrusted,
         workdir=workdir,
         traceparent=traceparent,
+        formation_id=formation,
     )

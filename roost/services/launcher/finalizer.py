@@ -112,7 +112,7 @@ class Completer:
         self.set_state = set_state
         self.delivery_window_secs = 30.0
 
-    async def complete(self, job: Job, own_end: str | None, *, readopted: bool) -> None:
+    async def complete(self, job: Job, own_end: str | None, *, readopted: bool, self_ended: bool = False) -> None:
         backend = self.backend
         existing = await backend.read_completion(child_dir(job))
         handle = SpawnerHandle.parse(job.handle) if job.handle else None
@@ -134,6 +134,7 @@ class Completer:
             deadline_secs=job.deadline_secs,
             has_session=job.session_id is not None,
             end_written=job.end_written,
+            self_ended=self_ended,
         )
         if wants_own_session_end(facts) and job.session_id is not None:
             # A re-adopted child's exit status is not ours to read: its own records say how it ended.

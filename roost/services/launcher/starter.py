@@ -25,12 +25,13 @@ import structlog
 from roost.backends.base import (
     CannotRunAs,
     ChildDirError,
+    LimitsRefused,
     PlacementRefused,
     StartFailed,
 )
 from roost.core import ids
 from roost.core.admission import Draining, admit_top_level
-from roost.core.errors import BadGateway, Conflict, IdentityRefused, NotFound, Refused, RoostError
+from roost.core.errors import BadGateway, BadRequest, Conflict, IdentityRefused, NotFound, Refused, RoostError
 from roost.core.jobs import Job
 from roost.core.refusals import for_launch
 from roost.core.requests import LaunchRequest
@@ -135,7 +136,8 @@ class Starter:
                 cleared = await self._clear_delegated(req, credential, job_id, t0)
             else:
                 cleared = await self._clear_top_level(req, job_id, loopback=loopback, uid=uid, operator=operator)
-            job = new_job(job_id, req, cleared.artifact, cleared.parent, cleared.trust, cleared.workdir, uid)
+            formation = self._formation_of(cleared.parent) if cleared.parent is not None else req.formation_id
+            job = new_job(job_id, req, cleared.artifact, cleared.parent, cleared.trust, cleared.workdir, uid, formation)
             self.job_spans.opened(job, req.traceparent)
             artifact, parent, approval, jti = cleared.artifact, cleared.parent, cleared.approval, cleared.jti
             job = await self._start(Admitted(job, artifact, parent, approval, jti, t0, cleared.fresh, req.task))
@@ -156,6 +158,10 @@ class Starter:
         """A session delegating: its quota, then the referee's spawn (the same refusals as
         ``/spawn``); the child's directory goes under the parent's workdir."""
         parent = self.referee.authenticate(credential)
+        if req.formation_id is not None:
+            raise BadRequest(
+                "formation_id is for top-level launches only: a delegated child joins its parent's formation"
+            )
         self._check_switch(parent.uid)
         self.index.take_quota(job_id, parent.uid, self.config.uid_live_jobs_limit)
         if parent.workdir is None:
@@ -204,6 +210,7 @@ class Starter:
             spawn_allow=cfg.spawn_allow,
             live_capsules=self.table.live_capsules() + self.index.starting_top,
             max_live_capsules=cfg.max_live_capsules,
+            registry=cfg.registry_name,
         )
         if refusal is not None:
             raise for_launch(refusal)
@@ -222,6 +229,14 @@ class Starter:
             raise for_launch(Draining())
         workdir = str(Path(req.workdir)) if req.workdir else str(cfg.state_dir / "jobs" / job_id)
         return Cleared(artifact, None, None, None, "trusted", workdir, fresh=req.workdir is None)
+
+    def _formation_of(self, parent: SessionRecord) -> str | None:
+        """A delegated child joins its parent's formation: the one the parent registered with,
+        else the one of the job that launched the parent (roost/core/formation.py)."""
+        if parent.formation_id is not None:
+            return parent.formation_id
+        job = self.index.jobs.get(parent.job_id) if parent.job_id is not None else None
+        return job.formation_id if job is not None else None
 
     def _check_switch(self, uid: int | None) -> None:
         """Refuse at once (409, as a node that cannot take the child) a job whose uid the
@@ -320,7 +335,7 @@ class Starter:
                 instance=self.events.run_id,
             )
             child = await runner.start(spec)
-        except CannotRunAs as exc:
+        except (CannotRunAs, LimitsRefused) as exc:
             self._release(launch.jti)
             await self._fail_start(launch, span, str(exc), exit_status=None)
             raise Conflict(str(exc)) from None

@@ -43,6 +43,7 @@ COLUMNS = (
     "uid",
     "node",
     "traceparent",
+    "formation_id",
 )
 UPSERT = f"INSERT OR REPLACE INTO jobs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 BY_ID = "SELECT * FROM jobs WHERE job_id = ?"
@@ -59,11 +60,12 @@ _FINAL = ", ".join(f"'{s}'" for s in sorted(FINAL_JOB_STATES))
 
 def prune_sql(batch: int) -> str:
     """Delete up to ``batch`` finished jobs that ended at or before the bound parameter; each
-    deleted job's id and workdir come back (its directory may be the daemon's to remove)."""
+    deleted job's id, workdir and parent's workdir come back (its directory may be the daemon's
+    to remove: a top-level job's under the state dir, a delegated child's under its parent's)."""
     return (
         "DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs"
         f" WHERE ended_ms IS NOT NULL AND ended_ms <= ? AND state IN ({_FINAL}) LIMIT {int(batch)})"
-        " RETURNING job_id, workdir"
+        " RETURNING job_id, workdir, parent_workdir"
     )
 
 
@@ -126,6 +128,7 @@ class JobRepository:
                     job.uid,
                     json.dumps(job.node.to_dict()) if job.node is not None else None,
                     job.traceparent,
+                    job.formation_id,
                 )
             ),
         )
