@@ -187,6 +187,11 @@ class JobResponse(_Open):
         pattern=r"^[0-9a-f]{32}$",
         description="The W3C trace id of the job's delegation tree: its trace in an OpenTelemetry backend.",
     )
+    formation_id: str | None = Field(
+        default=None,
+        pattern=r"^frm_[0-9a-f]{32}$",
+        description="The formation the job belongs to (``MURMUR_FORMATION_ID``), given at launch or inherited from its parent.",
+    )
 
 
 # -- peer plane ------------------------------------------------------------------------------------
