@@ -190,7 +190,7 @@ class JobResponse(_Open):
     formation_id: str | None = Field(
         default=None,
         pattern=r"^frm_[0-9a-f]{32}$",
-        description="The formation the job belongs to (``MURMUR_FORMATION_ID``), given at launch or inherited from its parent.",
+        description="The formation the job belongs to (MURMUR_FORMATION_ID): given at launch, or its parent's.",
     )
 
 
