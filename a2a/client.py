@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
@@ -40,16 +40,31 @@ from urllib.parse import urljoin
 from multidict import CIMultiDict
 from yarl import URL
 
-from a2a.http1 import Http1Pool
+from a2a.http1 import Http1Pool, PeerCheck, StreamAnswer
 from a2a.protocol import errors, jsonrpc
-from a2a.protocol.card import CARD_PATH, interface_candidates
+from a2a.protocol.card import CARD_PATH, interface_candidates, security_kinds
 from a2a.protocol.models import AgentCard, Dialect, Message, Task, dump_message, parse_send_result, parse_task
 from a2a.protocol.rpcmethods import VERSION_HEADER
+from a2a.protocol.sseframes import SseParser
+from a2a.protocol.streamevents import TaskEvent, parse_event
 
 _METHODS: dict[Dialect, dict[str, str]] = {
-    "0.3": {"send": "message/send", "get": "tasks/get", "cancel": "tasks/cancel"},
-    "1.0": {"send": "SendMessage", "get": "GetTask", "cancel": "CancelTask"},
+    "0.3": {
+        "send": "message/send",
+        "get": "tasks/get",
+        "cancel": "tasks/cancel",
+        "stream": "message/stream",
+        "subscribe": "tasks/resubscribe",
+    },
+    "1.0": {
+        "send": "SendMessage",
+        "get": "GetTask",
+        "cancel": "CancelTask",
+        "stream": "SendStreamingMessage",
+        "subscribe": "SubscribeToTask",
+    },
 }
+STREAM_IDLE_SECS = 60.0  # a stream that sends nothing (not even a heartbeat) for this long has failed
 ENDPOINT_CACHE = 4096  # peers whose selected interface is remembered; past it, all are read afresh
 IMMEDIATE: dict[Dialect, dict[str, bool]] = {"1.0": {"returnImmediately": True}, "0.3": {"blocking": False}}
 
@@ -69,10 +84,12 @@ Route = Callable[[URL, Mapping[str, str]], Transport | None]
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    """Where and how to speak to a peer: the selected interface's URL and its dialect."""
+    """Where and how to speak to a peer: the selected interface's URL, its dialect, and the
+    security schemes its card declares (:func:`a2a.protocol.card.security_kinds`)."""
 
     url: str
     dialect: Dialect
+    schemes: frozenset[str] = frozenset()
 
 
 _SNIPPET = 200
@@ -111,7 +128,7 @@ def select_endpoint(card: AgentCard, base: str) -> Endpoint:
     for url, dialect in interface_candidates(card):
         target = urljoin(base, url) if url else base
         try:
-            return Endpoint(str(normalize_peer_url(target)), dialect)
+            return Endpoint(str(normalize_peer_url(target)), dialect, security_kinds(card))
         except errors.UnsupportedPeerURL:
             continue
     raise errors.UnsupportedPeerURL(
@@ -136,6 +153,15 @@ class A2AClient:
         self._total = total_timeout
         self._endpoints: dict[str, Endpoint] = {}
         self.route = route
+
+    @property
+    def peer_check(self) -> PeerCheck | None:
+        """Asked about the address each new plain-HTTP connection reached (:class:`Http1Pool`)."""
+        return self._pool.peer_check
+
+    @peer_check.setter
+    def peer_check(self, check: PeerCheck | None) -> None:
+        self._pool.peer_check = check
 
     async def __aenter__(self) -> A2AClient:
         return self
@@ -238,6 +264,85 @@ class A2AClient:
         result = await self._call(target, d, _METHODS[d]["cancel"], {"id": task_id}, headers)
         return self._parse(target, result, send=False)
 
+    def stream_message(
+        self,
+        url: str,
+        message: Message,
+        *,
+        dialect: Dialect | None = None,
+        headers: Mapping[str, str] | None = None,
+        idle_timeout: float = STREAM_IDLE_SECS,
+    ) -> AsyncGenerator[Task | TaskEvent, None]:
+        """``SendStreamingMessage`` / ``message/stream``: the peer's Task, then its updates as they
+        come, until the peer closes the stream (at a terminal or interrupted state). Break out of
+        the loop to stop listening; the task goes on at the peer."""
+        return self._stream(
+            "stream", url, lambda d: {"message": dump_message(message, d)}, dialect, headers, idle_timeout
+        )
+
+    def subscribe(
+        self,
+        url: str,
+        task_id: str,
+        *,
+        dialect: Dialect | None = None,
+        headers: Mapping[str, str] | None = None,
+        idle_timeout: float = STREAM_IDLE_SECS,
+    ) -> AsyncGenerator[Task | TaskEvent, None]:
+        """``SubscribeToTask`` / ``tasks/resubscribe``: the task as it stands, then its updates."""
+        return self._stream("subscribe", url, lambda _d: {"id": task_id}, dialect, headers, idle_timeout)
+
+    async def _stream(
+        self,
+        op: str,
+        url: str,
+        params: Callable[[Dialect], dict[str, Any]],
+        dialect: Dialect | None,
+        extra_headers: Mapping[str, str] | None,
+        idle_timeout: float,
+    ) -> AsyncGenerator[Task | TaskEvent, None]:
+        shown, d = await self._target(url, dialect)
+        target = normalize_peer_url(shown)
+        if self.route is not None and self.route(target, {}) is not None:
+            raise errors.UnsupportedPeerURL(
+                f"streaming from {shown} is not supported: it is reached through another node's keeper, "
+                "which carries whole answers only; send and poll instead"
+            )
+        headers: CIMultiDict[str] = CIMultiDict({"Content-Type": "application/json", "Accept": "text/event-stream"})
+        headers[VERSION_HEADER] = d
+        for name, value in (extra_headers or {}).items():
+            headers[name] = value
+        body = jsonrpc.dumps(jsonrpc.build_request(_METHODS[d][op], params(d)))
+        try:
+            answer = await self._pool.stream("POST", target, body, headers, idle_timeout=idle_timeout)
+        except OSError as exc:
+            raise errors.PeerUnreachable(shown, _reason(exc, self._total)) from None
+        try:
+            if 300 <= answer.status < 400:
+                raise _redirect_refusal(shown, answer.status, answer.location)
+            if not 200 <= answer.status < 300:
+                raise self._http_error(shown, answer.status, await _read(answer, shown))
+            if not (answer.content_type or "").lower().startswith("text/event-stream"):
+                jsonrpc.read_result(await _read(answer, shown), shown)  # a JSON-RPC error raises here
+                raise errors.InvalidResponse(shown, "a streaming method was answered without a stream")
+            parser = SseParser()
+            try:
+                async for chunk in answer.chunks():
+                    for data in parser.feed(chunk):
+                        result = jsonrpc.read_result(data, shown)
+                        try:
+                            yield parse_event(result)
+                        except ValueError as exc:
+                            raise errors.InvalidResponse(
+                                shown, f"a stream item is not valid ({_first_line(exc)})"
+                            ) from None
+            except OSError as exc:
+                raise errors.PeerUnreachable(shown, _reason(exc, idle_timeout)) from None
+            except ValueError as exc:  # an event past the size bound
+                raise errors.InvalidResponse(shown, str(exc)) from None
+        finally:
+            answer.close()
+
     # -- plumbing --------------------------------------------------------------------------------
 
     async def _target(self, url: str, dialect: Dialect | None) -> tuple[str, Dialect]:
@@ -301,6 +406,13 @@ class A2AClient:
             text = body.decode("utf-8", "replace").strip()
             message = _snippet(text) if text else "no body"
         return errors.PeerHTTPError(url, status, message, code)
+
+
+async def _read(answer: StreamAnswer, url: str) -> bytes:
+    try:
+        return await answer.read()
+    except OSError as exc:
+        raise errors.PeerUnreachable(url, _reason(exc, None)) from None
 
 
 def _redirect_refusal(url: str, status: int, location: str | None) -> errors.PeerHTTPError:

@@ -1,4 +1,4 @@
-"""A capsule session's A2A door: JSON-RPC over HTTP in front of a :class:`~a2a.taskqueue.TaskQueue`.
+"""A capsule session's A2A door: JSON-RPC over HTTP in front of the :class:`~a2a.taskqueue.TaskQueue` it holds.
 
 Why it looks like this (``docs/a2a.md`` has the whole contract):
 
@@ -22,7 +22,8 @@ import contextlib
 import logging
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any, NamedTuple
+from dataclasses import replace
+from typing import Any, NamedTuple, Unpack
 
 from aiohttp import HttpVersion11, web
 from multidict import CIMultiDictProxy
@@ -31,30 +32,22 @@ from a2a.protocol import errors, inbound, jsonrpc, listing, seal, traceparent
 from a2a.protocol.card import CARD_PATH, LEGACY_CARD_PATH, build_card
 from a2a.protocol.models import Dialect, Message, Task, dump_task
 from a2a.protocol.origin import ORIGIN_HEADER, TRUST_HEADER, Origin, Provenance
+from a2a.protocol.pushconfig import MAX_CONFIGS_PER_TASK, PushConfig, dump_config, field, parse_config, parse_inner
 from a2a.protocol.rpcmethods import (
     OPS,
+    STREAMING,
     UNSUPPORTED,
     is_v1,
     request_versions,
     send_configuration,
+    send_push_config,
     supported_version,
     task_id_param,
 )
-from a2a.protocol.tasktypes import (
-    BUSY,
-    CLOSING,
-    DEFAULT_MAX_WAITING,
-    ActivateHook,
-    CancelHook,
-    CancelPhase,
-    DoorTask,
-    FinishHook,
-    Incoming,
-    Runner,
-    TaskAcceptance,
-    TaskOutcome,
-)
-from a2a.taskqueue import TaskQueue
+from a2a.protocol.tasktypes import BUSY, CLOSING, CancelPhase, DoorTask, Incoming, Runner, TaskOutcome
+from a2a.push import PushDelivery
+from a2a.sse import DEFAULT_HEARTBEAT_SECS, stream_task
+from a2a.taskqueue import QueueOptions, TaskQueue
 from a2a.taskrecord import TaskRecord
 
 __all__ = [
@@ -100,6 +93,25 @@ class Caller(NamedTuple):
     owner: str | None
 
 
+class _Sent(NamedTuple):
+    """A send's params, checked: what admission needs (one is built per send)."""
+
+    message: Message
+    block: bool
+    history: int | None
+    config: PushConfig | None
+    sealed: str | None
+    subject: str
+
+
+class _Stream(NamedTuple):
+    """What a streaming method answers: the task to stream, in the caller's dialect."""
+
+    rec: TaskRecord
+    dialect: Dialect
+    history_length: int | None
+
+
 _NOBODY_IN_PARTICULAR = Caller(UNSEALED, None)
 """Every unsealed caller of a door without ``identify``: one scope (a library default)."""
 
@@ -130,12 +142,40 @@ async def _answer_expect(request: web.BaseRequest) -> None:
     request.writer.output_size = 0  # the answer proper has not started
 
 
+_PUSH_VERBS = {
+    "CreateTaskPushNotificationConfig": "set",
+    "SetTaskPushNotificationConfig": "set",
+    "GetTaskPushNotificationConfig": "get",
+    "ListTaskPushNotificationConfig": "list",
+    "ListTaskPushNotificationConfigs": "list",
+    "DeleteTaskPushNotificationConfig": "delete",
+    "tasks/pushNotificationConfig/set": "set",
+    "tasks/pushNotificationConfig/get": "get",
+    "tasks/pushNotificationConfig/list": "list",
+    "tasks/pushNotificationConfig/delete": "delete",
+}
+
+
+def _turn_of(rec: TaskRecord, message_id: str) -> int:
+    """Which run of ``rec`` the message ``message_id`` is (0: one that has run already)."""
+    if rec.task.message_id == message_id:
+        return rec.task.turn
+    for queued in rec.next_turns or ():
+        if queued.message_id == message_id:
+            return queued.turn
+    return 0
+
+
 def _json(body: bytes) -> web.Response:
     return web.Response(body=body, content_type="application/json")
 
 
-class Door(TaskQueue):
-    """The A2A door of one capsule session. Serve :attr:`app`; feed tasks to ``runner``."""
+class Door:
+    """The A2A door of one capsule session. Serve :attr:`app`; feed tasks to ``runner``.
+
+    The door holds its tasks in :attr:`queue` (admission, lanes, the worker, the store) and adds
+    what HTTP needs: parsing, scoping by caller, the card, serialising in the caller's dialect.
+    """
 
     def __init__(
         self,
@@ -144,42 +184,25 @@ class Door(TaskQueue):
         version: str,
         session_id: str,
         runner: Runner,
-        task_acceptance: TaskAcceptance = "queue",
-        queue_depth: int = 16,
         peer_tasks_accept: bool = False,
         url: str | None = None,
         description: str | None = None,
-        on_activate: ActivateHook | None = None,
-        on_finish: FinishHook | None = None,
-        on_cancel: CancelHook | None = None,
-        max_finished: int = 1000,
-        retention_secs: float = 3600.0,
-        max_history: int = 64,
-        max_waiting: int = DEFAULT_MAX_WAITING,
         blocking_cap_secs: float = DEFAULT_BLOCKING_CAP_SECS,
         seal_key: bytes | None = None,
         identify: Identify | None = None,
-        local_owner: str | None = None,
+        heartbeat_secs: float = DEFAULT_HEARTBEAT_SECS,
+        push: PushDelivery | None = None,
+        **queue: Unpack[QueueOptions],
     ) -> None:
-        super().__init__(
-            name=name,
-            runner=runner,
-            task_acceptance=task_acceptance,
-            queue_depth=queue_depth,
-            on_activate=on_activate,
-            on_finish=on_finish,
-            on_cancel=on_cancel,
-            max_finished=max_finished,
-            retention_secs=retention_secs,
-            max_history=max_history,
-            max_waiting=max_waiting,
-            local_owner=local_owner,
-        )
+        self.queue = TaskQueue(name=name, runner=runner, **queue)
+        self.name = name
         self.version = version
         self.session_id = session_id
         self.peer_tasks_accept = peer_tasks_accept
         self.description = description
         self.blocking_cap_secs = blocking_cap_secs
+        self.heartbeat_secs = heartbeat_secs
+        self.push = push  # None: push notifications are not offered (the card says so)
         self.seal_key = seal_key
         self._identify = identify
         self._owners: weakref.WeakKeyDictionary[Any, Caller] = weakref.WeakKeyDictionary()  # by connection
@@ -232,6 +255,26 @@ class Door(TaskQueue):
         self._url = value
         self._card_cache = None
 
+    @property
+    def running(self) -> DoorTask | None:
+        """The task whose run is under way, if any."""
+        return self.queue.running
+
+    def close(self) -> None:
+        """Stop admission (:meth:`TaskQueue.close`)."""
+        self.queue.close()
+
+    async def drain(self) -> None:
+        """Wait until nothing is queued or running."""
+        await self.queue.drain()
+
+    async def shutdown(self) -> None:
+        """Stop the worker; tasks still queued, running or interrupted are recorded canceled (and
+        their push notifications get a short grace to go out)."""
+        await self.queue.shutdown()
+        if self.push is not None:
+            await self.push.close()
+
     def submit(
         self,
         text: str,
@@ -242,7 +285,7 @@ class Door(TaskQueue):
         caller_traceparent: str | None = None,
     ) -> Task:
         """Admit a task that did not come over HTTP (task.md / input.json); see ``submit_local``."""
-        return self.submit_local(
+        return self.queue.submit_local(
             text,
             provenance=provenance,
             context_id=context_id,
@@ -252,12 +295,12 @@ class Door(TaskQueue):
 
     def get(self, task_id: str) -> Task | None:
         """Any kept task by id, unscoped (the capsule host's own view)."""
-        rec = self.record(task_id)
+        rec = self.queue.record(task_id)
         return rec.to_task() if rec is not None else None
 
     async def cancel(self, task_id: str) -> Task:
         """Cancel by id, unscoped; JsonRpcError -32001 unknown / -32002 already terminal."""
-        return (await self.cancel_id(task_id)).to_task()
+        return (await self.queue.cancel_id(task_id)).to_task()
 
     # -- HTTP handlers -----------------------------------------------------------------------------
 
@@ -277,16 +320,17 @@ class Door(TaskQueue):
             version=self.version,
             url=url,
             session_id=self.session_id,
-            accepts_tasks=self.task_acceptance != "none",
+            accepts_tasks=self.queue.task_acceptance != "none",
             peer_tasks=self.peer_tasks_accept,
             description=self.description,
+            push_notifications=self.push is not None,
         )
         body = jsonrpc.dumps(card.to_json())
         if self._url is not None:
             self._card_cache = (url, body)
         return _json(body)
 
-    async def _handle_post(self, request: web.BaseRequest) -> web.Response:
+    async def _handle_post(self, request: web.BaseRequest) -> web.StreamResponse:
         headers = request.headers
         origin_raw = headers.get(ORIGIN_HEADER)
         if not self.peer_tasks_accept and origin_raw is not None and origin_raw.lower() == "peer":
@@ -301,7 +345,20 @@ class Door(TaskQueue):
             )
         if isinstance(parsed, jsonrpc.Request):  # the usual body: one request (:meth:`_answer`, inline)
             try:
-                body = jsonrpc.result_body(parsed.id, await self._dispatch(parsed, request))
+                result = await self._dispatch(parsed, request, streamable=True)
+                if type(result) is _Stream:
+                    if parsed.notification:
+                        return web.Response(status=204)
+                    heartbeat = self.heartbeat_secs
+                    return await stream_task(
+                        request,
+                        result.rec,
+                        result.dialect,
+                        parsed.id,
+                        history_length=result.history_length,
+                        heartbeat_secs=heartbeat,
+                    )
+                body = jsonrpc.result_body(parsed.id, result)
             except errors.JsonRpcError as exc:
                 body = jsonrpc.error_body(parsed.id, exc)
             except web.HTTPException:
@@ -335,7 +392,9 @@ class Door(TaskQueue):
 
     # -- dispatch ----------------------------------------------------------------------------------
 
-    async def _dispatch(self, req: jsonrpc.Request, request: web.BaseRequest) -> Any:
+    async def _dispatch(self, req: jsonrpc.Request, request: web.BaseRequest, *, streamable: bool = False) -> Any:
+        """The result of one request (a :class:`_Stream` for a streaming method when ``streamable``:
+        a request alone in its body; a batch member cannot stream)."""
         method = req.method
         versions = request_versions(request.headers)
         version = versions[0] if len(versions) == 1 else ""
@@ -353,6 +412,21 @@ class Door(TaskQueue):
         params = req.params
         if kind == "send":
             return await self._send(params, request, dialect, req.notification)
+        if kind in STREAMING:
+            if not streamable and not req.notification:
+                raise errors.unsupported_operation(UNSUPPORTED["batched_stream"])
+            if kind == "stream":
+                sent = self._parse_send(params, request, dialect)
+                caller = self._known_caller(request, sent.subject, sent.sealed) or await self._looked_up_caller(request)
+                rec, _ = self._take(sent, caller, request.headers, dialect)
+                return _Stream(rec, dialect, sent.history or 0)
+            task_id = task_id_param(params, method)
+            rec = await self._visible(task_id, request, task_id)
+            if rec.state.terminal:
+                raise errors.unsupported_operation(
+                    f"task {task_id} is {rec.state.value}, a terminal state, so there is nothing to subscribe to"
+                )
+            return _Stream(rec, dialect, 0)
         if kind == "get":
             task_id = task_id_param(params, method)
             rec = await self._visible(task_id, request, task_id)
@@ -360,11 +434,11 @@ class Door(TaskQueue):
         if kind == "cancel":
             task_id = task_id_param(params, method)
             rec = await self._visible(task_id, request, task_id)
-            return dump_task((await self.cancel_record(rec)).to_task(), dialect)
+            return dump_task((await self.queue.cancel_record(rec)).to_task(), dialect)
         if kind == "list":
             return await self._list(params, request, dialect)
         if kind == "push":
-            raise errors.push_notification_not_supported()
+            return await self._push_config(method, params, request, dialect)
         if kind == "extended_card" and dialect == "0.3":
             raise errors.authenticated_extended_card_not_configured()
         raise errors.unsupported_operation(UNSUPPORTED[kind])
@@ -416,7 +490,7 @@ class Door(TaskQueue):
 
     async def _visible(self, task_id: str, request: web.BaseRequest, subject: str) -> TaskRecord:
         caller = await self._caller(request, subject)
-        rec = self.record(task_id)
+        rec = self.queue.record(task_id)
         if rec is None or rec.task.owner != caller.owner:
             raise errors.task_not_found()
         return rec
@@ -424,7 +498,7 @@ class Door(TaskQueue):
     async def _list(self, params: dict[str, Any], request: web.BaseRequest, dialect: Dialect) -> dict[str, Any]:
         query = listing.parse_list(params)
         owner = (await self._caller(request, "")).owner
-        mine = [r for r in self.records() if r.task.owner == owner]
+        mine = [r for r in self.queue.records() if r.task.owner == owner]
         page, total, token = listing.select(mine, query)
         history = query.history_length
         return {
@@ -441,9 +515,20 @@ class Door(TaskQueue):
     async def _send(
         self, params: dict[str, Any], request: web.BaseRequest, dialect: Dialect, notification: bool
     ) -> Any:
-        if self.task_acceptance == "none":
+        sent = self._parse_send(params, request, dialect)
+        caller = self._known_caller(request, sent.subject, sent.sealed) or await self._looked_up_caller(request)
+        rec, turn = self._take(sent, caller, request.headers, dialect)
+        if sent.block and not notification and not rec.settled:  # nobody waits for a notification's answer
+            with contextlib.suppress(TimeoutError):  # at the cap the task is answered as it stands
+                async with asyncio.timeout(self.blocking_cap_secs):
+                    await (rec.wait_settled() if turn is None else rec.wait_turn(turn))
+        task = rec.wire(dialect, sent.history or 0)
+        return {"task": task} if dialect == "1.0" else task  # as dump_send_result has it
+
+    def _parse_send(self, params: dict[str, Any], request: web.BaseRequest, dialect: Dialect) -> _Sent:
+        """A send's params checked (-32602/-32004/-32005 with a sentence), nothing admitted yet."""
+        if self.queue.task_acceptance == "none":
             raise errors.unsupported_operation(TAKES_NO_TASKS)
-        headers = request.headers
         try:
             message = inbound.parse_message(params.get("message"), dialect)
         except ValueError as exc:
@@ -451,18 +536,89 @@ class Door(TaskQueue):
         for part in message.parts:
             if part.file is not None and part.file.bytes is not None:
                 raise errors.content_type_not_supported("inline file bytes are not accepted; send a uri")
-        block, history = send_configuration(params.get("configuration"), dialect)
+        configuration = params.get("configuration")
+        push = self.push
+        block, history = send_configuration(configuration, dialect, push=push is not None)
+        config = None
+        if push is not None:
+            pushed = send_push_config(configuration)
+            if pushed is not None:
+                config = self._checked_config(parse_inner(pushed, "", dialect, "configuration.pushNotificationConfig"))
+        headers = request.headers
         sealed = headers.get(seal.SEAL_HEADER)  # the subject costs a digest: only a seal needs it
         subject = seal.send_subject(message, headers.get(DELEGATION_HEADER)) if sealed is not None else ""
-        caller = self._known_caller(request, subject, sealed) or await self._looked_up_caller(request)
-        replayed = self.replayed(caller.owner, message.message_id)
+        return _Sent(message, block, history, config, sealed, subject)
+
+    def _take(
+        self, sent: _Sent, caller: Caller, headers: CIMultiDictProxy[str], dialect: Dialect
+    ) -> tuple[TaskRecord, int | None]:
+        """Admit (or continue, or recognise as a replay) a send's message: its task, and the turn it
+        is (None for a message that opened the task). No await: nothing changes meanwhile."""
+        message = sent.message
+        replayed = self.queue.replayed(caller.owner, message.message_id)
         rec = replayed if replayed is not None else self._accept(message, caller, headers, dialect)
-        if block and not notification and not rec.settled:  # nobody waits for a notification's answer
-            with contextlib.suppress(TimeoutError):  # at the cap the task is answered as it stands
-                async with asyncio.timeout(self.blocking_cap_secs):
-                    await rec.wait_settled()
-        task = rec.wire(dialect, history or 0)
-        return {"task": task} if dialect == "1.0" else task  # as dump_send_result has it
+        if sent.config is not None and replayed is None:
+            self._keep_config(rec, replace(sent.config, task_id=rec.task.id))
+        return rec, (_turn_of(rec, message.message_id) if message.task_id else None)
+
+    # -- push-notification configs -----------------------------------------------------------------
+
+    def _checked_config(self, config: PushConfig) -> PushConfig:
+        assert self.push is not None
+        refusal = self.push.refusal(config.url)
+        if refusal is not None:
+            raise errors.invalid_params(refusal)
+        return config
+
+    def _keep_config(self, rec: TaskRecord, config: PushConfig) -> None:
+        assert self.push is not None
+        kept = rec.push_configs if rec.push_configs is not None else []
+        same = [c for c in kept if c.id == config.id]
+        if not same and len(kept) >= MAX_CONFIGS_PER_TASK:
+            raise errors.invalid_params(
+                f"task {rec.task.id} already has {MAX_CONFIGS_PER_TASK} push notification configs; delete one first"
+            )
+        for old in same:
+            kept.remove(old)
+            self.push.detach(rec, old.id)
+        kept.append(config)
+        rec.push_configs = kept
+        self.push.attach(rec, config)
+
+    async def _push_config(
+        self, method: str, params: dict[str, Any], request: web.BaseRequest, dialect: Dialect
+    ) -> Any:
+        """The push-notification config methods of both dialects (-32003 when push is not offered)."""
+        if self.push is None:
+            raise errors.push_notification_not_supported()
+        verb = _PUSH_VERBS[method]
+        if verb == "set":
+            config = self._checked_config(parse_config(params, dialect))
+            rec = await self._visible(config.task_id, request, config.task_id)
+            self._keep_config(rec, config)
+            return dump_config(config, dialect)
+        key = "taskId" if dialect == "1.0" else "id"
+        task_id = field(params, key)
+        if not isinstance(task_id, str) or not task_id:
+            raise errors.invalid_params(f"{method} requires {key}")
+        rec = await self._visible(task_id, request, task_id)
+        kept = rec.push_configs or []
+        if verb == "list":
+            shown = [dump_config(c, dialect) for c in kept]
+            return {"configs": shown, "nextPageToken": ""} if dialect == "1.0" else shown
+        config_id = field(params, "id" if dialect == "1.0" else "pushNotificationConfigId")
+        if config_id is not None and not isinstance(config_id, str):
+            raise errors.invalid_params("the push notification config id must be a string")
+        found = [c for c in kept if c.id == config_id or (config_id is None and verb == "get")]
+        if not found and verb == "get" and dialect == "0.3":
+            found = kept[:1]  # as the official 0.3 SDK answers a get: the task's config, whatever id is named
+        if not found:
+            raise errors.task_not_found()
+        if verb == "get":
+            return dump_config(found[0], dialect)
+        kept.remove(found[0])
+        self.push.detach(rec, found[0].id)
+        return None
 
     def _accept(self, message: Message, caller: Caller, headers: CIMultiDictProxy[str], dialect: Dialect) -> TaskRecord:
         """Admit a new message, or continue the task it names (no await: nothing changes meanwhile)."""
@@ -481,8 +637,10 @@ class Door(TaskQueue):
             tracestate = None
         trace = parent.child() if parent is not None else traceparent.new()
         if not message.task_id:  # the usual message opens a task: admit without an Incoming
-            return self._admit(message, provenance, raw_tp, trace, tracestate, delegation_id, dialect, caller.owner)
-        rec = self.record(message.task_id)
+            return self.queue.admit_fields(
+                message, provenance, raw_tp, trace, tracestate, delegation_id, dialect, caller.owner
+            )
+        rec = self.queue.record(message.task_id)
         if rec is None or rec.task.owner != caller.owner:
             raise errors.task_not_found()
         if message.context_id and message.context_id != rec.task.context_id:
@@ -490,4 +648,4 @@ class Door(TaskQueue):
                 f"message.contextId {message.context_id!r} is not the context of task {message.task_id}"
             )
         incoming = Incoming(message, provenance, raw_tp, trace, tracestate, delegation_id, dialect, caller.owner)
-        return self.continue_task(rec, incoming)
+        return self.queue.continue_task(rec, incoming)

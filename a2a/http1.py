@@ -24,7 +24,10 @@ What a caller can rely on:
 - A header name or value that could split the request (CR, LF, NUL, or a name that is not an
   HTTP token) is refused with ``ValueError`` before anything is sent.
 
-Only GET and POST are sent. Nothing here follows redirects or keeps cookies.
+Only GET and POST are sent. Nothing here follows redirects or keeps cookies. A ``peer_check``
+(optional) is asked about the address each new connection reached; a sentence refuses it
+(``PermissionError``, nothing sent): how an egress rule also holds for a name that resolves to
+an address it forbids.
 """
 
 from __future__ import annotations
@@ -33,18 +36,19 @@ import asyncio
 import errno
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 
 import httptools
 from yarl import URL
 
-__all__ = ["IDLE_PER_ORIGIN", "IDLE_SECS", "MAX_BODY_BYTES", "MAX_HEAD_BYTES", "Http1Pool"]
+__all__ = ["IDLE_PER_ORIGIN", "IDLE_SECS", "MAX_BODY_BYTES", "MAX_HEAD_BYTES", "Http1Pool", "StreamAnswer"]
 
 IDLE_PER_ORIGIN = 8
 IDLE_SECS = 15.0  # aiohttp's keep-alive default; doors keep theirs open for 75 s
 MAX_HEAD_BYTES = 64 * 1024
 MAX_HEADERS = 128
 MAX_BODY_BYTES = 16 * 1024 * 1024
+STREAM_HIGH = 64  # body pieces a streamed answer holds before it stops reading the socket
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _METHODS = frozenset({"GET", "POST"})
@@ -251,10 +255,151 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
 
+PeerCheck = Callable[[str, int], str | None]
+"""The address a new connection reached (host, port) → a refusal sentence, or None."""
+
+
+class _StreamConnection(_Connection):
+    """A connection whose answer's body is handed on as it arrives, for one streamed exchange:
+    :meth:`exchange` returns at the end of the head; the body's pieces then go to ``chunks``
+    (None at its end, an exception if the connection broke first). Reading pauses while
+    :data:`STREAM_HIGH` pieces wait, so a slow reader holds the peer back instead of memory."""
+
+    chunks: asyncio.Queue[bytes | BaseException | None]
+    content_type: str | None
+    _streaming: bool
+    paused: bool
+
+    def _reset(self) -> None:
+        super()._reset()
+        self.chunks = asyncio.Queue()
+        self.content_type = None
+        self._streaming = False
+        self.paused = False
+
+    def data_received(self, data: bytes) -> None:
+        if not self._streaming:
+            super().data_received(data)
+            return
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            reason = str(exc).strip() or type(exc).__name__
+            self._end(ConnectionError(f"the peer's stream is not valid HTTP/1.1 ({reason[:120]})"))
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() == b"content-type":
+            self.content_type = value.decode("latin-1")
+        if name.lower() == b"content-length":  # a streamed body has no size limit of its own
+            self._framed = True
+            return
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        super().on_headers_complete()
+        if 100 <= self._status < 200:
+            return
+        self._streaming = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result((self._status, b"", self._location))
+
+    def on_body(self, body: bytes) -> None:
+        if not self._streaming:
+            super().on_body(body)
+            return
+        self.chunks.put_nowait(bytes(body))
+        if self.chunks.qsize() >= STREAM_HIGH and not self.paused and self.transport is not None:
+            self.paused = True
+            self.transport.pause_reading()
+
+    def on_message_complete(self) -> None:
+        if not self._streaming:
+            super().on_message_complete()
+            return
+        self._streaming = False
+        self.reusable = self._parser.should_keep_alive() and self._framed  # for the next stream
+        self.chunks.put_nowait(None)
+        if not self.reusable:
+            self.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._streaming:
+            self._end(
+                None if self._headers_done and not self._framed else ConnectionError("the peer closed the stream")
+            )
+        super().connection_lost(exc)
+
+    def _end(self, item: BaseException | None) -> None:
+        if self._streaming:
+            self._streaming = False
+            self.chunks.put_nowait(item)
+        self.close()
+
+    def resume(self) -> None:
+        if self.paused and self.chunks.qsize() <= STREAM_HIGH // 4 and self.transport is not None:
+            self.paused = False
+            self.transport.resume_reading()
+
+
+class StreamAnswer:
+    """A streamed answer: status, ``Location``, ``Content-Type``, and its body as it comes."""
+
+    def __init__(
+        self, status: int, location: str | None, content_type: str | None, conn: _StreamConnection, idle: float
+    ) -> None:
+        self.status = status
+        self.location = location
+        self.content_type = content_type
+        self._conn = conn
+        self._idle = idle
+        self._released = False
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body's pieces in order; TimeoutError when none came for the idle timeout, an
+        OSError when the connection broke before the body's end."""
+        conn = self._conn
+        queue = conn.chunks
+        whole = False
+        try:
+            while True:
+                try:
+                    item = await asyncio.wait_for(queue.get(), self._idle)
+                except TimeoutError:
+                    raise TimeoutError(f"the peer sent nothing for {self._idle:g} s") from None
+                conn.resume()
+                if item is None:
+                    whole = True
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            if whole and conn.reusable and not conn.closed:  # read to its end: kept for the next stream
+                self._released = True
+                conn._pool.keep_stream(conn)
+            else:
+                conn.close()
+
+    async def read(self, limit: int = MAX_BODY_BYTES) -> bytes:
+        """The whole body (an answer that is not a stream, e.g. a JSON error), at most ``limit`` bytes."""
+        out = bytearray()
+        async for chunk in self.chunks():
+            out += chunk
+            if len(out) > limit:
+                raise ConnectionError(_too_large())
+        return bytes(out)
+
+    def close(self) -> None:
+        if not self._released:
+            self._conn.close()
+
+
 class Http1Pool:
     """A :class:`a2a.client.Transport` over plain TCP with keep-alive, one pool per client."""
 
-    def __init__(self, *, connect_timeout: float, total_timeout: float) -> None:
+    def __init__(self, *, connect_timeout: float, total_timeout: float, peer_check: PeerCheck | None = None) -> None:
+        self.peer_check = peer_check
         self._connect_timeout = connect_timeout
         self._total_timeout = total_timeout
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
@@ -264,13 +409,7 @@ class Http1Pool:
     async def __call__(
         self, method: str, url: URL, body: bytes | None, headers: Mapping[str, str]
     ) -> tuple[int, bytes, str | None]:
-        if method not in _METHODS:
-            raise ValueError(f"this client sends GET and POST only, not {method}")
-        request = _head(method, url, headers, body)
-        if body:
-            request += body
-        key = (url.raw_host or "", url.port or 80)
-        deadline = asyncio.get_running_loop().time() + self._total_timeout
+        request, key, deadline = self._prepare(method, url, body, headers)
         conn, reused = self._reuse(key) or (await self._connect(key, deadline), False)
         try:
             answer = await self._exchange(conn, request, deadline)
@@ -281,6 +420,17 @@ class Http1Pool:
             answer = await self._exchange(conn, request, deadline)
         self._release(conn)
         return answer
+
+    def _prepare(
+        self, method: str, url: URL, body: bytes | None, headers: Mapping[str, str]
+    ) -> tuple[bytes, tuple[str, int], float]:
+        """The request's bytes, its origin's key, and its deadline on the loop's clock."""
+        if method not in _METHODS:
+            raise ValueError(f"this client sends GET and POST only, not {method}")
+        request = _head(method, url, headers, body)
+        if body:
+            request += body
+        return request, (url.raw_host or "", url.port or 80), asyncio.get_running_loop().time() + self._total_timeout
 
     @staticmethod
     async def _exchange(conn: _Connection, request: bytes, deadline: float) -> tuple[int, bytes, str | None]:
@@ -298,13 +448,16 @@ class Http1Pool:
                 return conn, True
         return None
 
-    async def _connect(self, key: tuple[str, int], deadline: float) -> _Connection:
+    async def _connect(
+        self, key: tuple[str, int], deadline: float, kind: type[_Connection] | None = None
+    ) -> _Connection:
         loop = asyncio.get_running_loop()
         host, port = key
         connect_by = loop.time() + self._connect_timeout
+        factory = kind or _Connection
         try:
             async with asyncio.timeout_at(min(deadline, connect_by)):
-                _, conn = await loop.create_connection(lambda: _Connection(loop, self, key), host, port)
+                _, conn = await loop.create_connection(lambda: factory(loop, self, key), host, port)
         except TimeoutError:
             if deadline <= connect_by:
                 raise TimeoutError from None  # the whole request's time ran out
@@ -313,8 +466,40 @@ class Http1Pool:
             if exc.errno == errno.ECONNREFUSED:
                 raise ConnectionRefusedError(errno.ECONNREFUSED, "connection refused") from None
             raise OSError(exc.errno, exc.strerror or str(exc) or type(exc).__name__) from None
+        check = self.peer_check
+        if check is not None:
+            assert conn.transport is not None
+            peer = conn.transport.get_extra_info("peername")
+            refusal = check(str(peer[0]), int(peer[1])) if peer else None
+            if refusal is not None:
+                conn.close()
+                raise PermissionError(errno.EACCES, refusal)
         self._open.add(conn)
         return conn
+
+    async def stream(
+        self, method: str, url: URL, body: bytes | None, headers: Mapping[str, str], *, idle_timeout: float
+    ) -> StreamAnswer:
+        """Send one request and return once the answer's head is in; its body is then read as it
+        comes (:meth:`StreamAnswer.chunks`), each piece within ``idle_timeout`` of the last. The
+        head must arrive within the pool's total timeout. Streams have connections of their own:
+        one read to its end on a keep-alive connection leaves it idle for the next stream to the
+        same origin, never for a plain exchange; any other end closes it."""
+        request, key, deadline = self._prepare(method, url, body, headers)
+        kept = self._reuse(("stream:" + key[0], key[1]))
+        conn = kept[0] if kept is not None else await self._connect(key, deadline, _StreamConnection)
+        conn.key = ("stream:" + key[0], key[1])  # kept apart from plain exchanges' connections
+        assert isinstance(conn, _StreamConnection)
+        try:
+            status, _, location = await conn.exchange(request, deadline)
+        except BaseException:
+            conn.close()
+            raise
+        return StreamAnswer(status, location, conn.content_type, conn, idle_timeout)
+
+    def keep_stream(self, conn: _Connection) -> None:
+        """A streamed answer was read to its end on a keep-alive connection: keep it for the next stream."""
+        self._release(conn)
 
     def _release(self, conn: _Connection) -> None:
         if conn.closed or not conn.reusable:

@@ -7,7 +7,11 @@ scopes and serialises. Rules, explained in ``docs/a2a.md``:
 * Tasks run one at a time in a worker coroutine; the lane (user → peer → bg, FIFO within a lane,
   never preempted) follows from the origin. No room is a *successful* ``rejected`` task.
 * A runner may end a run ``input-required`` (or ``auth-required``): the task is interrupted and
-  the next message naming its ``taskId`` is queued as the task's next run.
+  the next message naming its ``taskId`` is queued as the task's next run. A message naming a
+  task that is queued or running is queued behind it as a further turn: the task stays
+  ``working`` and runs once per queued turn, in order, then ends (``docs/a2a.md``, "Multi-turn").
+* What a runner writes while it runs (:meth:`TaskQueue.write_output`) is the turn's output
+  artifact, told to the record's listeners chunk by chunk.
 * Cancel is recorded synchronously; ``canceled`` wins over whatever the runner reports later.
 * Each task keeps a bounded history of its messages. Finished tasks are kept for a retention
   period and up to a count per owner, then dropped; tasks waiting for input likewise, then they
@@ -21,7 +25,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from typing import Any
+from typing import Any, TypedDict
 
 from a2a.protocol import errors, traceparent
 from a2a.protocol.ids import prefixed, prefixed_pair
@@ -52,6 +56,22 @@ log = logging.getLogger("a2a.door")
 
 
 _make = tuple.__new__
+
+
+class QueueOptions(TypedDict, total=False):
+    """:class:`TaskQueue`'s optional arguments, for a holder that passes them through as given
+    (the door takes them as its own keyword arguments)."""
+
+    task_acceptance: TaskAcceptance
+    queue_depth: int
+    on_activate: ActivateHook | None
+    on_finish: FinishHook | None
+    on_cancel: CancelHook | None
+    max_finished: int
+    retention_secs: float
+    max_history: int
+    max_waiting: int
+    local_owner: str | None
 
 
 class TaskQueue:
@@ -195,9 +215,9 @@ class TaskQueue:
 
     def admit(self, incoming: Incoming) -> TaskRecord:
         """A new task for a message without ``taskId`` (queued, or a ``rejected`` record)."""
-        return self._admit(*incoming)
+        return self.admit_fields(*incoming)
 
-    def _admit(
+    def admit_fields(
         self,
         message: Message,
         provenance: Provenance,
@@ -269,7 +289,8 @@ class TaskQueue:
                 del self._by_message[owner, message_id]
 
     def continue_task(self, rec: TaskRecord, incoming: Incoming) -> TaskRecord:
-        """Queue the next run of an interrupted task; -32004 unless it is input-/auth-required.
+        """Take a message naming a kept task: the next run of an interrupted task, or a further
+        turn queued behind a queued or running one; -32004 when the task is terminal.
 
         The caller has already checked that the record is visible to it and that the message's
         ``contextId`` (if any) matches.
@@ -279,13 +300,22 @@ class TaskQueue:
             raise errors.unsupported_operation(
                 f"task {rec.task.id} is {state.value}, a terminal state, and takes no more messages"
             )
-        if state not in INTERRUPTED:
-            raise errors.unsupported_operation(
-                f"task {rec.task.id} is {state.value}; it takes a message only when input-required or auth-required"
-            )
         if self._closed:
             raise errors.unsupported_operation(f"task {rec.task.id} cannot continue: the session is closing")
         message = incoming.message
+        if state not in INTERRUPTED:  # submitted or working: one more turn behind the ones queued
+            queued = rec.next_turns
+            if queued is None:
+                queued = rec.next_turns = deque()
+            if len(queued) >= self.queue_depth:
+                raise errors.unsupported_operation(
+                    f"task {rec.task.id} already has {len(queued)} messages queued behind its running turn"
+                )
+            last = queued[-1] if queued else rec.task
+            queued.append(last._replace(turn=last.turn + 1, **_from_message(incoming)))
+            self._index(rec, message.message_id)
+            rec.add_history(message)
+            return rec
         prev = rec.task
         self._waiting.pop(prev.id)  # before it changes: a shelf keeps records in update order
         self._live[prev.id] = rec
@@ -295,6 +325,12 @@ class TaskQueue:
         rec.set(TaskState.SUBMITTED)
         self._enqueue(rec)
         return rec
+
+    def write_output(self, task_id: str, text: str) -> None:
+        """A chunk of what the running turn of ``task_id`` wrote (ignored for any other task)."""
+        rec = self._running
+        if rec is not None and rec.task.id == task_id and rec.state is TaskState.WORKING:
+            rec.append_output(text)
 
     def _enqueue(self, rec: TaskRecord) -> None:
         self._lanes[rec.task.lane.position].append(rec)
@@ -315,6 +351,7 @@ class TaskQueue:
         task_id = rec.task.id
         if rec.state.terminal:
             raise errors.task_not_cancelable(task_id, rec.state.value)
+        rec.next_turns = None  # queued follow-ups end with the task (their messages stay in its history)
         phase: CancelPhase
         if rec is self._running:
             phase = "running"
@@ -428,22 +465,30 @@ class TaskQueue:
     async def _run(self, rec: TaskRecord) -> None:
         self._running = rec
         rec.set(TaskState.WORKING)
-        task = rec.task
-        outcome: TaskOutcome
-        try:
-            if self._on_activate is not None:
-                await self._on_activate(task)
-        except Exception:
-            log.exception("on_activate hook failed for %s", task.id)
-            outcome = TaskOutcome.failed("task failed to start")
-        else:
-            if rec.state is TaskState.CANCELED:
-                outcome = TaskOutcome.canceled()
+        while True:  # one pass per turn; the usual task has one (no coroutine per turn: the hot path)
+            task = rec.task
+            rec.new_turn_output()
+            outcome: TaskOutcome
+            try:
+                if self._on_activate is not None:
+                    await self._on_activate(task)
+            except Exception:
+                log.exception("on_activate hook failed for %s", task.id)
+                outcome = TaskOutcome.failed("task failed to start")
             else:
-                outcome = await self._invoke(rec)
-        if rec.state is TaskState.CANCELED:  # canceled always wins over what the runner said
-            outcome = TaskOutcome.canceled(rec.status_text or "task canceled")
+                outcome = TaskOutcome.canceled() if rec.state is TaskState.CANCELED else await self._invoke(rec)
+            if rec.state is TaskState.CANCELED:  # canceled always wins over what the runner said
+                outcome = TaskOutcome.canceled(rec.status_text or "task canceled")
+                break
+            queued = rec.next_turns
+            if not queued or outcome.state not in _GOES_ON:
+                break
+            rec.end_output(outcome.output)  # this turn's output stays an artifact of the task
+            rec.task = queued.popleft()
+            rec.turn_ended()
+        rec.next_turns = None  # a turn that failed or was canceled ends the task: later turns never run
         self._finish(rec, outcome)
+        rec.turn_ended()
         self._running = None
         if self._on_finish is not None:
             try:
@@ -483,11 +528,13 @@ class TaskQueue:
         state = outcome.state
         if state is TaskState.COMPLETED:
             rec.artifacts = list(outcome.artifacts) if outcome.artifacts is not None else None
-            rec.output = outcome.output
+            rec.end_output(outcome.output)
             rec.set(TaskState.COMPLETED, outcome.status_text or outcome.output or None, agent=True)
         elif state is TaskState.FAILED:
+            rec.end_output("")
             rec.set(TaskState.FAILED, outcome.status_text or outcome.output or "task failed", agent=True)
         elif state in INTERRUPTED:
+            rec.end_output("")
             rec.set(state, outcome.status_text or outcome.output or f"the task is {state.value}", agent=True)
             del self._live[rec.task.id]
             crowded = self._waiting.put(rec)  # waits for the next message naming it
@@ -498,7 +545,7 @@ class TaskQueue:
                 )
             self._expire_now_and_then(rec.updated)
             return
-        else:
+        elif rec.state is not TaskState.CANCELED:  # a cancel already recorded (and told) it
             rec.set(TaskState.CANCELED, outcome.status_text or "task canceled")
         self._retire(rec)
         self._expire_now_and_then(rec.updated)  # the clock was just read for the new state
@@ -509,6 +556,10 @@ class TaskQueue:
         if now - self._expired_at >= 1.0:
             self._expired_at = now
             self._expire(now)
+
+
+_GOES_ON = frozenset({TaskState.COMPLETED, *INTERRUPTED})
+"""A turn that ended so lets the next queued turn run (an interrupted turn's input is that turn)."""
 
 
 def _from_message(incoming: Incoming) -> dict[str, Any]:

@@ -1,7 +1,9 @@
-"""One kept task: its current run, state, artifacts, bounded history and the callers waiting on it.
+"""One kept task: its current run, state, artifacts, bounded history and who waits on or listens to it.
 
 Why a plain ``__slots__`` class and not a model: the door touches a record several times per
 request on its hot path; timestamps are kept as floats and formatted only when a Task is dumped.
+Listeners (a stream's subscription, push delivery) hear every change as a
+:mod:`~a2a.protocol.streamevents` update; a record nobody listens to builds none.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections import deque
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -24,20 +28,19 @@ from a2a.protocol.models import (
     dump_task,
     response_artifact,
 )
+from a2a.protocol.streamevents import ENDING, ArtifactUpdate, StatusUpdate, TaskEvent, ends_stream
 
 if TYPE_CHECKING:
+    from a2a.protocol.pushconfig import PushConfig
     from a2a.protocol.tasktypes import DoorTask
 
-_SETTLED = frozenset(
-    {
-        TaskState.COMPLETED,
-        TaskState.FAILED,
-        TaskState.CANCELED,
-        TaskState.REJECTED,
-        TaskState.INPUT_REQUIRED,
-        TaskState.AUTH_REQUIRED,
-    }
-)
+Listener = Callable[[TaskEvent], None]
+"""Hears one update; must not block or raise (it queues the update for its own consumer)."""
+
+RESPONSE = "response"
+"""The id (and name) of the first output artifact; a later turn's output is ``response-<n>``."""
+
+_SETTLED = ENDING  # what a blocking send waits for is what ends a stream: terminal or interrupted
 
 
 def iso(ts: float) -> str:
@@ -65,14 +68,21 @@ class TaskRecord:
 
     __slots__ = (
         "artifacts",
+        "earlier",
         "history",
+        "listeners",
         "max_history",
         "message_ids",
+        "next_turns",
         "output",
+        "output_id",
+        "push_configs",
         "state",
         "status_id",
         "status_text",
+        "streamed",
         "task",
+        "turns_done",
         "updated",
         "waiters",
     )
@@ -93,6 +103,13 @@ class TaskRecord:
         self.max_history = max_history
         self.waiters: list[asyncio.Future[None]] | None = None
         self.message_ids: list[str] = []  # every message that opened or continued it (the door's replay index)
+        self.listeners: list[Listener] | None = None
+        self.output_id = RESPONSE  # the artifact the current turn's output goes to
+        self.earlier: list[Artifact] | None = None  # earlier turns' output artifacts, oldest first
+        self.streamed = False  # the current turn's output arrived in chunks (append_output)
+        self.next_turns: deque[DoorTask] | None = None  # follow-up messages queued behind the running turn
+        self.turns_done = 0  # runs that have ended
+        self.push_configs: list[PushConfig] | None = None  # where its updates are posted (a2a.push)
 
     @property
     def list_key(self) -> tuple[str, str]:
@@ -114,10 +131,81 @@ class TaskRecord:
             self.status_id = f"msg_{t.id}_{t.turn}_{state._value_}"  # _value_: no enum property call
             self._keep((self.status_id, status_text))
         if self.waiters is not None and state in _SETTLED:
-            waiters, self.waiters = self.waiters, None
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)
+            self._wake()
+        if self.listeners is not None:
+            t = self.task
+            self._publish(StatusUpdate(t.id, t.context_id, self._status(), ends_stream(state)))
+
+    def _wake(self) -> None:
+        waiters, self.waiters = self.waiters, None
+        for fut in waiters or ():
+            if not fut.done():
+                fut.set_result(None)
+
+    def _publish(self, event: TaskEvent) -> None:
+        for listener in list(self.listeners or ()):
+            listener(event)
+
+    def listen(self, listener: Listener) -> None:
+        if self.listeners is None:
+            self.listeners = []
+        self.listeners.append(listener)
+
+    def unlisten(self, listener: Listener) -> None:
+        if self.listeners is not None and listener in self.listeners:
+            self.listeners.remove(listener)
+            if not self.listeners:
+                self.listeners = None
+
+    # -- output ------------------------------------------------------------------------------------
+
+    def new_turn_output(self) -> None:
+        """A run starts: output from now on is the next artifact (earlier output is kept as it was)."""
+        if self.output:
+            if self.earlier is None:
+                self.earlier = []
+            self.earlier.append(response_artifact(self.output, self.output_id))
+            self.output = ""
+            self.output_id = f"{RESPONSE}-{len(self.earlier) + 1}"
+        self.streamed = False
+
+    def append_output(self, text: str) -> None:
+        """A chunk of the running turn's output, as it was written: kept and told to listeners."""
+        if not text:
+            return
+        first = not self.output
+        self.output += text
+        self.streamed = True
+        if self.listeners is not None:
+            self._chunk(text, append=not first, last=False)
+
+    def end_output(self, output: str) -> None:
+        """The turn's run ended with ``output``: the whole of it unless it was streamed (then the
+        listeners get the artifact's closing chunk)."""
+        if self.streamed:
+            if self.listeners is not None:
+                self._chunk("", append=True, last=True)
+            return
+        self.output = output
+        if output and self.listeners is not None:
+            self._chunk(output, append=False, last=True)
+
+    def _chunk(self, text: str, *, append: bool, last: bool) -> None:
+        t = self.task
+        self._publish(ArtifactUpdate(t.id, t.context_id, response_artifact(text, self.output_id), append, last))
+
+    # -- turns -------------------------------------------------------------------------------------
+
+    def turn_ended(self) -> None:
+        """One run ended (the task may go on with a queued turn): wake whoever waits for a turn."""
+        self.turns_done += 1
+        if self.waiters is not None:
+            self._wake()
+
+    async def wait_turn(self, turn: int) -> None:
+        """Return once run ``turn`` has ended, or the task is terminal or interrupted."""
+        while not self.settled and self.turns_done < turn:
+            await self._changed()
 
     def add_history(self, message: Message) -> None:
         """Keep a message as sent; its ``taskId``/``contextId`` are filled in when it is shown."""
@@ -139,8 +227,11 @@ class TaskRecord:
 
     async def wait_settled(self) -> None:
         """Return when the task is terminal or interrupted (callers bound the wait themselves)."""
-        if self.settled:
-            return
+        while not self.settled:
+            await self._changed()
+
+    async def _changed(self) -> None:
+        """Wait for the next settle or turn end."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if self.waiters is None:
             self.waiters = []
@@ -155,7 +246,13 @@ class TaskRecord:
         """``dump_task(self.to_task(history_length=...), dialect)``; a bare task (no status text,
         artifacts or history to show: what a send answers at once) is built straight into the
         dict, without the intermediate models."""
-        if history_length == 0 and not self.status_text and self.artifacts is None and not self.output:
+        if (
+            history_length == 0
+            and not self.status_text
+            and self.artifacts is None
+            and not self.output
+            and not self.earlier
+        ):
             t = self.task
             state = self.state
             status = {
@@ -170,21 +267,19 @@ class TaskRecord:
     def to_task(self, *, history_length: int | None = 0, include_artifacts: bool = True) -> Task:
         """The wire Task: ``history_length`` None → the whole kept history, 0 → none."""
         t = self.task
-        message: Message | None = None
-        if self.status_id is not None and self.status_text:
-            message = agent_message(self.status_id, self.status_text, task_id=t.id, context_id=t.context_id)
-        elif self.status_text:
-            message = agent_message(f"msg_{t.id}_status", self.status_text)
         artifacts = self.artifacts
-        if artifacts is None and self.output:
-            artifacts = [response_artifact(self.output)]
+        if artifacts is None and (self.output or self.earlier):
+            artifacts = [
+                *(self.earlier or ()),
+                *([response_artifact(self.output, self.output_id)] if self.output else ()),
+            ]
         history: list[Message] | None = None
         if history_length is None or history_length > 0:
             kept = self.history
             if history_length is not None and len(kept) > history_length:
                 kept = kept[-history_length:]
             history = [self._shown(m) for m in kept]
-        status = build(TaskStatus, {"state": self.state, "message": message, "timestamp": iso(self.updated)})
+        status = self._status()
         return build(
             Task,
             {
@@ -196,6 +291,15 @@ class TaskRecord:
                 "metadata": None,
             },
         )
+
+    def _status(self) -> TaskStatus:
+        t = self.task
+        message: Message | None = None
+        if self.status_id is not None and self.status_text:
+            message = agent_message(self.status_id, self.status_text, task_id=t.id, context_id=t.context_id)
+        elif self.status_text:
+            message = agent_message(f"msg_{t.id}_status", self.status_text)
+        return build(TaskStatus, {"state": self.state, "message": message, "timestamp": iso(self.updated)})
 
 
 _clock = time.time

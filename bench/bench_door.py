@@ -10,11 +10,19 @@ would be no admission at all).
 
 The baseline is a JSON endpoint as an aiohttp user writes it: ``await request.json()``, answer a
 Task-sized ``web.json_response``. A second one, with orjson on both sides, is printed for
-information (the door itself uses orjson). Rounds rotate the servers so a noisy neighbour hits
-all alike. Two ratios are reported: of the medians, and paired (the median of each round's own
-ratio). This VM's speed drifts over seconds, and rounds next to each other drift together, so
-many short rounds pair better than a few long ones. The target (door >= 0.7x the baseline)
-counts as met only when both ratios meet it.
+information (the door itself uses orjson). The official SDK servers are baselines too, each in its
+own environment, serving the same ``SendMessage`` (JSON-RPC at ``/``, an executor that completes
+each task at once, their in-memory task stores; ``bench/sdkservers/``): the Python SDK 1.x
+(Starlette under uvicorn, from the pinned virtualenv of ``tests/a2a/sdk-env.sh``) and the JS SDK
+(express under Node.js, from ``tests/a2a/js``); ``--no-sdk`` leaves them out. Rounds rotate the
+servers so a noisy neighbour hits all alike. Two ratios are reported: of the medians, and paired
+(the median of each round's own ratio), with each round's own printed (the spread). This VM's
+speed drifts over seconds, and rounds next to each other drift together, so many short rounds
+pair better than a few long ones. Targets, each met only when both ratios meet it: door >= 3x the
+faster SDK server in req/s; bare/door >= 0.75 in CPU per request; (older) door >= 0.7x bare in
+req/s. After the rounds, ``--rss N`` (default 100,000) sends N more requests to the door and
+prints its RSS along the way: flat means it keeps a bounded number of finished tasks. Every
+server's RSS after the rounds is printed beside it.
 
 ``--before PATH`` adds a server: the same door imported from another checkout (e.g. a
 ``git worktree`` of the previous commit), so a change is measured before/after in the same run.
@@ -59,6 +67,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import (
+    REPO,
     SERVER_CPU,
     Proc,
     WrkResult,
@@ -66,6 +75,7 @@ from _harness import (
     callgrind_events,
     checkout_env,
     median_by,
+    post_json,
     start_script,
     taskset,
     wrk,
@@ -114,6 +124,56 @@ BARE_SERVER = app_script(
         return app
     """
 )
+
+SDK_DIR = Path(__file__).resolve().parent / "sdkservers"
+
+
+def sdk_python() -> str:
+    """The official Python SDK's interpreter, from its pinned virtualenv (built if missing)."""
+    out = subprocess.run(
+        ["bash", str(REPO / "tests" / "a2a" / "sdk-env.sh")], capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip().splitlines()[-1]
+
+
+def start_program(argv: list[str], cwd: str | None = None) -> Proc:
+    """A server program (not our python) on the server core that prints its port first."""
+    proc = subprocess.Popen([*taskset(SERVER_CPU), *argv], stdout=subprocess.PIPE, cwd=cwd)
+    assert proc.stdout is not None
+    return Proc(proc, int(proc.stdout.readline().decode().strip()))
+
+
+def start_sdk_servers() -> dict[str, Proc]:
+    js_dir = REPO / "tests" / "a2a" / "js"
+    servers: dict[str, Proc] = {}
+    servers["sdk-py"] = start_program([sdk_python(), "-I", str(SDK_DIR / "sdk_server.py")], cwd=tempfile.gettempdir())
+    script = js_dir / ".bench-server.mjs"  # beside node_modules, so its imports resolve
+    script.write_text((SDK_DIR / "sdk_server.mjs").read_text())
+    try:
+        servers["sdk-js"] = start_program(["node", str(script)], cwd=str(js_dir))
+    finally:
+        time.sleep(0.5)
+        script.unlink(missing_ok=True)
+    return servers
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def rss_over(proc: Proc, total: int, connections: int) -> list[tuple[int, float]]:
+    """Send ``total`` more requests (in quarters, by wrk's time) and the RSS after each quarter."""
+    points = [(0, rss_mib(proc.proc.pid))]
+    sent = 0
+    while sent < total:
+        res = run_wrk(proc.url, 5, connections)
+        sent += int(res.rps * 5)
+        points.append((sent, rss_mib(proc.proc.pid)))
+    return points
+
 
 BARE_ORJSON_SERVER = app_script(
     """
@@ -322,6 +382,10 @@ def main() -> None:
     ap.add_argument("--large", type=int, default=2500, help="--instructions: requests in the second count")
     ap.add_argument("--cache-sim", action="store_true", help="--instructions: also simulated cache and branch misses")
     ap.add_argument("--ll", type=int, metavar="BYTES", help="--cache-sim: the simulated last-level cache's size")
+    ap.add_argument("--no-sdk", action="store_true", help="leave out the official SDK servers")
+    ap.add_argument(
+        "--rss", type=int, default=100_000, help="requests after the rounds over which the door's RSS is read"
+    )
     args = ap.parse_args()
     if args.cache_sim and not args.instructions:
         raise SystemExit("--cache-sim goes with --instructions")
@@ -340,9 +404,15 @@ def main() -> None:
     }
     if args.before:
         servers["before"] = start_from(DOOR_SERVER, args.before)
+    if not args.no_sdk:
+        servers |= start_sdk_servers()
     runs: dict[str, list[WrkResult]] = {name: [] for name in servers}
     cpu: dict[str, list[float]] = {name: [] for name in servers}
     try:
+        for name, proc in servers.items():  # wrk counts a JSON-RPC error (HTTP 200) as an answer: check one
+            answer = post_json(proc.url + "/", json.loads(BODY.replace(COUNTER, uuid.uuid4().hex)), HEADERS)
+            if "result" not in answer:
+                raise SystemExit(f"{name} did not answer SendMessage with a result: {str(answer)[:300]}")
         for proc in servers.values():  # warm-up
             run_wrk(proc.url, 2)
         for r in range(args.rounds or 9):
@@ -354,6 +424,8 @@ def main() -> None:
                 runs[name].append(res)
                 cpu[name].append((cpu_secs(proc.proc.pid) - c0) / max(1.0, res.rps * args.seconds) * 1e6)
                 print(f"  round {r + 1} {name:7}: {res.rps:9.0f} req/s  cpu {cpu[name][-1]:6.1f} us/req", flush=True)
+        rss = {name: rss_mib(proc.proc.pid) for name, proc in servers.items()}
+        rss_points = rss_over(servers["door"], args.rss, args.connections) if args.rss else []
     finally:
         for proc in servers.values():
             proc.stop()
@@ -364,6 +436,8 @@ def main() -> None:
         "before": "door, --before checkout",
         "bare": "bare aiohttp JSON handler",
         "orjson": "bare handler, orjson (info)",
+        "sdk-py": "official Python SDK server",
+        "sdk-js": "official JS SDK server",
     }
     for name in servers:
         r = median_by(runs[name], "rps")
@@ -382,8 +456,27 @@ def main() -> None:
     print(f"ratio door/bare, paired      : {paired:6.2f}  (median of the rounds' ratios)")
     verdict = "met" if min(ratio, paired) >= 0.7 else "met by the medians only" if ratio >= 0.7 else "NOT met"
     print(f"target door >= 0.7x bare     : {verdict}")
+    verdict = (
+        "met" if min(statistics.median(cpu_round), bare_cpu / statistics.median(cpu["door"])) >= 0.75 else "NOT met"
+    )
+    print(f"target cpu bare/door >= 0.75 : {verdict}")
     orj = median_by(runs["orjson"], "rps")
     print(f"ratio door/orjson (info)     : {median_by(runs['door'], 'rps').rps / orj.rps:6.2f}")
+    sdks = [n for n in ("sdk-py", "sdk-js") if n in runs]
+    if sdks:
+        fastest = max(sdks, key=lambda n: median_by(runs[n], "rps").rps)
+        over = median_by(runs["door"], "rps").rps / median_by(runs[fastest], "rps").rps
+        paired_sdk = statistics.median(d.rps / f.rps for d, f in zip(runs["door"], runs[fastest], strict=True))
+        per_sdk = [round(d.rps / f.rps, 2) for d, f in zip(runs["door"], runs[fastest], strict=True)]
+        print(f"ratio door/{fastest} per round: {per_sdk}")
+        print(f"ratio door/{fastest}        : {over:6.2f} (medians), {paired_sdk:6.2f} (paired)")
+        print(f"target door >= 3x faster SDK : {'met' if min(over, paired_sdk) >= 3 else 'NOT met'}")
+    print("RSS after the rounds (MiB)   : " + "  ".join(f"{n} {v:.0f}" for n, v in rss.items()))
+    if rss_points:
+        print("door RSS over more requests  : " + "  ".join(f"{n:,}: {v:.1f} MiB" for n, v in rss_points))
+        tail = [v for _, v in rss_points[len(rss_points) // 2 :]]
+        growth = (max(tail) - min(tail)) / min(tail)
+        print(f"door RSS, second half        : within {growth:.1%} ({'flat' if growth < 0.05 else 'NOT flat'})")
 
 
 if __name__ == "__main__":

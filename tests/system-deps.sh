@@ -11,7 +11,9 @@
 #   nodejs, npm  the official A2A JS SDK interop tests, pinned by tests/a2a/js/package-lock.json
 #   wrk          the HTTP benchmarks under bench/ (not run by the suite; docs/testing.md)
 # and the official A2A Python SDK's own virtualenv, pinned by tests/a2a/sdk-lock.txt, outside the
-# repository (tests/a2a/sdk-env.sh), so the interop tests install nothing while they run.
+# repository (tests/a2a/sdk-env.sh), so the interop tests install nothing while they run; and
+# Arize Phoenix's, pinned by tests/otel/phoenix-lock.txt (tests/otel/phoenix-env.sh), the OTLP
+# backend of the end-to-end trace test (about two minutes the first time, then reused).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
@@ -28,3 +30,5 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 npm ci --prefix tests/a2a/js --no-audit --no-fund --silent
 bash tests/a2a/sdk-env.sh >/dev/null
+bash tests/otel/phoenix-env.sh >/dev/null
+bash tests/a2a/sdk-env.sh sdk-lock-0.3.txt >/dev/null

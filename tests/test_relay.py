@@ -440,3 +440,42 @@ async def test_a_redirect_to_a_forbidden_host_is_not_followed(
     )
     assert s2 == 502 and "never redirected" in b2["error"]
     assert _trace(tmp_path / "s", sid) == []
+
+
+async def test_a_send_never_reaches_the_daemons_own_listener(relay_daemon: RunningDaemon, tmp_path: Path) -> None:
+    """The network rule covers 127.0.0.1, but the daemon's own port is never a destination: not by
+    its address, nor by a name that reaches it (the address the connection reached is checked)."""
+    d = relay_daemon
+    sid, cred = await _session(d, "sender", tmp_path / "s")
+    port = d.url.rsplit(":", 1)[1].rstrip("/")
+    own = f"http://127.0.0.1:{port}/"
+    status, body, _, _ = await d.call("POST", "/a2a/send", json={"peer_url": own, "text": "x"}, headers={CRED: cred})
+    assert (
+        status == 403
+        and body["error"]
+        == f"network policy: '{own}' is a listener of this host's own mur-roost or door, which a session never reaches"
+    )
+    assert d.roost.relay.peer_refusal("127.0.0.1", int(port)) is not None
+    assert d.roost.relay.peer_refusal("127.0.0.1", 9) is None
+    assert not [r for r in _trace(tmp_path / "s", sid) if r["event_type"] == "a2a_send"]
+
+
+async def test_a_streamed_send_is_refused_as_a_plain_one(relay_daemon: RunningDaemon, tmp_path: Path) -> None:
+    d = relay_daemon
+    _, cred = await _session(d, "narrow", tmp_path / "s")
+    headers = {CRED: cred, "Accept": "text/event-stream"}
+    async with peer_door() as peer:
+        status, body, _, _ = await d.call(
+            "POST", "/a2a/send", json={"peer_url": peer.url, "text": "x"}, headers=headers
+        )
+        assert (status, body) == (403, {"error": f"network policy: '{peer.url}' not in capabilities.network.allow"})
+        assert peer.tasks == []
+    sid, cred = await _session(d, "sender", tmp_path / "t")
+    status, body, _, _ = await d.call(
+        "POST",
+        "/a2a/send",
+        json={"peer_url": "http://127.0.0.1:9/", "text": "x"},
+        headers={CRED: cred, "Accept": "text/event-stream"},
+    )
+    assert status == 502 and body["error"].startswith("could not reach http://127.0.0.1:9/")
+    assert not [r for r in _trace(tmp_path / "t", sid) if r["event_type"] == "a2a_send"]

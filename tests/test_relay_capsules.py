@@ -35,18 +35,26 @@ async def _receiver(d: Any, registry: RegistryBuilder, capsules: Capsules, tmp_p
     )
 
 
-async def test_relay_between_two_capsules(
-    daemon_factory: Any, registry: RegistryBuilder, capsules: Capsules, tmp_path: Path
-) -> None:
+async def _send_between(
+    daemon_factory: Any, registry: RegistryBuilder, capsules: Capsules, tmp_path: Path, name: str, script: str
+) -> tuple[Any, Any, Path]:
+    """An echo receiver and a sender capsule ``name`` whose task is the receiver's URL, run to its end."""
     add_examples(registry, "echo")
-    registry.add("sender", capabilities={"network": {"allow": ["127.0.0.1"]}}, script=SENDER)
-    d = await daemon_factory(registry.root, spawn_allow=("echo", "sender"))
+    registry.add(name, capabilities={"network": {"allow": ["127.0.0.1"]}}, script=script)
+    d = await daemon_factory(registry.root, spawn_allow=("echo", name))
     recv = await _receiver(d, registry, capsules, tmp_path)
     work = tmp_path / "send"
     work.mkdir()
     (work / "task.md").write_text(recv.url)
-    sender = await capsules.start("sender@0.1.0", work, registry=registry.root, env=base_env(MURMUR_ROOST_URL=d.url))
+    sender = await capsules.start(f"{name}@0.1.0", work, registry=registry.root, env=base_env(MURMUR_ROOST_URL=d.url))
     assert await sender.wait() == 0, sender.stderr
+    return recv, sender, work
+
+
+async def test_relay_between_two_capsules(
+    daemon_factory: Any, registry: RegistryBuilder, capsules: Capsules, tmp_path: Path
+) -> None:
+    recv, sender, work = await _send_between(daemon_factory, registry, capsules, tmp_path, "sender", SENDER)
     answer = json.loads((work / "out" / "result.txt").read_text())
     assert answer["trust"] == "trusted" and answer["state"] == "submitted"
     await wait_for(lambda: any(r["event_type"] == "task_end" for r in trace_events(recv.trace)))
@@ -171,3 +179,36 @@ async def test_a_capsule_continues_a_task_that_asks_for_input(
     assert [e["exit_status"] for e in ends] == ["ok"]
     start = next(r for r in r_recs if r["event_type"] == "task_start")
     assert (start["origin"], start["trust"]) == ("peer", "trusted")
+
+
+STREAM_SENDER = """
+import subprocess, sys
+peer = sys.stdin.read().strip()
+proc = subprocess.run(
+    ["roost-capsule", "send", "--stream", "--peer", peer, "hello streamed"], capture_output=True, text=True
+)
+sys.stderr.write(proc.stderr)
+sys.stdout.write(proc.stdout)
+sys.exit(proc.returncode)
+"""
+
+
+async def test_streamed_send_between_two_capsules(
+    daemon_factory: Any, registry: RegistryBuilder, capsules: Capsules, tmp_path: Path
+) -> None:
+    """``roost-capsule send --stream`` through the host socket and the relay: the peer's Task (the
+    relay's usual answer, ``a2a_send`` written once), then its updates, as JSON lines."""
+    recv, sender, work = await _send_between(daemon_factory, registry, capsules, tmp_path, "streamer", STREAM_SENDER)
+    events = [json.loads(line) for line in (work / "out" / "result.txt").read_text().splitlines()]
+    first = events[0]
+    assert first["kind"] == "task" and first["trust"] == "trusted" and first["state"] in ("submitted", "working")
+    texts = "".join(e["text"] for e in events if e["kind"] == "artifact")
+    assert texts == "echo: hello streamed\n"
+    last = events[-1]
+    assert last["kind"] == "status" and last["state"] == "completed" and last["final"] is True
+    await wait_for(lambda: any(r["event_type"] == "task_end" for r in trace_events(recv.trace)))
+    assert await recv.terminate() == 143
+    sends = [r for r in assert_trace_guarantees(sender.trace) if r["event_type"] == "a2a_send"]
+    assert len(sends) == 1 and sends[0]["task_id"] == first["task_id"]
+    got = next(r for r in assert_trace_guarantees(recv.trace) if r["event_type"] == "task_start")
+    assert (got["origin"], got["trust"]) == ("peer", "trusted")  # sealed and stamped as a plain send

@@ -24,8 +24,16 @@ CAPSULE_EXTENSION_URI = "https://docs.murmur.nexus/reference/agent-card/#murmur-
 CARD_PATH = "/.well-known/agent-card.json"
 LEGACY_CARD_PATH = "/.well-known/agent.json"
 
-METHODS_0_3 = ("message/send", "tasks/get", "tasks/list", "tasks/cancel")
-METHODS_1_0 = ("SendMessage", "GetTask", "ListTasks", "CancelTask")
+METHODS_0_3 = ("message/send", "message/stream", "tasks/get", "tasks/list", "tasks/cancel", "tasks/resubscribe")
+METHODS_1_0 = ("SendMessage", "SendStreamingMessage", "GetTask", "ListTasks", "CancelTask", "SubscribeToTask")
+PUSH_METHODS_0_3 = tuple(f"tasks/pushNotificationConfig/{m}" for m in ("set", "get", "list", "delete"))
+PUSH_METHODS_1_0 = (
+    "CreateTaskPushNotificationConfig",
+    "GetTaskPushNotificationConfig",
+    "ListTaskPushNotificationConfigs",
+    "DeleteTaskPushNotificationConfig",
+)
+_SENDS = frozenset({"SendMessage", "SendStreamingMessage", "message/send", "message/stream"})
 
 
 def build_card(
@@ -37,15 +45,19 @@ def build_card(
     accepts_tasks: bool = True,
     peer_tasks: bool = False,
     description: str | None = None,
+    push_notifications: bool = False,
 ) -> AgentCard:
-    """The card for one capsule session's door at ``url`` (``http://host:port``)."""
-    methods = [m for m in (*METHODS_1_0, *METHODS_0_3) if accepts_tasks or m not in ("SendMessage", "message/send")]
+    """The card for one capsule session's door at ``url`` (``http://host:port``): it streams, and
+    takes push-notification configs when ``push_notifications``."""
+    methods = [m for m in (*METHODS_1_0, *METHODS_0_3) if accepts_tasks or m not in _SENDS]
+    if push_notifications:
+        methods += [*PUSH_METHODS_1_0, *PUSH_METHODS_0_3]
     skills = (
         [
             AgentSkill(
                 id="task",
                 name="Run a task",
-                description=f"Send a text task to the {name} capsule; poll the task for its result.",
+                description=f"Send a text task to the {name} capsule; stream or poll the task for its result.",
                 tags=["task"],
             )
         ]
@@ -64,8 +76,8 @@ def build_card(
             AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="0.3"),
         ],
         capabilities=AgentCapabilities(
-            streaming=False,
-            push_notifications=False,
+            streaming=True,
+            push_notifications=push_notifications,
             extended_agent_card=False,
             extensions=[
                 AgentExtension(
@@ -124,3 +136,36 @@ def card_dialect(card: AgentCard | Mapping[str, Any]) -> Dialect:
     if not interfaces and _is_v1(top):
         return "1.0"
     return "0.3"
+
+
+API_KEY, BEARER, CLIENT_CREDENTIALS = "api_key", "bearer", "oauth2_client_credentials"
+
+
+def security_kinds(card: AgentCard) -> frozenset[str]:
+    """Which of the schemes a client can answer with a configured secret the card declares:
+    ``api_key`` (in a header), ``bearer`` (HTTP bearer) and ``oauth2_client_credentials``, read
+    from both dialects' ``securitySchemes`` (1.0: ``{"apiKeySecurityScheme": …}``,
+    ``{"httpAuthSecurityScheme": …}``, ``{"oauth2SecurityScheme": …}``; 0.3: ``{"type": …}``)."""
+    kinds: set[str] = set()
+    for scheme in card.security_schemes.values():
+        if not isinstance(scheme, Mapping):
+            continue
+        kind = scheme.get("type")
+        api = scheme.get("apiKeySecurityScheme")
+        http = scheme.get("httpAuthSecurityScheme")
+        oauth = scheme.get("oauth2SecurityScheme")
+        if isinstance(api, Mapping):
+            scheme, kind = api, "apiKey"
+        elif isinstance(http, Mapping):
+            scheme, kind = http, "http"
+        elif isinstance(oauth, Mapping):
+            scheme, kind = oauth, "oauth2"
+        if kind == "apiKey" and str(scheme.get("in", scheme.get("location", "header"))).lower() == "header":
+            kinds.add(API_KEY)
+        elif kind == "http" and str(scheme.get("scheme", "")).lower() == "bearer":
+            kinds.add(BEARER)
+        elif kind == "oauth2":
+            flows = scheme.get("flows")
+            if isinstance(flows, Mapping) and isinstance(flows.get("clientCredentials"), Mapping):
+                kinds.add(CLIENT_CREDENTIALS)
+    return frozenset(kinds)

@@ -104,6 +104,12 @@ def decode_token(token: str) -> tuple[float, str]:
     return when, task_id
 
 
+_NO_STATUS = ("", "TASK_STATE_UNSPECIFIED", "UNRECOGNIZED")
+"""``status`` values that mean "no filter": absent in any form, the proto's unspecified value, and
+the official JS SDK's ``UNRECOGNIZED`` (its protobuf default for an unset enum, which its
+``listTasks({})`` sends)."""
+
+
 def parse_list(params: Mapping[str, Any]) -> ListQuery:
     """Every ``ListTasks`` field checked; -32602 with the field's name on the first bad one."""
     context_id = params.get("contextId")
@@ -111,7 +117,7 @@ def parse_list(params: Mapping[str, Any]) -> ListQuery:
         raise errors.invalid_params("contextId must be a string")
     raw_status = params.get("status")
     status: TaskState | None = None
-    if raw_status is not None and raw_status != "" and raw_status != "TASK_STATE_UNSPECIFIED":
+    if raw_status is not None and raw_status not in _NO_STATUS:
         if not isinstance(raw_status, str):
             raise errors.invalid_params("status must be a task state name such as TASK_STATE_WORKING")
         status = TaskState.parse(raw_status)
@@ -120,14 +126,14 @@ def parse_list(params: Mapping[str, Any]) -> ListQuery:
     raw_after = params.get("statusTimestampAfter")
     status_after = parse_timestamp(raw_after, "statusTimestampAfter") if raw_after is not None else None
     raw_size = params.get("pageSize")
-    if raw_size is None or raw_size == 0:
+    if raw_size is None:
         page_size = DEFAULT_PAGE_SIZE
     elif not isinstance(raw_size, int) or isinstance(raw_size, bool):
         raise errors.invalid_params("pageSize must be an integer")
-    elif raw_size < 0:
+    elif not 1 <= raw_size <= MAX_PAGE_SIZE:
         raise errors.invalid_params(f"pageSize must be between 1 and {MAX_PAGE_SIZE} (got {raw_size})")
     else:
-        page_size = min(raw_size, MAX_PAGE_SIZE)
+        page_size = raw_size
     token = params.get("pageToken")
     if token is not None and not isinstance(token, str):
         raise errors.invalid_params("pageToken must be a string")

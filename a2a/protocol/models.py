@@ -204,12 +204,12 @@ def agent_message(message_id: str, text: str, *, task_id: str | None = None, con
     )
 
 
-def response_artifact(text: str) -> Artifact:
-    """A completed task's output as the artifact murmur names ``response``."""
+def response_artifact(text: str, artifact_id: str = "response") -> Artifact:
+    """A task's output as the artifact murmur names ``response`` (a later turn's: ``response-<n>``)."""
     return build(
         Artifact,
         {
-            "artifact_id": "response",
+            "artifact_id": artifact_id,
             "name": "response",
             "description": None,
             "parts": [text_part(text)],

@@ -22,15 +22,15 @@ OPS: dict[str, tuple[str, Dialect]] = {
     "tasks/get": ("get", "0.3"),
     "tasks/list": ("list", "0.3"),
     "tasks/cancel": ("cancel", "0.3"),
-    "message/stream": ("streaming", "0.3"),
-    "tasks/resubscribe": ("streaming", "0.3"),
+    "message/stream": ("stream", "0.3"),
+    "tasks/resubscribe": ("subscribe", "0.3"),
     "agent/getAuthenticatedExtendedCard": ("extended_card", "0.3"),
     "SendMessage": ("send", "1.0"),
     "GetTask": ("get", "1.0"),
     "ListTasks": ("list", "1.0"),
     "CancelTask": ("cancel", "1.0"),
-    "SendStreamingMessage": ("streaming", "1.0"),
-    "SubscribeToTask": ("streaming", "1.0"),
+    "SendStreamingMessage": ("stream", "1.0"),
+    "SubscribeToTask": ("subscribe", "1.0"),
     "GetExtendedAgentCard": ("extended_card", "1.0"),
 }
 for name_ in ("set", "get", "list", "delete"):
@@ -39,13 +39,16 @@ for name_ in ("Create", "Set", "Get", "List", "Delete"):
     OPS[f"{name_}TaskPushNotificationConfig"] = ("push", "1.0")
 OPS["ListTaskPushNotificationConfigs"] = ("push", "1.0")
 UNSUPPORTED = {
-    "streaming": "streaming is not supported: this agent's card declares streaming false; use SendMessage and GetTask",
     "extended_card": "this agent's card declares no extended agent card",
+    "batched_stream": "a streaming method answers with a stream of its own and cannot be a member of a batch",
 }
+STREAMING = frozenset({"stream", "subscribe"})
+"""Methods answered with a Server-Sent Events stream rather than one JSON body."""
 
 
-def send_configuration(raw: object, dialect: Dialect) -> tuple[bool, int | None]:
-    """(block?, historyLength) from a send's ``configuration``; -32602/-32003 on bad fields."""
+def send_configuration(raw: object, dialect: Dialect, *, push: bool = False) -> tuple[bool, int | None]:
+    """(block?, historyLength) from a send's ``configuration``; -32602 on bad fields, -32003 for a
+    push-notification config unless ``push`` (then :func:`send_push_config` reads it)."""
     if raw is None:
         return dialect == "1.0", None
     if type(raw) is dict and len(raw) == 1:  # the usual one: only the flag asking for an immediate answer
@@ -55,7 +58,7 @@ def send_configuration(raw: object, dialect: Dialect) -> tuple[bool, int | None]
             return False, None
     if not isinstance(raw, dict):
         raise errors.invalid_params("configuration must be an object")
-    if raw.get("pushNotificationConfig") is not None or raw.get("taskPushNotificationConfig") is not None:
+    if not push and send_push_config(raw) is not None:
         raise errors.push_notification_not_supported()
     history = listing.history_length(raw, "configuration")
     key, block_when = ("returnImmediately", False) if dialect == "1.0" else ("blocking", True)
@@ -98,3 +101,12 @@ def task_id_param(params: dict[str, Any], method: str) -> str:
     if not isinstance(task_id, str) or not task_id:
         raise errors.invalid_params(f"{method} requires an id")
     return task_id
+
+
+def send_push_config(raw: object) -> object | None:
+    """The push-notification config a send's ``configuration`` carries (1.0 SDKs name it
+    ``taskPushNotificationConfig``, 0.3 ``pushNotificationConfig``), unparsed; None without one."""
+    if not isinstance(raw, dict):
+        return None
+    found = raw.get("taskPushNotificationConfig")
+    return found if found is not None else raw.get("pushNotificationConfig")

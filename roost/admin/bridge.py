@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roost.backends.base import ChildDir
+from roost.core.admin_models import JobView
 from roost.core.errors import NotFound, Unavailable
 from roost.core.jobs import Job
 from roost.core.requests import LaunchRequest
@@ -55,7 +56,7 @@ class JobSources:
     table: SessionTable
 
 
-async def list_jobs(jobs: JobSources, state: str | None = None) -> list[dict[str, object]]:
+async def list_jobs(jobs: JobSources, state: str | None = None) -> list[JobView]:
     """Every job (memory over the store: memory is ahead of write-behind), oldest first."""
     return [j.view() for j in await jobs.launcher.list_jobs(state)]
 
@@ -72,7 +73,7 @@ async def _job(jobs: JobSources, job_id: str) -> Job:
     return job
 
 
-async def get_job(jobs: JobSources, job_id: str) -> dict[str, object]:
+async def get_job(jobs: JobSources, job_id: str) -> JobView:
     """The job; for a child on another node also its ``out_files`` (names below its directory
     there), since ``roostctl job`` cannot list that directory itself."""
     job = await _job(jobs, job_id)
@@ -83,14 +84,14 @@ async def get_job(jobs: JobSources, job_id: str) -> dict[str, object]:
     return view
 
 
-async def launch(jobs: JobSources, req: LaunchRequest) -> dict[str, object]:
+async def launch(jobs: JobSources, req: LaunchRequest) -> JobView:
     """A top-level launch on the operator's behalf: admitted like a loopback ``POST /jobs`` (the
     launcher's one admission decision refuses a draining daemon, with its own sentence)."""
     job = await jobs.launcher.launch(req, None, loopback=True, uid=os.geteuid(), operator=True)
     return job.view()
 
 
-async def cancel(jobs: JobSources, job_id: str) -> dict[str, object]:
+async def cancel(jobs: JobSources, job_id: str) -> JobView:
     job = await _job(jobs, job_id)
     if job.final:
         return job.view()

@@ -15,10 +15,11 @@ from typing import Protocol
 
 import structlog
 
+from roost.core.admin_models import DrainAnswer, DrainedJobView, DrainStatus, ReloadAnswer, RotateAnswer
 from roost.core.wire import ACTIVE_JOB_STATES
-from roost.daemon.lifecycle import Lifecycle
 from roost.observe.probes import LiveJob, counts_by_state
 from roost.state.keys import KeyHolder
+from roost.state.lifecycle import Lifecycle
 from roost.state.sessions import Reservation, SessionTable
 from roost.state.settings import Settings
 from roost.system import sdnotify
@@ -93,7 +94,7 @@ class Control:
         counts = counts_by_state(self._jobs.jobs.values())
         return self._table.running, sum(counts.get(s, 0) for s in ACTIVE_JOB_STATES)
 
-    def active_jobs(self) -> list[dict[str, object]]:
+    def active_jobs(self) -> list[DrainedJobView]:
         """The jobs a drain is waiting for, oldest first (what ``roostctl drain --wait`` lists)."""
         jobs = [j for j in self._jobs.jobs.values() if j.state in ACTIVE_JOB_STATES]
         jobs.sort(key=lambda j: (j.created_ms, j.job_id))
@@ -109,7 +110,7 @@ class Control:
             for j in jobs
         ]
 
-    def drain(self, *, timeout_secs: float | None = None) -> dict[str, object]:
+    def drain(self, *, timeout_secs: float | None = None) -> DrainAnswer:
         """Refuse new spawns and launches, wait for running work to end, then ask the daemon to stop.
 
         Idempotent: a second drain does not start a second waiter, but its deadline applies (the
@@ -129,7 +130,7 @@ class Control:
             log.info("drain_deadline_set", timeout_secs=timeout_secs)
         return {"already_draining": already, **self.drain_status()}
 
-    def drain_status(self) -> dict[str, object]:
+    def drain_status(self) -> DrainStatus:
         """Whether the daemon drains, what it still waits for, and how long until it stops anyway."""
         sessions, jobs = self.active_work()
         deadline = self.drain_deadline
@@ -156,18 +157,22 @@ class Control:
 
     # -- keys ------------------------------------------------------------------------------------
 
-    async def rotate_keys(self) -> dict[str, object]:
-        """Replace the master key; every credential, approval and handle dies (all derive from it).
+    async def rotate_keys(self, grace_secs: float = 0.0) -> RotateAnswer:
+        """Replace the master key; every credential, approval and handle dies (all derive from it)
+        — at once, or once ``grace_secs`` have passed: until then the old key still verifies
+        (never mints) and the sessions running now keep their door keys (roost/state/keys.py).
 
-        With ``--ephemeral-keys`` the new key lives in memory only, like the old one. Pending
-        reservations are released at once: their approvals can no longer be redeemed, so keeping
-        their slots would only block new spawns for up to 60 s.
+        With ``--ephemeral-keys`` the new key lives in memory only, like the old one. Without a
+        grace, pending reservations are released at once: their approvals can no longer be
+        redeemed, so keeping their slots would only block new spawns for up to 60 s.
         """
-        old, ring = await self._keys.rotate()
         table = self._table
+        running = [sid for sid, rec in table.sessions.items() if rec.running]
+        old, ring = await self._keys.rotate(grace_secs, running)
         pending = 0
-        for parent_id in list(table.reservations_of):
-            pending += len(self._referee.release_slots_of(parent_id))
+        if grace_secs <= 0:
+            for parent_id in list(table.reservations_of):
+                pending += len(self._referee.release_slots_of(parent_id))
         affected = table.running
         log.warning(
             "keys_rotated",
@@ -175,6 +180,7 @@ class Control:
             key_id=ring.key_id,
             sessions_affected=affected,
             approvals_revoked=pending,
+            grace_secs=grace_secs,
             ephemeral=not self._keys.persisted,
         )
         return {
@@ -182,12 +188,13 @@ class Control:
             "previous_key_id": old.key_id,
             "sessions_affected": affected,
             "approvals_revoked": pending,
+            "grace_secs": grace_secs,
             "persisted": self._keys.persisted,
         }
 
     # -- reload ----------------------------------------------------------------------------------
 
-    async def reload(self) -> dict[str, object]:
+    async def reload(self) -> ReloadAnswer:
         """SIGHUP / ``POST /reload``: RELOADING=1, re-read config and registry, READY=1 again."""
         sdnotify.notify("RELOADING=1", f"MONOTONIC_USEC={time.monotonic_ns() // 1000}")
         try:

@@ -7,10 +7,11 @@ whether it answers, its nodes (totals), free resources and each node keeper's ow
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 from aiohttp import web
 
+from roost.core.admin_models import ClusterReport
 from roost.http.context import LAUNCHER, SETTINGS
 
 __all__ = ["routes"]
@@ -21,5 +22,8 @@ routes = web.RouteTableDef()
 @routes.get("/cluster")
 async def cluster(request: web.Request) -> web.Response:
     report = getattr(request.app[LAUNCHER].backend, "report", None)
-    body: dict[str, Any] = await report() if report is not None else {"launcher": request.app[SETTINGS].config.launcher}
+    if report is None:
+        body: ClusterReport = {"launcher": request.app[SETTINGS].config.launcher}
+    else:
+        body = cast(ClusterReport, await report())
     return web.json_response(body)

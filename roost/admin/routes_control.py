@@ -1,10 +1,11 @@
 """Admin routes for the daemon as a whole: status, config, drain, key rotation, reload, registry cache.
 
 ``GET /status``            → daemon summary (version, pid, uptime, listeners, counts, draining)
-``GET /config``            → ``Config.public()`` (no secret lives in the config; keys are files)
+``GET /config``            → ``Config.public()`` (an OTLP exporter's headers show only as set)
+``GET /history``           → the host gauges' last hour, one sample every 5 s (the dashboard's charts)
 ``POST /drain``            → ``{"timeout_secs"?: float}`` → counts; stops the daemon when work ends
 ``GET /drain``             → whether it drains, the jobs it waits for, seconds left until it stops anyway
-``POST /keys/rotate``      → new ``key_id`` and how many running sessions lost their credential
+``POST /keys/rotate``      → ``{"grace_secs"?: float}`` → new ``key_id`` and how many running sessions are affected
 ``POST /reload``           → same as SIGHUP: re-read the config file, forget registry caches
 ``POST /registry/forget``  → forget resolve caches (after ``roostctl registry add``)
 ``GET /metrics``, ``/livez``, ``/readyz`` → as on TCP (the admin listener is their natural home)
@@ -14,14 +15,17 @@ from __future__ import annotations
 
 import os
 import time
+from typing import cast
 
 from aiohttp import web
 
 from roost import __version__
 from roost.admin.context import CONTROL, EVENTS, TABLE
+from roost.core.admin_models import ConfigView, ForgetAnswer, ResourceLimitsView, StatusAnswer
+from roost.core.limits import HostMechanisms
 from roost.http import ops_routes
-from roost.http.bodies.admin import parse_drain
-from roost.http.context import KEYS, LIFECYCLE, PROBES, REFEREE, SETTINGS
+from roost.http.bodies.admin import parse_drain, parse_rotate
+from roost.http.context import KEYS, LAUNCHER, LIFECYCLE, PROBES, REFEREE, SETTINGS
 from roost.http.middleware import read_json
 
 __all__ = ["routes"]
@@ -38,7 +42,7 @@ async def status(request: web.Request) -> web.Response:
     app = request.app
     cfg, lifecycle, table = app[SETTINGS].config, app[LIFECYCLE], app[TABLE]
     counts = app[PROBES].job_counts()
-    body: dict[str, object] = {
+    body: StatusAnswer = {
         "version": __version__,
         "pid": os.getpid(),
         "uptime_secs": round(time.time() - lifecycle.started_at, 3),
@@ -63,13 +67,25 @@ async def status(request: web.Request) -> web.Response:
         },
         "max_live_capsules": cfg.max_live_capsules,
         "jobs": counts,
+        "resource_limits": _limits(app[LAUNCHER].limit_mechanisms(), cfg.resource_limits),
     }
     return web.json_response(body)
 
 
+def _limits(host: HostMechanisms | None, mode: str) -> ResourceLimitsView:
+    """The limits policy in force: its mode and each field's mechanism here (docs/security.md)."""
+    return {"mode": mode, "mechanisms": host.to_dict() if host is not None else None}
+
+
+@routes.get("/history")
+async def history(request: web.Request) -> web.Response:
+    return web.json_response(request.app[PROBES].history.view())
+
+
 @routes.get("/config")
 async def config(request: web.Request) -> web.Response:
-    return web.json_response(request.app[SETTINGS].config.public())
+    body = cast(ConfigView, request.app[SETTINGS].config.public())
+    return web.json_response(body)
 
 
 @routes.post("/drain")
@@ -85,7 +101,8 @@ async def drain_status(request: web.Request) -> web.Response:
 
 @routes.post("/keys/rotate")
 async def rotate(request: web.Request) -> web.Response:
-    return web.json_response(await request.app[CONTROL].rotate_keys())
+    grace = parse_rotate(await read_json(request) if request.can_read_body else {})
+    return web.json_response(await request.app[CONTROL].rotate_keys(grace_secs=grace))
 
 
 @routes.post("/reload")
@@ -97,7 +114,8 @@ async def reload(request: web.Request) -> web.Response:
 async def registry_forget(request: web.Request) -> web.Response:
     settings = request.app[SETTINGS]
     await settings.forget_registry_caches()
-    return web.json_response({"forgotten": True, "registry_path": str(settings.config.registry_path)})
+    answer: ForgetAnswer = {"forgotten": True, "registry_path": str(settings.config.registry_path)}
+    return web.json_response(answer)
 
 
 routes.get("/metrics")(ops_routes.metrics)

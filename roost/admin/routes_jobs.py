@@ -14,6 +14,7 @@ from aiohttp import web
 
 from roost.admin import bridge
 from roost.admin.context import JOBS
+from roost.core.admin_models import JobList
 from roost.core.errors import BadRequest
 from roost.core.ids import require_id
 from roost.http.bodies.jobs import parse_launch
@@ -29,7 +30,8 @@ async def jobs(request: web.Request) -> web.Response:
     state = request.query.get("state")
     if state is not None and state not in bridge.JOB_STATES:
         raise BadRequest(f"state must be one of {', '.join(bridge.JOB_STATES)}")
-    return web.json_response({"jobs": await bridge.list_jobs(request.app[JOBS], state)})
+    answer: JobList = {"jobs": await bridge.list_jobs(request.app[JOBS], state)}
+    return web.json_response(answer)
 
 
 @routes.get("/jobs/{job_id}")
@@ -41,7 +43,7 @@ async def job(request: web.Request) -> web.Response:
 
 @routes.post("/jobs")
 async def launch(request: web.Request) -> web.Response:
-    req = parse_launch(await read_json(request))
+    req = parse_launch(await read_json(request), traceparent=request.headers.get("traceparent"))
     return web.json_response(await bridge.launch(request.app[JOBS], req), status=201)
 
 

@@ -24,6 +24,7 @@ from aiohttp import web
 from roost.admin import bridge
 from roost.admin.context import JOBS
 from roost.backends.base import ChildDir
+from roost.core.admin_models import RecordFiles
 from roost.core.errors import BadRequest
 from roost.core.ids import require_id
 from roost.core.jobs import Job
@@ -105,7 +106,8 @@ async def records(request: web.Request) -> web.Response:
     if "dir" in request.query:
         sub = _name(request, "dir")
         where = _where(await executor.run(bridge.log_target, jobs, ident))
-        return web.json_response({"files": await _list(jobs, executor, where, sub)})
+        listed: RecordFiles = {"files": await _list(jobs, executor, where, sub)}
+        return web.json_response(listed)
     name = _name(request, "name")
     offset = _int(request, "offset", 0)
     max_bytes = _int(request, "max_bytes", childrecords.READ_MAX)

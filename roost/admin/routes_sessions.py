@@ -9,11 +9,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import structlog
 from aiohttp import web
 
 from roost.admin import views
 from roost.admin.context import TABLE
+from roost.core.admin_models import SessionDetail, SessionList, TreeAnswer
 from roost.core.errors import BadRequest, Conflict, NotFound
 from roost.core.ids import require_id
 from roost.core.wire import SESSION_STATES
@@ -42,7 +45,23 @@ async def sessions(request: web.Request) -> web.Response:
     table = request.app[TABLE]
     recs = [r for r in table.sessions.values() if state == "all" or r.status == state]
     recs.sort(key=lambda r: (r.created_ms, r.session_id))
-    return web.json_response({"sessions": [views.session_view(r, table.live_children(r.session_id)) for r in recs]})
+    stopped = _stopped(request)
+    answer: SessionList = {
+        "sessions": [views.session_view(r, table.live_children(r.session_id), stopped(r)) for r in recs]
+    }
+    return web.json_response(answer)
+
+
+def _stopped(request: web.Request) -> Callable[[SessionRecord], str | None]:
+    """How the job of a session was stopped by someone (an operator, its parent, a deadline), so
+    a session that ended because of it is not shown as if it had failed on its own."""
+    jobs = request.app[LAUNCHER].jobs
+
+    def why(rec: SessionRecord) -> str | None:
+        job = jobs.get(rec.job_id) if rec.job_id is not None else None
+        return job.reason if job is not None and job.final and job.stop_reason is not None else None
+
+    return why
 
 
 @routes.post("/sessions/{session_id}/end")
@@ -72,8 +91,9 @@ async def session(request: web.Request) -> web.Response:
     rec = await request.app[REFEREE].lookup(require_id("session_id", request.match_info["session_id"]))
     if rec is None:
         raise NotFound("session not found")
-    body = views.session_view(rec, table.live_children(rec.session_id))
-    body["children"] = sorted(r.session_id for r in table.sessions.values() if r.parent_id == rec.session_id)
+    children = sorted(r.session_id for r in table.sessions.values() if r.parent_id == rec.session_id)
+    view = views.session_view(rec, table.live_children(rec.session_id), _stopped(request)(rec))
+    body: SessionDetail = {**view, "children": children}
     return web.json_response(body)
 
 
@@ -102,6 +122,6 @@ async def tree(request: web.Request) -> web.Response:
         chosen |= {sid for sid, r in recs.items() if r.parent_id in chosen}
     jobs = request.app[LAUNCHER].jobs.values()
     job_states = {j.job_id: str(j.state) for j in jobs}
-    job_ends = {j.job_id: {"outcome": j.outcome, "reason": j.reason} for j in jobs if j.final}
-    roots = views.tree((recs[s] for s in chosen), job_states=job_states, job_ends=job_ends)
-    return web.json_response({"roots": roots})
+    job_ends = {j.job_id: (j.outcome, j.reason) for j in jobs if j.final}
+    answer: TreeAnswer = {"roots": views.tree((recs[s] for s in chosen), job_states=job_states, job_ends=job_ends)}
+    return web.json_response(answer)

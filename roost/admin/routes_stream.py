@@ -29,6 +29,7 @@ from aiohttp import web
 from roost.admin import bridge
 from roost.admin.context import EVENTS, JOBS
 from roost.backends.base import ChildDir
+from roost.core.admin_models import EventList, LogLine, LogsAnswer, ObserveEvent
 from roost.core.errors import BadRequest
 from roost.core.ids import require_id
 from roost.http.context import EXECUTOR, LIFECYCLE
@@ -62,7 +63,7 @@ def _follow(request: web.Request) -> bool:
     return request.query.get("follow", "0") not in ("0", "false", "")
 
 
-def _line(obj: dict[str, object]) -> bytes:
+def _line(obj: ObserveEvent | LogLine) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
 
@@ -78,7 +79,8 @@ async def events(request: web.Request) -> web.StreamResponse:
     bus = request.app[EVENTS]
     replay = _count(request, "replay", 100)
     if not _follow(request):
-        return web.json_response({"events": bus.recent(replay) if replay else []})
+        listed: EventList = {"events": bus.recent(replay) if replay else []}
+        return web.json_response(listed)
     sub = bus.subscribe(replay=replay)
     try:
         resp = await _ndjson(request)
@@ -108,7 +110,7 @@ async def events(request: web.Request) -> web.StreamResponse:
 _LAUNCHER_LOG = Path(LOG_FILE).name
 
 
-def _item(path: Path, raw: bytes) -> dict[str, object]:
+def _item(path: Path, raw: bytes) -> LogLine:
     """One log line with the stream it came from: ``stderr`` or ``stdout`` (the launcher log marks
     stdout lines), ``result`` (the task's ``out/result.txt``), else the file's name."""
     text = raw[:_MAX_LINE].decode("utf-8", "replace").rstrip("\n")
@@ -121,9 +123,9 @@ def _item(path: Path, raw: bytes) -> dict[str, object]:
     return {"file": path.name, "stream": path.stem, "line": text}
 
 
-def _tail(paths: list[Path], n: int) -> tuple[list[dict[str, object]], dict[str, int]]:
+def _tail(paths: list[Path], n: int) -> tuple[list[LogLine], dict[str, int]]:
     """Last ``n`` lines over all files (each file's last n, in file order) and each file's end offset."""
-    lines: list[dict[str, object]] = []
+    lines: list[LogLine] = []
     ends: dict[str, int] = {}
     for path in paths:
         try:
@@ -136,8 +138,8 @@ def _tail(paths: list[Path], n: int) -> tuple[list[dict[str, object]], dict[str,
     return lines[-n:] if n else [], ends
 
 
-def _read_new(paths: list[Path], ends: dict[str, int]) -> list[dict[str, object]]:
-    out: list[dict[str, object]] = []
+def _read_new(paths: list[Path], ends: dict[str, int]) -> list[LogLine]:
+    out: list[LogLine] = []
     for path in paths:
         key = str(path)
         try:
@@ -168,12 +170,12 @@ class _LocalLogs:
         self._jobs, self._executor, self._ident = jobs, executor, ident
         self._ends: dict[str, int] = {}
 
-    async def tail(self, n: int) -> tuple[list[str], list[dict[str, object]]]:
+    async def tail(self, n: int) -> tuple[list[str], list[LogLine]]:
         paths = await self._executor.run(bridge.log_paths, self._jobs, self._ident)
         lines, self._ends = await self._executor.run(_tail, paths, n)
         return [str(p) for p in paths], lines
 
-    async def new(self) -> list[dict[str, object]]:
+    async def new(self) -> list[LogLine]:
         # New log files may appear (a session registers after its job starts).
         paths = await self._executor.run(bridge.log_paths, self._jobs, self._ident)
         return await self._executor.run(_read_new, paths, self._ends)
@@ -191,7 +193,7 @@ class _RemoteLogs:
         _, rec = await self._executor.run(bridge.log_target, self._jobs, self._ident)
         return await bridge.remote_log_names(self._jobs, self._dir, rec)
 
-    def _items(self, name: str, start: int, data: bytes, *, skip_first: bool) -> list[dict[str, object]]:
+    def _items(self, name: str, start: int, data: bytes, *, skip_first: bool) -> list[LogLine]:
         cut = data.rfind(b"\n")
         if cut < 0:
             self._ends[name] = start  # no whole line yet
@@ -203,10 +205,10 @@ class _RemoteLogs:
         path = Path(self._dir.workdir) / name
         return [_item(path, raw) for raw in raws]
 
-    async def tail(self, n: int) -> tuple[list[str], list[dict[str, object]]]:
+    async def tail(self, n: int) -> tuple[list[str], list[LogLine]]:
         backend = self._jobs.launcher.backend
         files: list[str] = []
-        lines: list[dict[str, object]] = []
+        lines: list[LogLine] = []
         for name in await self._names():
             start, data = await backend.read_file(self._dir, name, -_TAIL_BYTES, _TAIL_BYTES)
             if not data:
@@ -216,9 +218,9 @@ class _RemoteLogs:
             lines.extend(items[-n:] if n else [])
         return files, lines[-n:] if n else []
 
-    async def new(self) -> list[dict[str, object]]:
+    async def new(self) -> list[LogLine]:
         backend = self._jobs.launcher.backend
-        out: list[dict[str, object]] = []
+        out: list[LogLine] = []
         for name in await self._names():
             pos = self._ends.get(name, 0)
             start, data = await backend.read_file(self._dir, name, pos, _TAIL_BYTES)
@@ -237,7 +239,8 @@ async def logs(request: web.Request) -> web.StreamResponse:
     source = _LocalLogs(jobs, executor, ident) if remote is None else _RemoteLogs(jobs, executor, ident, remote)
     files, lines = await source.tail(n)
     if not _follow(request):
-        return web.json_response({"files": files, "lines": lines})
+        answer: LogsAnswer = {"files": files, "lines": lines}
+        return web.json_response(answer)
     resp = await _ndjson(request)
     for item in lines:
         await resp.write(_line(item))

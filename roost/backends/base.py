@@ -35,6 +35,7 @@ from typing import Protocol, runtime_checkable
 
 from roost.core.completion import CompletionRecord
 from roost.core.jobs import ChildDir, NodeRef
+from roost.core.limits import HostMechanisms
 from roost.core.manifest import ResourceCaps
 
 __all__ = [
@@ -44,9 +45,12 @@ __all__ = [
     "ChildDirError",
     "ChildHandle",
     "ChildRef",
+    "LimitsRefused",
     "NodeRef",
     "PlacementRefused",
     "ProcessBackend",
+    "ReportsLimits",
+    "RotatesLogs",
     "RunningChild",
     "StartFailed",
     "StartSpec",
@@ -58,9 +62,10 @@ class StartSpec:
     """Everything needed to start one child; built by the launcher, run by a backend.
 
     * ``argv`` — the command line, run as is (``roost-capsule run …`` for a script capsule).
-    * ``env`` — the child's whole environment (it starts empty). The backend adds exactly one
+    * ``env`` — the child's whole environment (it starts empty). The backend adds one
       name, ``MURMUR_SPAWNER_LIFELINE``: the number of the descriptor on which the child reads
-      its lifeline (EOF = the parent session ended). A backend adds nothing else.
+      its lifeline (EOF = the parent session ended), and, for a script capsule's host,
+      ``MURMUR_RESOURCE_LIMITS`` (see ``limits_mode``). A backend adds nothing else.
     * ``cwd`` — the child's working directory: ``dir.workdir``, already prepared with
       :meth:`ProcessBackend.prepare_dir`.
     * ``stdin`` — written to the child's stdin right after it starts, then stdin is closed
@@ -71,6 +76,11 @@ class StartSpec:
     * ``resources`` — the manifest's resource caps. ``limits_in_child`` True means the child
       (a script capsule's host) sets them itself just before it execs its entrypoint, so the
       backend must not limit the child process itself (a cgroup around it is still fine).
+    * ``limits_mode`` — the daemon's ``resource_limits`` (``enforce`` or ``advisory``): a backend
+      that finds a declared limit it cannot enforce refuses the start under ``enforce``
+      (:class:`LimitsRefused`, before any process exists) and tells the child what each limit is
+      enforced by in ``MURMUR_RESOURCE_LIMITS`` (``roost/core/limits.py``; a script capsule's host
+      only) — the one name besides the lifeline a backend may add to ``env``.
     * ``capsule`` — ``name@version``, for placement decisions and logs.
     * ``sha256`` — the digest of the capsule's artifact the referee resolved (a backend whose
       node has no copy of the registry fetches the artifact by it and checks it).
@@ -93,6 +103,7 @@ class StartSpec:
     instance: str
     sha256: str = ""
     containment: str = "advisory"
+    limits_mode: str = "enforce"
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +155,28 @@ class PlacementRefused(BackendError):
 
 class CannotRunAs(BackendError):
     """The backend cannot start a child as the spec's uid (the message is the whole sentence)."""
+
+
+class LimitsRefused(BackendError):
+    """A declared ``capabilities.resources`` limit that no mechanism of the child's host can
+    enforce, under ``resource_limits = "enforce"`` (the message is the whole sentence, naming
+    the field); nothing was started."""
+
+
+@runtime_checkable
+class RotatesLogs(Protocol):
+    """A backend that bounds a running child's ``.murmur/launcher.log`` (the local one): past
+    ``max_bytes`` it keeps the last part in ``launcher.log.1`` and empties the log in place."""
+
+    async def rotate_log(self, dir: ChildDir, max_bytes: int) -> bool: ...
+
+
+@runtime_checkable
+class ReportsLimits(Protocol):
+    """A backend that can say how each resource limit is enforced where its children run (the
+    local one: this host); ``GET /status`` and ``roostctl doctor`` show it."""
+
+    def limit_mechanisms(self) -> HostMechanisms: ...
 
 
 class StartFailed(BackendError):

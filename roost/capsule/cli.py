@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from roost import __version__
 from roost.core.wire import FINAL_JOB_STATES, HOST_ERROR_HEADER
@@ -28,6 +28,7 @@ __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 POLL_SECS = 0.5
+STREAM_IDLE_SECS = 120.0  # the relay sends a heartbeat every 15 s; a stream silent this long has failed
 
 
 class _UnixConnection(http.client.HTTPConnection):
@@ -52,11 +53,16 @@ class HostError(Exception):
         self.code = code
 
 
-def _call(verb: str, method: str, path: str, body: Mapping[str, object] | None, timeout: float = 120.0) -> Any:
-    """One request to the host socket; the daemon's JSON answer, or HostError with an exit code."""
+def _socket_path() -> str:
     sock_path = os.environ.get("MURMUR_HOST_SOCKET", "").strip()
     if not sock_path:
         raise HostError(EXIT_UNREACHABLE, "MURMUR_HOST_SOCKET is not set: run this from a roost-capsule entrypoint")
+    return sock_path
+
+
+def _call(verb: str, method: str, path: str, body: Mapping[str, object] | None, timeout: float = 120.0) -> Any:
+    """One request to the host socket; the daemon's JSON answer, or HostError with an exit code."""
+    sock_path = _socket_path()
     conn = _UnixConnection(sock_path, timeout)
     try:
         data = json.dumps(body).encode() if body is not None else None
@@ -70,12 +76,20 @@ def _call(verb: str, method: str, path: str, body: Mapping[str, object] | None, 
         raise HostError(EXIT_UNREACHABLE, f"cannot reach the capsule host at {sock_path}: {exc}") from None
     finally:
         conn.close()
+    if 200 <= status < 300:
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            return None
+    _raise_answer(verb, status, raw, from_host)
+
+
+def _raise_answer(verb: str, status: int, raw: bytes, from_host: bool) -> NoReturn:
+    """HostError for an answer that is not a success (the daemon's or the host's sentence)."""
     try:
         answer = json.loads(raw) if raw else None
     except ValueError:
         answer = None
-    if 200 <= status < 300:
-        return answer
     err = answer.get("error") if isinstance(answer, dict) else None
     msg = answer.get("message") if isinstance(answer, dict) else None
     text = msg if isinstance(msg, str) and msg else (err if isinstance(err, str) else raw.decode(errors="replace"))
@@ -106,8 +120,40 @@ def _cmd_send(a: argparse.Namespace) -> int:
         body["task_id"] = a.task_id
     if a.traceparent:
         body["traceparent"] = a.traceparent
+    if a.stream:
+        return _stream_send(body)
     _print(_call("send", "POST", "/send", body))
     return EXIT_OK
+
+
+def _stream_send(body: Mapping[str, object]) -> int:
+    """``send --stream``: print each event the relay streams (one JSON object a line) as it comes;
+    1 when the stream ends with an error event (docs/api.md, "Streaming a send")."""
+    sock_path = _socket_path()
+    conn = _UnixConnection(sock_path, STREAM_IDLE_SECS)
+    try:
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        conn.request("POST", "/send", body=json.dumps(body).encode(), headers=headers)
+        resp = conn.getresponse()
+        if not (resp.getheader("Content-Type") or "").startswith("text/event-stream"):
+            _raise_answer("send", resp.status, resp.read(), resp.getheader(HOST_ERROR_HEADER) is not None)
+        status = EXIT_OK
+        data: list[str] = []
+        for raw in resp:
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            if line.startswith("data:"):
+                data.append(line[5:].lstrip(" "))
+            elif not line and data:
+                event = json.loads("\n".join(data))
+                data = []
+                _print(event)
+                if isinstance(event, dict) and event.get("kind") == "error":
+                    status = EXIT_FAILED
+        return status
+    except OSError as exc:
+        raise HostError(EXIT_UNREACHABLE, f"cannot reach the capsule host at {sock_path}: {exc}") from None
+    finally:
+        conn.close()
 
 
 def _cmd_get(a: argparse.Namespace) -> int:
@@ -216,6 +262,9 @@ def _parser() -> argparse.ArgumentParser:
     send.add_argument("--context-id")
     send.add_argument("--task-id", help="continue this task (one waiting for input) instead of starting one")
     send.add_argument("--traceparent")
+    send.add_argument(
+        "--stream", action="store_true", help="stream the peer's updates, printing each as it comes (one JSON a line)"
+    )
     send.add_argument("text")
     send.set_defaults(fn=_cmd_send)
     get = sub.add_parser("get", help="read a task's state at a peer through roost's relay")

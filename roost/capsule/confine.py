@@ -32,6 +32,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from roost.capsule.interpreters import Unrunnable
+from roost.capsule.interpreters import resolve as resolve_command
 from roost.capsule.probe import Decision, HostProbe
 from roost.core.manifest import Manifest
 from roost.core.netrule import NetworkAllowRule
@@ -92,44 +94,9 @@ class Grants:
     read_only_binds: list[str] = field(default_factory=list)  # sealed: bound read-only over the scope
 
 
-def _shebang(path: str) -> list[str]:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(256)
-    except OSError:
-        return []
-    if not head.startswith(b"#!"):
-        return []
-    line = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").strip()
-    return line.split()
-
-
-def _as_named(path: str) -> str:
-    """``path`` with its directory resolved but not its last component (``/bin/sh`` →
-    ``/usr/bin/sh``): where a sandbox must bind the file for the name a ``#!`` line uses."""
-    return os.path.join(os.path.realpath(os.path.dirname(path) or "."), os.path.basename(path))
-
-
-def interpreter_chain(argv0: str, path_env: str) -> list[str]:
-    """The files the kernel executes to run ``argv0``: itself, its ``#!`` interpreter (through
-    ``env``), and the dynamic loader — each by its real path and by the name that reaches it."""
-    chain = [argv0]
-    words = _shebang(argv0)
-    if words:
-        chain.append(words[0])
-        if os.path.basename(words[0]) == "env":
-            rest = [w for w in words[1:] if not w.startswith("-")]
-            if rest:
-                found = shutil.which(rest[0], path=path_env)
-                if found:
-                    chain.append(found)
-    chain.extend(sorted(glob.glob("/lib*/ld-linux*.so*") + glob.glob("/lib*/ld-musl*.so*")))
-    out: list[str] = []
-    for item in chain:
-        for path in (os.path.realpath(item), _as_named(item)):
-            if os.path.isfile(path) and path not in out:
-                out.append(path)
-    return out
+def _loaders() -> list[str]:
+    """The dynamic loaders, which the kernel runs for every dynamically linked program."""
+    return sorted(os.path.realpath(p) for p in glob.glob("/lib*/ld-linux*.so*") + glob.glob("/lib*/ld-musl*.so*"))
 
 
 def runtime_roots() -> list[str]:
@@ -227,18 +194,27 @@ def plan_grants(
                 f"filesystem.read_only '{ro}' lies inside the writable scope and Landlock cannot narrow a grant, "
                 "so it is not write-protected"
             )
-    exec_files = interpreter_chain(argv0, path_env)
+    entry = resolve_command(argv0, path_env)  # the interpreter chain, symlinks and shims resolved
+    exec_files = (entry.exec_files if entry is not None else []) + _loaders()
+    g.read += [r for r in (entry.read if entry is not None else []) if r not in g.read]
     own = shutil.which("roost-capsule", path=path_env)
     if own:
         exec_files.append(os.path.realpath(own))
         exec_files.append(os.path.abspath(own))
     exec_files.append(os.path.realpath(sys.executable))
     for name in caps.shell.allow:
-        found = shutil.which(name, path=path_env)
+        try:
+            found = resolve_command(name, path_env)
+        except Unrunnable as exc:
+            g.advisory.append(f"shell.allow '{name}' resolves to {exc.path}, which cannot run here ({exc.why})")
+            continue
         if found is None:
             g.missing_shell.append(name)
             continue
-        exec_files += [os.path.abspath(found), os.path.realpath(found)]
+        exec_files += found.exec_files
+        g.read += [r for r in found.read if r not in g.read]
+        if found.via is not None:
+            g.advisory.append(f"shell.allow '{name}' is a shim ({found.via}); only its target {found.run} may run")
     g.exec_files = sorted({f for f in exec_files if os.path.isfile(f)})
     if g.missing_shell:
         g.advisory.append("shell.allow names not found on PATH (nothing to allow): " + ", ".join(g.missing_shell))
@@ -280,7 +256,7 @@ def effective_grants(manifest: Manifest, probe: HostProbe, d: Decision, g: Grant
     enforced = d.achieved != "advisory" and g is not None
     out: dict[str, object] = {
         "declared_containment": d.declared,
-        "achieved_containment": d.achieved,
+        "achieved_containment": d.enforceable,
         "floor_met": d.floor_met,
     }
     if not d.floor_met:

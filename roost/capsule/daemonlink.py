@@ -50,6 +50,11 @@ class DaemonLink:
         self._renewer: asyncio.Task[None] | None = None
         self._trust_error: str | None = None
 
+    @property
+    def http(self) -> aiohttp.ClientSession | None:
+        """The client the session talks to the daemon with (its TLS trust set up), once open."""
+        return self._http
+
     def open(self) -> None:
         """Create the HTTP client (on the running loop); an https daemon is verified with the
         system store plus ``MURMUR_ROOST_CA`` (docs/operations.md, "Network")."""
@@ -71,7 +76,7 @@ class DaemonLink:
             return Registration()
         if self._trust_error is not None:
             raise LaunchRefused(register_refusal(p.roost_url, self._trust_error))
-        body = {
+        body: dict[str, object] = {
             "containment": p.decision.achieved,
             "session_id": p.session_id,
             "name": p.manifest.name,
@@ -80,6 +85,8 @@ class DaemonLink:
             "pid": os.getpid(),
             "capsule_url": capsule_url,
         }
+        if p.formation_id is not None:
+            body["formation_id"] = p.formation_id  # its children join it (roost/core/formation.py)
         headers = {APPROVAL_HEADER: p.approval} if p.approval else {}
         assert self._http is not None
         try:

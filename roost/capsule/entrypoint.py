@@ -1,7 +1,10 @@
 """Running a script capsule's entrypoint for one task.
 
 Why it looks like this: the entrypoint is untrusted code from an artifact, so it runs in its own
-session and process group, with the task on stdin and its stdout as the task's output. It never
+session and process group, with the task on stdin and its stdout as the task's output. Stdout is
+read as it is written and handed on a line at a time (``on_output``: the door streams it), and at
+most ``output_cap`` bytes of it are kept; the rest is read and dropped, so an entrypoint that
+writes without end neither blocks on a full pipe nor fills the host's memory. It never
 inherits the lifeline (close-on-exec) nor any token: the host's env is copied and the lifeline
 variable removed. Whatever must hold from its first instruction (rlimits, Landlock) is set by a
 ``preexec`` hook between fork and exec. A task ends with its entrypoint: anything the entrypoint
@@ -13,6 +16,7 @@ SIGTERM to the group and to every descendant (the host is their subreaper, so do
 from __future__ import annotations
 
 import asyncio
+import codecs
 import collections
 import contextlib
 import os
@@ -30,6 +34,9 @@ from roost.core.completion import cut_detail
 __all__ = ["EntrypointResult", "Launch", "resolve_argv", "run_entrypoint", "stop_tree", "task_env"]
 
 STDERR_LINES = 20
+READ_CHUNK = 16 * 1024  # one read of stdout at most; a partial line this long is handed on as it is
+PARTIAL_LINE_SECS = 0.05  # a partial line is handed on once nothing more came for this long
+DEFAULT_OUTPUT_CAP = 1024 * 1024
 
 
 class EntrypointError(RuntimeError):
@@ -53,8 +60,14 @@ def resolve_argv(entrypoint: list[str], artifact_dir: Path) -> list[str]:
 
 
 def task_env(base: Mapping[str, str], extra: Mapping[str, str | None]) -> dict[str, str]:
-    """The host's env plus the ``MURMUR_*`` names, minus the lifeline; our python's dir first on PATH."""
-    env = {k: v for k, v in base.items() if k != "MURMUR_SPAWNER_LIFELINE"}
+    """The host's env plus the ``MURMUR_*`` names, minus the lifeline and any ``OTEL_*`` setting
+    but the service name (an exporter's endpoint and headers are not the entrypoint's; its
+    ``TRACEPARENT`` is); our python's dir first on PATH."""
+    env = {
+        k: v
+        for k, v in base.items()
+        if k != "MURMUR_SPAWNER_LIFELINE" and (not k.startswith("OTEL_") or k == "OTEL_SERVICE_NAME")
+    }
     for key, value in extra.items():
         if value is None:
             env.pop(key, None)
@@ -71,6 +84,9 @@ class EntrypointResult:
     returncode: int
     stdout: str
     stderr_tail: list[str]
+    truncated: bool = False  # stdout went past the output cap; what is kept is its first bytes
+    stdout_bytes: int = 0  # everything it wrote, kept or not
+    stderr_bytes: int = 0
 
     @property
     def ok(self) -> bool:
@@ -92,17 +108,76 @@ class EntrypointResult:
         return cut_detail(text)
 
 
-async def _pump_stderr(stream: asyncio.StreamReader, tail: collections.deque[str]) -> None:
-    """Keep the last lines and echo each to our stderr (the launcher keeps its own tail of it)."""
+async def _pump_stderr(stream: asyncio.StreamReader, tail: collections.deque[str]) -> int:
+    """Keep the last lines and echo each to our stderr (the launcher keeps its own tail of it);
+    how many bytes it carried."""
+    total = 0
     while True:
         line = await stream.readline()
         if not line:
-            return
+            return total
+        total += len(line)
         text = line.decode("utf-8", "replace").rstrip("\n")
         tail.append(text)
         with contextlib.suppress(OSError, ValueError):
             sys.stderr.write(text + "\n")
             sys.stderr.flush()
+
+
+async def _pump_stdout(
+    stream: asyncio.StreamReader, cap: int, on_output: Callable[[str], None] | None
+) -> tuple[str, bool, int]:
+    """Read stdout to its end: (the first ``cap`` bytes as text, whether more came, how many
+    bytes came in all).
+
+    What is kept goes to ``on_output`` a line at a time as it arrives: complete lines at once, a
+    partial line once it reaches :data:`READ_CHUNK` or nothing more came for
+    :data:`PARTIAL_LINE_SECS` (an entrypoint that writes words without a newline is still seen).
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    kept: list[str] = []
+    pending = ""  # kept text not yet handed on: the start of a line
+    room = cap
+    truncated = False
+    total = 0
+    while True:
+        if pending:
+            try:
+                data = await asyncio.wait_for(stream.read(READ_CHUNK), PARTIAL_LINE_SECS)
+            except TimeoutError:
+                _hand_on(on_output, pending)
+                pending = ""
+                continue
+        else:
+            data = await stream.read(READ_CHUNK)
+        if not data:
+            break
+        total += len(data)
+        if truncated:
+            continue  # drained and dropped: the entrypoint must never block on a full pipe
+        if len(data) > room:
+            data, truncated = data[:room], True
+        room -= len(data)
+        text = decoder.decode(data)
+        if not text:
+            continue
+        kept.append(text)
+        pending += text
+        cut = pending.rfind("\n") + 1
+        if cut == 0 and len(pending) >= READ_CHUNK:
+            cut = len(pending)
+        if cut:
+            _hand_on(on_output, pending[:cut])
+            pending = pending[cut:]
+    tail = decoder.decode(b"", final=True)
+    kept.append(tail)
+    _hand_on(on_output, pending + tail)
+    return "".join(kept), truncated, total
+
+
+def _hand_on(on_output: Callable[[str], None] | None, text: str) -> None:
+    if text and on_output is not None:
+        on_output(text)
 
 
 async def stop_tree(proc: asyncio.subprocess.Process, grace: float = KILL_GRACE_SECS) -> None:
@@ -151,6 +226,8 @@ async def run_entrypoint(
     env: Mapping[str, str],
     grace: float = KILL_GRACE_SECS,
     on_start: Callable[[int], None] | None = None,
+    on_output: Callable[[str], None] | None = None,
+    output_cap: int = DEFAULT_OUTPUT_CAP,
 ) -> EntrypointResult:
     """Run one task; cancelling this coroutine stops the whole tree first, then re-raises."""
     if not isinstance(launch, Launch):
@@ -191,20 +268,20 @@ async def run_entrypoint(
             proc.stdin.close()
 
     feeder = asyncio.create_task(feed())
-    reader = asyncio.create_task(proc.stdout.read())
+    reader = asyncio.create_task(_pump_stdout(proc.stdout, max(output_cap, 0), on_output))
     try:
         await _exited(proc.pid)
         # The task ends with its entrypoint: whatever it left running (a daemonised helper that
         # may still hold our pipes) is stopped now, not when the session ends.
         if any(d.pid != proc.pid for d in descendants()):  # its own zombie is asyncio's to reap
             await kill_tree(None, grace=grace, keep=(proc.pid,))
-        out = await reader
+        out, truncated, out_bytes = await reader
         await proc.wait()
         await feeder
-        await stderr_task
+        err_bytes = await stderr_task
     except asyncio.CancelledError:
         await stop_tree(proc, grace)
         for t in (feeder, stderr_task, reader):
             t.cancel()
         raise
-    return EntrypointResult(proc.returncode or 0, out.decode("utf-8", "replace"), list(tail))
+    return EntrypointResult(proc.returncode or 0, out, list(tail), truncated, out_bytes, err_bytes)

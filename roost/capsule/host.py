@@ -38,8 +38,11 @@ from roost.capsule.daemonlink import DaemonLink
 from roost.capsule.entrypoint import task_env
 from roost.capsule.hostsock import HostSocket
 from roost.capsule.lifeline import LifelineWatch
-from roost.capsule.limits import rlimit_plan
+from roost.capsule.limits import limits_report, rlimit_plan
+from roost.capsule.otelspans import session_spans
+from roost.capsule.peerdoor import PeerDoor
 from roost.capsule.prepare import ContainmentRefused, LaunchRefused, Prepared, RunOptions, door_note, prepare, say
+from roost.capsule.pushing import SessionEgress, push_delivery
 from roost.capsule.reaper import KILL_GRACE_SECS, become_subreaper, descendants, kill_tree, reap_orphans
 from roost.capsule.sandbox import Confinement
 from roost.capsule.seccomp import SeccompUnavailable, build_filter
@@ -88,6 +91,14 @@ def _categories(m: Manifest) -> list[str]:
     return out
 
 
+def _failed_status(returncode: int | None) -> int:
+    """The host's exit status after a failed last task: the entrypoint's own (so ``roostctl job``
+    shows what its stderr says), 128 + N for a signal N, else 1."""
+    if returncode is None or returncode == 0:
+        return 1
+    return min(255, 128 - returncode) if returncode < 0 else min(255, returncode)
+
+
 class Host:
     """The running session: door, host socket, trace, tasks, and the way it ends."""
 
@@ -110,7 +121,12 @@ class Host:
             rlimits=rlimit_plan(m.capabilities.resources),
             is_stopping=lambda: self.stopping,
         )
-        self.door = build_door(p, self.tasks)
+        self.tasks.spans = session_spans(
+            m.observability.otel_endpoint, name=m.name, version=m.version, session_id=p.session_id, workdir=p.workdir
+        )
+        self.egress = SessionEgress(m.capabilities.network.allow, p.roost_url)
+        push, self._poster = push_delivery(self.egress)
+        self.door = build_door(p, self.tasks, push)
         self.hostsock: HostSocket | None = None
         self._runner: web.BaseRunner | None = None
         self._watch: LifelineWatch | None = None
@@ -189,8 +205,10 @@ class Host:
 
     async def _start_listeners(self) -> str:
         names = EdgeNames(lambda: (self.door.url,))
+        peer_door = PeerDoor(self.p.roost_url, credential=lambda: self.link.credential, http=lambda: self.link.http)
         self._runner = QuietHandlerRunner(
-            guard_handler(Listener.DOOR, self.door.handle, names=names),
+            # GET /resources/peer/<handle> too (roost/capsule/peerdoor.py), behind the door's table.
+            guard_handler(Listener.DOOR, peer_door.wrap(self.door.handle), names=names),
             # The daemon's connection guard: a head deadline, an idle keep-alive timeout and a cap
             # on open connections per uid (a response that streams is not idle).
             policy=ConnectionGuard(header_timeout_secs=DOOR_HEAD_SECS, max_per_uid=DOOR_CONNECTIONS_PER_UID),
@@ -207,6 +225,7 @@ class Host:
         port = self._runner.addresses[0][1]
         url = f"http://127.0.0.1:{port}"
         self.door.url = url
+        self.egress.door_bound("127.0.0.1", port)
         self.hostsock = HostSocket(
             self.p.records,
             daemon_url=self.p.roost_url,
@@ -260,15 +279,17 @@ class Host:
                 grants.advisory.append(
                     f"the seccomp filter (scheduler reach, memfd and fexecve) is not applied: {exc.strerror or exc}"
                 )
+        granted = effective_grants(m, p.probe, d, grants)
+        granted["resource_limits"] = limits_report(m.capabilities.resources, os.environ)
         start: dict[str, object] = {
             "capsule_name": m.name,
             "capsule_version": m.version,
             "capabilities": _categories(m),
             "containment_declared": d.declared,
-            "containment_achieved": d.achieved,
+            "containment_achieved": d.enforceable,  # the host's class, capped by workdir_exec (seed 000)
             "userns_grant": p.probe.userns_grant,
             "workdir_exec": m.capabilities.filesystem.workdir_exec,
-            "effective_grants": effective_grants(m, p.probe, d, grants),
+            "effective_grants": granted,
             "resumed_from": None,
             "context_id": None,
         }
@@ -277,7 +298,10 @@ class Host:
             start["delegation_id"] = p.handle.delegation_id
         self.trace.write("session_start", start, parent_id=None)
         if p.opts.json:
-            sys.stdout.write(json.dumps({"session_id": p.session_id, "capsule_url": url}, separators=(",", ":")) + "\n")
+            ready: dict[str, str] = {"session_id": p.session_id, "capsule_url": url}
+            if p.formation_id is not None:
+                ready["formation_id"] = p.formation_id  # as upstream's readiness line carries it
+            sys.stdout.write(json.dumps(ready, separators=(",", ":")) + "\n")
             sys.stdout.flush()
         else:
             say(f"session {p.session_id} of {m.coordinates} is serving its A2A door at {url}")
@@ -317,7 +341,7 @@ class Host:
             if p.handle is not None:
                 await self._report_completion(ok, duration)
             await self.link.deregister("complete" if ok or tasks.last_state is None else "failed")
-            return 0 if ok or tasks.last_state is None else 1
+            return 0 if ok or tasks.last_state is None else _failed_status(tasks.last_returncode)
         await self.link.deregister("failed")
         return 143
 
@@ -361,6 +385,7 @@ class Host:
             await self.hostsock.stop()
         if self._runner is not None:
             await self._runner.cleanup()
+        await self._poster.close()
         await self.link.close()
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
+from a2a.sse import accepts_event_stream
 from roost.capsule.prepare import door_note
 from roost.core.authz import CallerFacts, Listener, Policy
 from roost.core.wire import CREDENTIAL_HEADER, HOST_ERROR_HEADER, TASK_TRUST_HEADER
@@ -43,6 +44,8 @@ from roost.system.tlsclient import context_for, untrusted_sentence
 __all__ = ["HOST_ERROR_HEADER", "ROUTES", "HostSocket", "socket_dir"]
 
 SOCKET_NAME = "host.sock"
+STREAM_IDLE_SECS = 90.0
+_STREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=5.0, sock_read=STREAM_IDLE_SECS)
 MAX_PATH = 100  # sun_path is 108 bytes on Linux; keep a margin
 
 # verb path on the host socket -> (method, daemon path)
@@ -138,7 +141,7 @@ class HostSocket:
     def _host_error(status: int, sentence: str) -> web.Response:
         return web.json_response({"error": sentence}, status=status, headers={HOST_ERROR_HEADER: "1"})
 
-    async def _forward(self, request: web.Request) -> web.Response:
+    async def _forward(self, request: web.Request) -> web.StreamResponse:
         if request.method == "GET":
             method, path = "GET", f"/jobs/{request.match_info['job_id']}"
         else:
@@ -161,6 +164,9 @@ class HostSocket:
             self._http = aiohttp.ClientSession(
                 timeout=self._timeout, connector=aiohttp.TCPConnector(ssl=tls) if tls else None
             )
+        if request.path == "/send" and accepts_event_stream(request.headers.get("Accept")):
+            headers["Accept"] = "text/event-stream"
+            return await self._forward_stream(request, self._daemon_url + path, body, headers)
         try:
             async with self._http.request(method, self._daemon_url + path, data=body, headers=headers) as resp:
                 data = await resp.read()
@@ -169,6 +175,34 @@ class HostSocket:
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             reason = untrusted_sentence(exc, self._daemon_url) or str(exc) or type(exc).__name__
             return self._host_error(502, f"could not reach mur-roost at {self._daemon_url}: {reason}")
+
+    async def _forward_stream(
+        self, request: web.Request, url: str, body: bytes | None, headers: dict[str, str]
+    ) -> web.StreamResponse:
+        """A streamed send: the daemon's events are passed on as they come (its refusals, before
+        the stream, as they are). No total timeout: the relay's heartbeats keep an idle stream
+        alive, and one silent for :data:`STREAM_IDLE_SECS` has failed."""
+        assert self._http is not None
+        try:
+            resp = await self._http.post(url, data=body, headers=headers, timeout=_STREAM_TIMEOUT)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            reason = untrusted_sentence(exc, url) or str(exc) or type(exc).__name__
+            return self._host_error(502, f"could not reach mur-roost at {self._daemon_url}: {reason}")
+        try:
+            ctype = resp.headers.get("Content-Type", "application/json")
+            if resp.status != 200 or not ctype.startswith("text/event-stream"):
+                return web.Response(status=resp.status, body=await resp.read(), headers={"Content-Type": ctype})
+            out = web.StreamResponse(status=200, headers={"Content-Type": ctype, "Cache-Control": "no-cache"})
+            await out.prepare(request)
+            try:
+                async for chunk in resp.content.iter_any():
+                    await out.write(chunk)
+                await out.write_eof()
+            except (aiohttp.ClientError, TimeoutError, ConnectionError):
+                pass  # either side went away: the stream ends here
+            return out
+        finally:
+            resp.release()
 
     def _with_traceparent(self, body: bytes) -> bytes:
         """Continue the running task's trace when the entrypoint named none (W3C continuation)."""

@@ -16,10 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roost.capsule.entrypoint import EntrypointError, resolve_argv
+from roost.capsule.interpreters import Unrunnable, unrunnable_sentence
+from roost.capsule.interpreters import resolve as resolve_command
 from roost.capsule.lifeline import ENV as LIFELINE_ENV
 from roost.capsule.lifeline import LifelineError, lifeline_refusal, take_lifeline
 from roost.capsule.probe import Decision, HostProbe, decide, probe_host, refusal
 from roost.core.completion import SpawnerHandle, SpawnerHandleError
+from roost.core.formation import FORMATION_ID_ENV, env_refusal, formation_problem
 from roost.core.ids import session_id as mint_session_id
 from roost.core.manifest import Manifest, outside_workdir, scope_refusal
 from roost.observe.tracelines import TRACE_FILE, records_dir
@@ -90,6 +93,7 @@ class Prepared:
     started_mono: float
     probe: HostProbe
     decision: Decision
+    formation_id: str | None = None
 
 
 def _registry_root(opts: RunOptions) -> Path:
@@ -112,6 +116,11 @@ def prepare(opts: RunOptions) -> Prepared:
             handle = SpawnerHandle.parse(raw_handle)
         except SpawnerHandleError as exc:
             raise LaunchRefused(spawner_refusal(str(exc))) from None
+    formation = os.environ.get(FORMATION_ID_ENV, "").strip() or None
+    if formation is not None:
+        problem = formation_problem(formation)
+        if problem is not None:
+            raise LaunchRefused(env_refusal(problem))
     try:
         fd = take_lifeline(os.environ.get(LIFELINE_ENV))
     except LifelineError as exc:
@@ -151,10 +160,19 @@ def prepare(opts: RunOptions) -> Prepared:
     caps = manifest.capabilities
     decision = decide(probe, caps.containment, workdir_exec=caps.filesystem.workdir_exec)
     prepared = Prepared(
-        opts, manifest, workdir, sid, records, argv, handle, fd, approval, url, started, probe, decision
+        opts, manifest, workdir, sid, records, argv, handle, fd, approval, url, started, probe, decision, formation
     )
     if not decision.floor_met:
         raise ContainmentRefused(refusal(manifest.coordinates, decision), prepared)
+    if decision.achieved != "advisory":
+        # A shim runs its manager's own scripts, which the class does not grant: run what it
+        # would start instead (roost/capsule/interpreters.py), or refuse before anything runs.
+        try:
+            resolved = resolve_command(argv[0], os.environ.get("PATH", os.defpath))
+        except Unrunnable as exc:
+            raise LaunchRefused(unrunnable_sentence(manifest.entrypoint[0], exc, decision.achieved)) from None
+        if resolved is not None and resolved.via is not None:
+            prepared.argv = [resolved.run, *argv[1:]]
     # Parsing refuses such a manifest already (roost/core/manifest.py); kept for a manifest that
     # reached here another way, before any containment is drawn from it.
     bad = outside_workdir(manifest) if decision.achieved != "advisory" else None

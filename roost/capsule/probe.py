@@ -43,6 +43,9 @@ class HostProbe:
     bwrap: str | None
     cap: Containment | None = None
     hints: list[str] = field(default_factory=list)
+    map_reason: str | None = None
+    """Why this process cannot map its uid into the user namespace it can create (a uid-0 child
+    started without ``CAP_SETFCAP``, which the daemon hands only to a ``sealed`` floor); None: it can."""
 
     @property
     def enforceable(self) -> Containment:
@@ -54,10 +57,18 @@ class HostProbe:
 
     @property
     def offered(self) -> Containment:
+        """The strongest class this host offers (what ``containment_achieved`` reports)."""
         best = self.enforceable
         if self.cap is not None and CONTAINMENT_ORDER[self.cap] < CONTAINMENT_ORDER[best]:
             return self.cap
         return best
+
+    @property
+    def offered_here(self) -> Containment:
+        """The strongest class this process can build: :attr:`offered`, less ``sealed`` when it
+        cannot map its uid."""
+        best = self.offered
+        return "scoped" if best == "sealed" and self.map_reason is not None else best
 
     def why_not(self, wanted: Containment) -> str:
         """Why ``wanted`` is above what this host offers (one clause)."""
@@ -68,6 +79,8 @@ class HostProbe:
         reasons = []
         if not self.userns:
             reasons.append(f"user namespaces cannot be created ({self.userns_reason})")
+        elif wanted == "sealed" and self.map_reason is not None:
+            reasons.append(f"this process cannot map its uid into a user namespace ({self.map_reason})")
         if self.bwrap is None:
             reasons.append("bwrap (bubblewrap) is not installed")
         return " and ".join(reasons)
@@ -93,10 +106,15 @@ class HostProbe:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
+    """``declared``: the manifest's floor; ``achieved``: the class the session runs under (its
+    floor when the host offers it); ``enforceable``: seed 000's ``containment_achieved`` — the
+    class this host can enforce, capped by ``workdir_exec`` (nothing in a manifest raises it)."""
+
     declared: Containment
     achieved: Containment
     floor_met: bool
     shortfall_reason: str | None
+    enforceable: Containment = "advisory"
 
 
 def decide(probe: HostProbe, declared: Containment, *, workdir_exec: bool) -> Decision:
@@ -105,17 +123,18 @@ def decide(probe: HostProbe, declared: Containment, *, workdir_exec: bool) -> De
     ``workdir_exec`` keeps the workdir executable, so ``shell.allow`` cannot be enforced inside
     it: such a session is ``advisory`` whatever the host offers.
     """
-    offered = "advisory" if workdir_exec else probe.offered
-    if CONTAINMENT_ORDER[declared] <= CONTAINMENT_ORDER[offered]:
-        return Decision(declared, declared, True, None)
-    if workdir_exec and CONTAINMENT_ORDER[declared] <= CONTAINMENT_ORDER[probe.offered]:
+    host = "advisory" if workdir_exec else probe.offered
+    here = "advisory" if workdir_exec else probe.offered_here
+    if CONTAINMENT_ORDER[declared] <= CONTAINMENT_ORDER[here]:
+        return Decision(declared, declared, True, None, host)
+    if workdir_exec and CONTAINMENT_ORDER[declared] <= CONTAINMENT_ORDER[probe.offered_here]:
         reason = (
             "capabilities.filesystem.workdir_exec keeps the workdir executable, so capabilities.shell.allow "
             "cannot be enforced inside it"
         )
     else:
-        reason = f"this host offers at most '{probe.offered}': {probe.why_not(declared)}"
-    return Decision(declared, offered, False, reason)
+        reason = f"this host offers at most '{probe.offered_here}': {probe.why_not(declared)}"
+    return Decision(declared, here, False, reason, host)
 
 
 def refusal(coords: str, d: Decision) -> str:
@@ -145,8 +164,12 @@ def _landlock() -> tuple[int, str | None]:
         return 0, str(exc)
 
 
-def _try_userns() -> tuple[bool, str | None]:
-    """Fork a child that tries ``unshare(CLONE_NEWUSER)``; its exit status is the errno."""
+_MAP_FAILED = 200  # the probe child's exit status when only the uid map failed: this plus its errno
+
+
+def _try_userns() -> tuple[bool, str | None, str | None]:
+    """Fork a child that tries ``unshare(CLONE_NEWUSER)`` and then maps its uid; its exit status
+    is the errno (``_MAP_FAILED`` + errno for the map). ``(created, why not, why not mapped)``."""
     libc = ctypes.CDLL(None, use_errno=True)
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
@@ -163,15 +186,17 @@ def _try_userns() -> tuple[bool, str | None]:
             finally:
                 os.close(fd)
         except OSError as exc:
-            os._exit(exc.errno or 1)
+            os._exit(_MAP_FAILED + min(exc.errno or 1, 255 - _MAP_FAILED))
         os._exit(0)
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     if code == 0:
-        return True, None
+        return True, None, None
+    if code > _MAP_FAILED:
+        return True, None, f"writing its uid_map failed: {os.strerror(code - _MAP_FAILED)}"
     if code > 0:
-        return False, f"a user namespace cannot be created and mapped: {os.strerror(code)}"
-    return False, f"the probe child died by signal {-code}"
+        return False, f"unshare(CLONE_NEWUSER) failed: {os.strerror(code)}", None
+    return False, f"the probe child died by signal {-code}", None
 
 
 def _grant(works: bool) -> UsernsGrant:
@@ -189,7 +214,7 @@ def probe_host(env: dict[str, str] | os._Environ[str] | None = None) -> HostProb
     """Probe this host (a fork and a few reads); call before any thread or event loop starts."""
     source = os.environ if env is None else env
     abi, ll_reason = _landlock()
-    works, ns_reason = _try_userns()
+    works, ns_reason, map_reason = _try_userns()
     if works and _read("/proc/sys/user/max_user_namespaces") == "0":
         works, ns_reason = False, "user.max_user_namespaces is 0"
     raw = source.get(CONTAINMENT_MAX_ENV, "").strip()
@@ -197,4 +222,4 @@ def probe_host(env: dict[str, str] | os._Environ[str] | None = None) -> HostProb
     for name in _CLASSES:
         if raw == name:
             cap = name
-    return HostProbe(abi, ll_reason, works, _grant(works), ns_reason, shutil.which("bwrap"), cap)
+    return HostProbe(abi, ll_reason, works, _grant(works), ns_reason, shutil.which("bwrap"), cap, map_reason=map_reason)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from roost.capsule import landlock
+from roost.capsule.binds import readonly_binds
 from roost.capsule.confine import TOP_LEVEL_LINKS, Grants
 from roost.capsule.probe import Decision, HostProbe
 from roost.capsule.seccomp import Filter
@@ -81,28 +82,18 @@ def sandbox_argv(
         "--dev",
         "/dev",
     ]
-    seen: set[str] = set()
+    made: list[str] = []
     for link in TOP_LEVEL_LINKS:
         if os.path.islink(link):
             out += ["--symlink", os.readlink(link), link]
-            seen.add(link)
+            made.append(link)
     # The writable scope first (sealexec marks this mount noexec), then what is read or executed
     # on top of it: the unpacked artifact under the workdir keeps a read-only, executable mount
     # of its own.
     for p in g.read_write:
         Path(p).mkdir(parents=True, exist_ok=True)
         out += ["--bind", p, p]
-    bound: list[str] = []
-    for p in (*g.read, *g.read_exec, *g.exec_files):
-        if p in seen or p.startswith(("/proc", "/dev")):
-            continue
-        seen.add(p)
-        if os.path.islink(p) and p.count("/") == 1:
-            out += ["--symlink", os.readlink(p), p]
-        elif not any(p.startswith(d + "/") for d in bound):  # a file under a bound directory is there
-            out += ["--ro-bind-try", p, p]
-            if os.path.isdir(p):
-                bound.append(p.rstrip("/"))
+    out += readonly_binds((*g.read, *g.read_exec, *g.exec_files), made=made)  # links recreated, targets bound
     for p in g.read_only_binds:
         out += ["--ro-bind", p, p]
     out += ["--bind", str(socket_path), str(socket_path), "--chdir", str(workdir)]

@@ -2,9 +2,10 @@
 
 The door (``a2a.door``) queues and schedules tasks; :class:`TaskServer` is its runner and its
 activate/finish hooks. Each message runs the entrypoint once, under the session's containment,
-with the task's id, context and turn in its environment; its stdout is the answer, and a
-question it leaves in ``MURMUR_INPUT_REQUEST`` turns the task ``input-required``
-(docs/a2a.md, "A script capsule that asks for input").
+with the task's id, context and turn in its environment; its stdout is the answer, streamed to
+the door as it is written (at most the per-task output cap is kept), and a question it leaves in
+``MURMUR_INPUT_REQUEST`` turns the task ``input-required``. A task's earlier turns are in the
+file ``MURMUR_TASK_HISTORY`` names (docs/a2a.md, "What an entrypoint sees").
 
 Trace appends are done inline on the loop: each is one small ``O_APPEND`` write, cheaper than a
 thread hop, and inline keeps the record order identical to the order of events.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import json
 import os
 import signal
 import time
@@ -25,13 +27,18 @@ from aiohttp import web
 from a2a.door import DEFAULT_BLOCKING_CAP_SECS, Door, DoorTask, TaskOutcome
 from a2a.protocol.models import TaskState
 from a2a.protocol.origin import Origin
-from roost.capsule.entrypoint import Launch, run_entrypoint
-from roost.capsule.limits import apply_rlimits
+from a2a.protocol.tasktypes import CancelPhase
+from a2a.push import PushDelivery
+from roost.capsule.entrypoint import DEFAULT_OUTPUT_CAP, EntrypointResult, Launch, run_entrypoint
+from roost.capsule.limits import LimitCounters, apply_rlimits, read_counters
+from roost.capsule.otelspans import SessionSpans
 from roost.capsule.prepare import Prepared
 from roost.capsule.reaper import kill_tree
 from roost.capsule.sandbox import Confinement
+from roost.capsule.shellline import shell_line
 from roost.capsule.taskinput import write_results
 from roost.capsule.writecap import WriteWatch, over_sentence
+from roost.core.limits import declared, which_limit
 from roost.core.wire import BLOCKING_CAP_ENV
 from roost.http.caller import caller_of
 from roost.observe.tracelines import TraceWriter
@@ -41,6 +48,7 @@ __all__ = [
     "BLOCKING_CAP_ENV",
     "EXIT_STATUS",
     "INPUT_REQUEST_FILE",
+    "OUTPUT_CAP_ENV",
     "TaskServer",
     "blocking_cap",
     "build_door",
@@ -51,6 +59,15 @@ __all__ = [
 EXIT_STATUS = {TaskState.COMPLETED: "ok", TaskState.FAILED: "failed", TaskState.CANCELED: "canceled"}
 PR_SET_PDEATHSIG = 1
 INPUT_REQUEST_FILE = "input-request.txt"
+TURNS_DIR = "turns"  # under the records dir: one JSON Lines file of earlier turns per task
+OUTPUT_CAP_ENV = "MURMUR_A2A_OUTPUT_CAP_BYTES"
+
+
+def output_cap_sentence(cap: int) -> str:
+    return (
+        f"the entrypoint wrote more than {cap} bytes to stdout for this task; the task keeps the first "
+        f"{cap} (the per-task output cap, {OUTPUT_CAP_ENV}) and the rest was dropped"
+    )
 
 
 class TaskServer:
@@ -64,7 +81,7 @@ class TaskServer:
         job_id: str | None,
         confinement: Confinement,
         grace: float,
-        rlimits: list[tuple[int, int]],
+        rlimits: list[tuple[int, int, int]],
         is_stopping: Callable[[], bool],
     ) -> None:
         self.p = p
@@ -85,9 +102,17 @@ class TaskServer:
         self.entry_pids: set[int] = set()
         self.entry_trust: dict[int, str] = {}  # entrypoint pid -> the trust of the task it runs
         self.spawning = 0  # entrypoints started whose pid is not known yet
+        self.shell_calls: dict[str, int] = {}  # entrypoint runs (``shell`` lines) per task
+        self.last_returncode: int | None = None  # the last entrypoint's exit status (negative: signal)
+        self.spans: SessionSpans | None = None  # the manifest's otel_endpoint (roost/capsule/otelspans.py)
+        self.output_cap = output_cap(os.environ)
+        self.output_used: dict[str, int] = {}  # bytes of stdout kept per task, over its turns
+        self.write_output: Callable[[str, str], None] = _nowhere  # the door's, once it is built
 
     async def on_activate(self, task: DoorTask) -> None:
         self.current = task
+        if self.spans is not None:
+            self.spans.started(task)
         if task.turn > 1:
             return  # a continued task: its a2a_task_received and task_start came with its first message
         from_door = task.dialect is not None
@@ -125,6 +150,7 @@ class TaskServer:
             # --wait` is how a script reads its child's result.
             return TaskOutcome.completed("completion recorded")
         request_file = self.p.records / INPUT_REQUEST_FILE
+        history_file = self.p.records / TURNS_DIR / f"{task.id}.jsonl"
         await asyncio.to_thread(_fresh_request_file, request_file)
         env = {
             **self.env,
@@ -132,6 +158,7 @@ class TaskServer:
             "MURMUR_CONTEXT_ID": task.context_id,
             "MURMUR_TASK_TURN": str(task.turn),
             "MURMUR_INPUT_REQUEST": str(request_file),
+            "MURMUR_TASK_HISTORY": str(history_file),
         }
         launch = self._launch()
         pids: list[int] = []
@@ -142,11 +169,24 @@ class TaskServer:
             self.entry_trust[pid] = task.trust.value
             self.spawning -= 1
 
+        def output(text: str) -> None:
+            self.write_output(task.id, text)
+
+        used = self.output_used.get(task.id, 0)
         self.spawning += 1  # until its pid is known, no orphan reaping (it could be ours)
+        caps = self.p.manifest.capabilities.resources
+        before, t0 = read_counters(caps), time.monotonic()
         watch = self._write_watch(pids)
         try:
             result = await run_entrypoint(
-                launch, text=task.text, cwd=self.p.workdir, env=env, grace=self.grace, on_start=started
+                launch,
+                text=task.text,
+                cwd=self.p.workdir,
+                env=env,
+                grace=self.grace,
+                on_start=started,
+                on_output=output,
+                output_cap=self.output_cap - used,
             )
         finally:
             if watch is not None:
@@ -156,13 +196,20 @@ class TaskServer:
             self.entry_pids.difference_update(pids)
             for pid in pids:
                 self.entry_trust.pop(pid, None)
+        self._shell_line(task, result, t0, read_counters(caps).since(before))
+        self.last_returncode = result.returncode
+        self.output_used[task.id] = used + len(result.stdout.encode())
+        note = output_cap_sentence(self.output_cap) if result.truncated else None
+        await asyncio.to_thread(_record_turn, history_file, task.turn, task.text, result.stdout)
         if result.ok:
             question = await asyncio.to_thread(_read_request, request_file)
             if question:  # the entrypoint asks for input: docs/a2a.md, "A script capsule that asks for input"
                 return TaskOutcome.input_required(question)
             write_results(self.p.workdir, result.stdout, ok=True, job_id=self.job_id)
-            return TaskOutcome.completed(result.stdout)
+            return TaskOutcome(TaskState.COMPLETED, result.stdout, status_text=note)
         reason = result.failure() if watch is None or watch.over is None else over_sentence(watch.over, watch.cap)
+        if note is not None:
+            reason = f"{reason}; {note}"
         sep = "" if not result.stdout or result.stdout.endswith("\n") else "\n"
         write_results(self.p.workdir, result.stdout + sep + reason + "\n", ok=False, job_id=self.job_id)
         return TaskOutcome.failed(reason)
@@ -179,6 +226,26 @@ class TaskServer:
         watch = WriteWatch(self.p.workdir, cap, stop)
         watch.start()
         return watch
+
+    def _shell_line(self, task: DoorTask, result: EntrypointResult, t0: float, hits: LimitCounters) -> None:
+        """The run's ``shell`` line, with the limit the kernel's evidence names (roost/capsule/shellline.py)."""
+        fields = {d.field for d in declared(self.p.manifest.capabilities.resources)}
+        signum = -result.returncode if result.returncode < 0 else None
+        hit = which_limit(fields, signal_number=signum, pids_hits=hits.pids_hits, oom_kills=hits.oom_kills)
+        line = shell_line(
+            turn=max(0, task.turn - 1),
+            task_id=task.id,
+            argv=self.p.argv,
+            result=result,
+            duration_ms=int((time.monotonic() - t0) * 1000),
+            resource_limit=hit,
+        )
+        node = self.task_nodes.get(task.id)
+        if node is not None:
+            self.trace.write("shell", line, parent_id=node[0])
+        else:
+            self.trace.write("shell", line)
+        self.shell_calls[task.id] = self.shell_calls.get(task.id, 0) + 1
 
     def _launch(self) -> Launch:
         """The entrypoint's argv and the hook that binds it before exec (rlimits, parent death,
@@ -199,15 +266,38 @@ class TaskServer:
         if outcome.state in (TaskState.INPUT_REQUIRED, TaskState.AUTH_REQUIRED):
             self.current = None  # the task waits for its next message; it has not ended
             return
+        self.output_used.pop(task.id, None)
+        await asyncio.to_thread(_forget_turns, self.p.records / TURNS_DIR / f"{task.id}.jsonl")
         self.task_end(task.id, outcome.state)
+        if self.spans is not None:
+            await self.spans.finished(task, EXIT_STATUS.get(outcome.state, "failed"))
         self.last_state = outcome.state
         self.current = None
         if task.id == self.initial_id:
             self.initial_done.set()
 
+    async def on_cancel(self, task: DoorTask, phase: CancelPhase) -> None:
+        """Seed 000's ``task_canceled``: where a task a caller cancelled (``tasks/cancel``) stopped,
+        before its ``task_end`` (a task cancelled while queued never started: this line is its only
+        record). The session's own ending cancels what runs too; that is no caller's cancel."""
+        if self._is_stopping():
+            return
+        node = self.task_nodes.get(task.id)
+        started = node is not None
+        where = "turn" if phase == "running" else ("input" if started else "queued")
+        payload: dict[str, object] = {"task_id": task.id}
+        if started:
+            payload["turn"] = max(0, task.turn - 1)
+        payload |= {"phase": where, "detached_work_ids": [], "delegation_ids": []}
+        if node is not None:
+            self.trace.write("task_canceled", payload, parent_id=node[0])
+        else:
+            self.trace.write("task_canceled", payload)
+
     def task_end(self, task_id: str, state: TaskState) -> None:
         node, started = self.task_nodes.pop(task_id, (None, time.monotonic()))
         counts = dict.fromkeys(self.totals, 0)
+        counts["shell_calls"] = self.shell_calls.pop(task_id, 0)
         self.trace.write(
             "task_end",
             {
@@ -232,10 +322,11 @@ class TaskServer:
         return self.current.trace.format() if self.current is not None else None
 
 
-def build_door(p: Prepared, tasks: TaskServer) -> Door:
-    """The session's A2A door as the manifest declares it, running tasks through ``tasks``."""
+def build_door(p: Prepared, tasks: TaskServer, push: PushDelivery | None = None) -> Door:
+    """The session's A2A door as the manifest declares it, running tasks through ``tasks`` and
+    posting push notifications through ``push``."""
     m = p.manifest
-    return Door(
+    door = Door(
         name=m.name,
         version=m.version,
         session_id=p.session_id,
@@ -246,10 +337,14 @@ def build_door(p: Prepared, tasks: TaskServer) -> Door:
         description=m.description,
         on_activate=tasks.on_activate,
         on_finish=tasks.on_finish,
+        on_cancel=tasks.on_cancel,
         identify=loopback_owner,
         local_owner=f"uid:{os.getuid()}",
         blocking_cap_secs=blocking_cap(os.environ),
+        push=push,
     )
+    tasks.write_output = door.queue.write_output
+    return door
 
 
 def blocking_cap(env: Mapping[str, str]) -> float:
@@ -261,6 +356,17 @@ def blocking_cap(env: Mapping[str, str]) -> float:
     except ValueError:
         return DEFAULT_BLOCKING_CAP_SECS
     return value if 0 < value < float("inf") else DEFAULT_BLOCKING_CAP_SECS
+
+
+def output_cap(env: Mapping[str, str]) -> int:
+    """The per-task cap on kept stdout (docs/a2a.md): the env value if it is a positive integer
+    number of bytes, else the default (1 MiB)."""
+    raw = env.get(OUTPUT_CAP_ENV, "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_OUTPUT_CAP
+
+
+def _nowhere(_task_id: str, _text: str) -> None:
+    """Output before the door is built goes nowhere (the door sets the real sink)."""
 
 
 async def loopback_owner(request: web.BaseRequest) -> str | None:
@@ -292,3 +398,19 @@ def _read_request(path: Path) -> str | None:
         return None
     path.unlink(missing_ok=True)
     return text or None
+
+
+def _record_turn(path: Path, turn: int, text: str, output: str) -> None:
+    """Blocking: append one turn (the message, then what the entrypoint wrote) to the task's history file."""
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    lines = [
+        {"turn": turn, "role": "user", "text": text},
+        {"turn": turn, "role": "agent", "text": output},
+    ]
+    with path.open("a", encoding="utf-8") as f:
+        f.write("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
+
+
+def _forget_turns(path: Path) -> None:
+    """Blocking: the task ended; its history file goes (the task's history stays in the door)."""
+    path.unlink(missing_ok=True)

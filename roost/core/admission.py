@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from roost.core.allownames import DEFAULT_REGISTRY_NAME, allows
+
 __all__ = [
     "CeilingReached",
     "ConcurrencyReached",
@@ -67,6 +69,7 @@ def admit_top_level(
     spawn_allow: Collection[str],
     live_capsules: int | None = None,
     max_live_capsules: int = 0,
+    registry: str = DEFAULT_REGISTRY_NAME,
 ) -> Refusal | None:
     """Admit a top-level capsule ``name``, or say the first reason it is refused.
 
@@ -77,7 +80,7 @@ def admit_top_level(
     """
     if draining:
         return Draining()
-    if name not in spawn_allow:
+    if not allows(spawn_allow, name, registry):  # ``local/worker`` admits ``worker`` (roost/core/allownames.py)
         return NotInSpawnAllow(name)
     if live_capsules is not None and live_capsules >= max_live_capsules:
         return CeilingReached(max_live_capsules, live_capsules)

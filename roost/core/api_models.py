@@ -102,6 +102,11 @@ class RegisterRequest(_Open):
         default=None,
         description="The containment class the session's host achieved; decides the peer plane's symlink rule.",
     )
+    formation_id: str | None = Field(
+        default=None,
+        pattern=r"^frm_[0-9a-f]{32}$",
+        description="The formation the session belongs to (its MURMUR_FORMATION_ID); handed to its children.",
+    )
 
 
 class RegisterResponse(_Open):
@@ -152,6 +157,11 @@ class JobRequest(_Open):
     deadline_secs: float | None = Field(default=None, gt=0)
     workdir: str | None = Field(default=None, description="Top-level launches only: absolute working directory.")
     untrusted: bool | None = Field(default=None, description="Lower the child's trust class (never raises it).")
+    formation_id: str | None = Field(
+        default=None,
+        pattern=r"^frm_[0-9a-f]{32}$",
+        description="Top-level launches only: the formation the job joins (MURMUR_FORMATION_ID of its child).",
+    )
 
 
 class JobNode(_Open):
@@ -171,6 +181,16 @@ class JobResponse(_Open):
     state: JobState
     node: JobNode | None = Field(
         default=None, description='Where the child runs (launcher = "ray"); null: on the daemon\'s own host.'
+    )
+    trace_id: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{32}$",
+        description="The W3C trace id of the job's delegation tree: its trace in an OpenTelemetry backend.",
+    )
+    formation_id: str | None = Field(
+        default=None,
+        pattern=r"^frm_[0-9a-f]{32}$",
+        description="The formation the job belongs to (MURMUR_FORMATION_ID): given at launch, or its parent's.",
     )
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, cast
 
+from roost.core.allownames import DEFAULT_REGISTRY_NAME, normalise, normalised
 from roost.core.manifest import CONTAINMENT_ORDER, Containment, Manifest
 from roost.core.netrule import NetworkAllowRule
 
@@ -212,8 +213,12 @@ def _install_uncovered(parent: Sequence[str], child: Iterable[str]) -> str | Non
     return _first_uncovered(parent, child, lambda ps, c: any(install_covers(p, c) for p in ps))
 
 
-def violation(parent: Envelope, child: Envelope) -> str | None:
-    """The refusal sentence for the first axis on which ``child`` exceeds ``parent``, else ``None``."""
+def violation(parent: Envelope, child: Envelope, registry: str = DEFAULT_REGISTRY_NAME) -> str | None:
+    """The refusal sentence for the first axis on which ``child`` exceeds ``parent``, else ``None``.
+
+    ``capabilities.spawn.allow`` entries are compared after the allow lists' normalisation
+    (:mod:`roost.core.allownames`: ``<registry>/<name>`` of the daemon's ``registry`` is ``<name>``);
+    the sentence quotes the child's entry as declared."""
     entry = _net_uncovered(parent.network_allow, child.network_allow)
     if entry is not None:
         return _list_refusal("capabilities.network.allow", entry)
@@ -222,14 +227,16 @@ def violation(parent: Envelope, child: Envelope) -> str | None:
     entry = _net_uncovered(parent.peer_fetch_allow, child.peer_fetch_allow)
     if entry is not None:
         return _list_refusal("capabilities.peer_fetch.allow", entry)
-    for key, p_list, c_list in (
-        ("capabilities.shell.allow", parent.shell_allow, child.shell_allow),
-        ("capabilities.spawn.allow", parent.spawn_allow, child.spawn_allow),
-        ("capabilities.env.allow", parent.env_allow, child.env_allow),
-    ):
-        entry = _names_uncovered(p_list, c_list)
-        if entry is not None:
-            return _list_refusal(key, entry)
+    entry = _names_uncovered(parent.shell_allow, child.shell_allow)
+    if entry is not None:
+        return _list_refusal("capabilities.shell.allow", entry)
+    held = set(normalised(parent.spawn_allow, registry))
+    entry = next((e for e in child.spawn_allow if normalise(e, registry) not in held), None)
+    if entry is not None:
+        return _list_refusal("capabilities.spawn.allow", entry)
+    entry = _names_uncovered(parent.env_allow, child.env_allow)
+    if entry is not None:
+        return _list_refusal("capabilities.env.allow", entry)
     if parent.fs_scope is not None:
         if child.fs_scope is None:
             return (

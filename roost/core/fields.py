@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import TypeGuard
 
 from roost.core.errors import BadRequest
+from roost.core.formation import field_refusal, formation_problem
 from roost.core.ids import require_id
 
 __all__ = [
@@ -83,6 +84,19 @@ def optional_abspath(body: Body, key: str) -> str | None:
     if not isinstance(value, str) or not os.path.isabs(value) or "\x00" in value:
         raise BadRequest(not_absolute(key))
     return os.path.normpath(value)
+
+
+def optional_formation(body: Body, key: str) -> str | None:
+    """A formation id (``frm_`` + 32 lowercase hex; roost/core/formation.py); None when absent or ``null``."""
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BadRequest(f"{key} must be a string")
+    problem = formation_problem(value)
+    if problem is not None:
+        raise BadRequest(field_refusal(key, problem))
+    return value
 
 
 def nonblank_str(body: Body, key: str) -> str | None:

@@ -14,13 +14,21 @@ carries out. The rules, in the order they are tried:
 2. **Stopped by us** (``cancel``, ``operator_cancel``, ``shutdown``, ``deadline``), unless the
    child's own record was already delivered: the launcher's ``terminated`` record with the
    reason's detail. Only a deadline's is posted to the parent (twice at most): a cancel came
-   from the parent or the operator, who already know, and a shutdown posts to nobody.
+   from the parent or the operator, who already know, and a shutdown posts to nobody. The
+   parent's ``delegation`` line says ``terminated`` for all of them (seed 000: a delegated
+   sub-capsule stopped at its deadline is ``terminated``; ``timed_out`` belongs to a plan's
+   ``capsule`` step), with the reason of seed 000's cancel case — "the delegating task was
+   cancelled" — for a cancel by the parent, and the record's detail otherwise.
 3. **The child wrote its record.** Kept; posted if it was never posted and no post was in
    flight when a previous daemon died (``delivery == "none"``): once when the child itself
    reported (its own post already failed once), else twice.
-4. **The child ended its own session but wrote no record** (it had nobody to report to): the
+4. **The child ended its own session, had a parent to report to, and left no readable record**
+   (missing, or not a completion record): the delegation's outcome is ``unknown`` — seed 000's
+   "a completion arrived, and the parent found no readable completion.json behind it", the
+   parent's own word. The launcher's ``error`` record says so and is posted.
+5. **The child ended its own session but wrote no record** (it had nobody to report to): the
    launcher's ``ok``/``error`` record from how the session ended and the exit status.
-5. **Otherwise it crashed:** the launcher's ``crashed`` record, its detail built from the exit
+6. **Otherwise it crashed:** the launcher's ``crashed`` record, its detail built from the exit
    status and the child's last stderr lines, posted twice at most.
 
 The parent's ``delegation`` trace line is written after the record and before the job reads
@@ -36,7 +44,9 @@ from roost.core.completion import OPERATOR_CANCEL_DETAIL, TERMINATED_DETAIL, Sta
 from roost.core.jobs import Delivery, JobState, StopReason, state_for_status
 
 __all__ = [
+    "CANCELLED_TASK_REASON",
     "PARENT_ENDED_REASON",
+    "UNKNOWN_REASON",
     "Decision",
     "Existing",
     "Facts",
@@ -45,6 +55,9 @@ __all__ = [
 ]
 
 PARENT_ENDED_REASON = "the session that delegated to this one ended, so its lifeline was closed"
+# Seed 000's reason for a delegation ended because the task that made it was cancelled.
+CANCELLED_TASK_REASON = "the delegating task was cancelled"
+UNKNOWN_REASON = "the child ended its session, but no readable completion.json was found behind it"
 UNKNOWN_PREFIX = "exit status unknown"
 _STOPPED_BY_US: frozenset[str] = frozenset({"cancel", "operator_cancel", "shutdown", "deadline"})
 # Stop reasons that outrank a parent's end that came after them.
@@ -70,7 +83,8 @@ class Facts:
     child's own ``session_end`` trace line, read only when :func:`wants_own_session_end` says
     so (else None). ``addressed``: the job's spawner handle names a door to post to.
     ``delivery`` is the job record's delivery marker (``posting`` = a post may have been in
-    flight when a daemon died: never post again).
+    flight when a daemon died: never post again). ``self_ended``: the child's session was ended by
+    its own deregistration (not a lease lapse or an operator).
     """
 
     delegated: bool
@@ -85,6 +99,7 @@ class Facts:
     has_session: bool = False
     told: str | None = None
     end_written: bool = False
+    self_ended: bool = False
 
 
 Write = Literal["none", "existing", "launcher"]
@@ -130,6 +145,7 @@ def decide(facts: Facts) -> Decision:
         _parent_gone(facts)
         or _stopped_by_us(facts, trace_line)
         or _childs_record(facts, trace_line)
+        or _unreadable_record(facts, trace_line)
         or _own_session_end(facts, trace_line)
         or _crashed(facts, trace_line)
     )
@@ -177,8 +193,8 @@ def _stopped_by_us(facts: Facts, trace_line: bool) -> Decision | None:
         write="launcher",
         send=True,
         attempts=2 if deadline and _posts(facts) else 0,
-        outcome="timed_out" if deadline else "terminated",
-        reason=detail,
+        outcome="terminated",
+        reason=CANCELLED_TASK_REASON if facts.stop_reason == "cancel" else detail,
         state="terminated",
         trace_line=trace_line,
         status="terminated",
@@ -203,8 +219,17 @@ def _childs_record(facts: Facts, trace_line: bool) -> Decision | None:
     )
 
 
+def _unreadable_record(facts: Facts, trace_line: bool) -> Decision | None:
+    """Rule 4: the child said it finished (ended its own session) to a parent it should have
+    reported to, and no readable record is behind it: ``unknown``."""
+    if facts.existing is not None or not facts.self_ended or not facts.addressed or not facts.delegated:
+        return None
+    attempts = 2 if _posts(facts) else 0
+    return _launchers("error", attempts, trace_line, outcome="unknown", reason=UNKNOWN_REASON, detail=UNKNOWN_REASON)
+
+
 def _own_session_end(facts: Facts, trace_line: bool) -> Decision | None:
-    """Rule 4: no record, but the child ended its own session (it had nobody to report to)."""
+    """Rule 5: no record, but the child ended its own session (it had nobody to report to)."""
     unknown = facts.exit_status.startswith(UNKNOWN_PREFIX)
     own_end = facts.own_end
     if own_end is None and facts.told is not None and wants_own_session_end(facts):
@@ -215,28 +240,35 @@ def _own_session_end(facts: Facts, trace_line: bool) -> Decision | None:
     # did not crash: record how it ended.
     exited_ok = facts.exit_status == "exit status 0" or (unknown and facts.told in ("ok", None))
     status: Status = "ok" if own_end == "complete" and exited_ok else "error"
-    return Decision(
-        write="launcher",
-        send=True,
-        attempts=0,
-        outcome=status,
-        reason=None,
-        state=state_for_status(status),
-        trace_line=trace_line,
-        status=status,
-    )
+    return _launchers(status, 0, trace_line)
 
 
 def _crashed(facts: Facts, trace_line: bool) -> Decision:
-    """Rule 5: the launcher's ``crashed`` record, its detail from the exit status and stderr."""
+    """Rule 6: the launcher's ``crashed`` record, its detail from the exit status and stderr."""
+    return _launchers("crashed", 2 if _posts(facts) else 0, trace_line, from_stderr=True)
+
+
+def _launchers(
+    status: Status,
+    attempts: int,
+    trace_line: bool,
+    *,
+    outcome: str | None = None,
+    reason: str | None = None,
+    detail: str | None = None,
+    from_stderr: bool = False,
+) -> Decision:
+    """The launcher's own record of ``status``, sent (posted ``attempts`` times at most); the
+    outcome is the status unless the rule names another word."""
     return Decision(
         write="launcher",
         send=True,
-        attempts=2 if _posts(facts) else 0,
-        outcome="crashed",
-        reason=None,
-        state="crashed",
+        attempts=attempts,
+        outcome=outcome or status,
+        reason=reason,
+        state=state_for_status(status),
         trace_line=trace_line,
-        status="crashed",
-        detail_from_stderr=True,
+        status=status,
+        detail=detail,
+        detail_from_stderr=from_stderr,
     )

@@ -12,6 +12,12 @@ or line/paragraph separators. Anything that passes is safe as one path component
 :func:`identifier_problem` says what is wrong (or ``None``); :func:`require_id` turns that into
 a 400 sentence naming the field.
 
+The one ``/`` allowed: an allow-list entry (``capabilities.spawn.allow``, the daemon's
+``spawn_allow``) may name a capsule with the registry it comes from, ``<registry>/<name>``
+(``local/worker``): exactly one ``/``, and each side an identifier by the rule above
+(:func:`allow_entry_problem`). A capsule name itself never holds one, so it still makes one path
+component; the entry is matched against names by :mod:`roost.core.allownames`.
+
 Pure: no I/O.
 """
 
@@ -31,6 +37,7 @@ __all__ = [
     "JOB_ID_RE",
     "MAX_IDENTIFIER_BYTES",
     "SESSION_ID_RE",
+    "allow_entry_problem",
     "child_suffix",
     "delegation_id",
     "event_id",
@@ -125,6 +132,19 @@ def identifier_problem(value: str) -> str | None:
         return "must be valid UTF-8 text"
     if size > MAX_IDENTIFIER_BYTES:
         return f"must be at most {MAX_IDENTIFIER_BYTES} bytes long"
+    return None
+
+
+def allow_entry_problem(value: str) -> str | None:
+    """What makes ``value`` unusable as an allow-list entry (an identifier, or
+    ``<registry>/<identifier>``), as the end of a sentence; None if fine."""
+    registry, sep, name = value.partition("/")
+    if not sep:
+        return identifier_problem(value)
+    for part, what in ((registry, "its registry"), (name, "its name")):
+        problem = identifier_problem(part)
+        if problem is not None:
+            return f"is <registry>/<name>, and {what} {problem}"
     return None
 
 

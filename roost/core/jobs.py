@@ -19,6 +19,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Literal
 
+from roost.core.admin_models import JobView, NodeView
 from roost.core.wire import FINAL_JOB_STATES, JobState
 
 __all__ = ["ChildDir", "Job", "JobState", "NodeRef", "StopReason", "state_for_status"]
@@ -35,7 +36,7 @@ class NodeRef:
     node_id: str
     address: str
 
-    def to_dict(self) -> dict[str, str]:
+    def to_dict(self) -> NodeView:
         return {"node_id": self.node_id, "address": self.address}
 
     @classmethod
@@ -112,6 +113,10 @@ class Job:
     an operator's job (None: the owner's uid)."""
     node: NodeRef | None = None
     """The machine its child runs on (None: this host)."""
+    traceparent: str | None = None
+    """The W3C ``traceparent`` naming the job's span (its trace is its delegation tree's)."""
+    formation_id: str | None = None
+    """The formation its child joins (``MURMUR_FORMATION_ID``): its parent's, or the operator's."""
     # In-memory only: set once the exit has been handled (completion, trace, record).
     done: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     completion: dict[str, object] | None = field(default=None, repr=False)
@@ -133,7 +138,7 @@ class Job:
     def delegated(self) -> bool:
         return self.parent_id is not None
 
-    def view(self) -> dict[str, object]:
+    def view(self) -> JobView:
         """The JSON answer of ``POST /jobs`` and ``GET /jobs/{job_id}``."""
         return {
             "job_id": self.job_id,
@@ -154,4 +159,7 @@ class Job:
             "reason": self.reason,
             "completion": self.completion,
             "node": self.node.to_dict() if self.node is not None else None,
+            "trace_id": self.traceparent[3:35] if self.traceparent else None,
+            "uid": self.uid,
+            "formation_id": self.formation_id,
         }

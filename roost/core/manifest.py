@@ -21,7 +21,7 @@ from pathlib import PurePosixPath
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 __all__ = [
     "CONTAINMENT_ORDER",
@@ -144,26 +144,70 @@ class InstallCaps(_Model):
     tool: StrList = Field(default_factory=list)
 
 
-class ResourceCaps(_Model):
-    """Per-child limits the launcher applies (``prlimit``); unknown keys are ignored."""
+class ResourceCaps(BaseModel):
+    """``capabilities.resources``: per-job limits, enforced by the limits policy (roost/core/limits.py).
+
+    The seeds' names are the fields (``cpu_seconds``, ``max_file_size_bytes``,
+    ``cgroup_memory_bytes``, ``cgroup_pids_max``); the project's own ``memory_bytes`` and
+    ``max_processes`` are documented aliases of the last two (declaring both with different
+    values is refused). A key this daemon does not know is kept (``model_extra``): packing or
+    adding such a capsule to the registry refuses it, a spawn reports it as not enforced.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True, strict=False)
 
     cpu_seconds: int | None = Field(default=None, gt=0)
     max_file_size_bytes: int | None = Field(default=None, gt=0)
     max_open_files: int | None = Field(default=None, gt=0)
     address_space_bytes: int | None = Field(default=None, gt=0)
+    cgroup_memory_bytes: int | None = Field(default=None, gt=0)
+    """The job's memory limit (cgroup ``memory.max``, or a v1 ``memory.limit_in_bytes``)."""
+    cgroup_pids_max: int | None = Field(default=None, gt=0)
+    """The most processes and threads the job may hold at once (cgroup ``pids.max``)."""
     max_processes: int | None = Field(default=None, gt=0)
+    """Alias of ``cgroup_pids_max``."""
     memory_bytes: int | None = Field(default=None, gt=0)
-    """The job's cgroup ``memory.max`` (default: ``address_space_bytes``), where cgroups are used."""
+    """Alias of ``cgroup_memory_bytes``."""
     cpu_percent: int | None = Field(default=None, gt=0, le=100_000)
-    """The job's cgroup ``cpu.max`` as a percentage of one CPU, where cgroups are used."""
+    """The job's CPU bandwidth as a percentage of one CPU (cgroup ``cpu.max``)."""
     max_workdir_bytes: int | None = Field(default=None, gt=0)
     """What a script capsule's job may hold in its workdir, measured while a task runs and
     enforced by stopping it (eventually: roost/capsule/writecap.py)."""
 
-    @field_validator("max_file_size_bytes", "address_space_bytes", "memory_bytes", "max_workdir_bytes", mode="before")
+    @field_validator(
+        "max_file_size_bytes",
+        "address_space_bytes",
+        "memory_bytes",
+        "cgroup_memory_bytes",
+        "max_workdir_bytes",
+        mode="before",
+    )
     @classmethod
     def _bytes(cls, v: object) -> object:
         return None if v is None else parse_byte_count(v)
+
+    @model_validator(mode="after")
+    def _aliases(self) -> ResourceCaps:
+        for seed, alias in (("cgroup_memory_bytes", "memory_bytes"), ("cgroup_pids_max", "max_processes")):
+            a, b = getattr(self, seed), getattr(self, alias)
+            if a is not None and b is not None and a != b:
+                raise ValueError(f"{alias} is an alias of {seed}, and the two declare different values ({b} and {a})")
+        return self
+
+    @property
+    def memory_limit(self) -> int | None:
+        """The declared memory limit (``cgroup_memory_bytes``, or its alias ``memory_bytes``)."""
+        return self.cgroup_memory_bytes if self.cgroup_memory_bytes is not None else self.memory_bytes
+
+    @property
+    def pids_limit(self) -> int | None:
+        """The declared process limit (``cgroup_pids_max``, or its alias ``max_processes``)."""
+        return self.cgroup_pids_max if self.cgroup_pids_max is not None else self.max_processes
+
+    @property
+    def unknown_keys(self) -> list[str]:
+        """Keys of ``capabilities.resources`` this daemon does not know, sorted."""
+        return sorted(str(k) for k in (self.model_extra or {}))
 
 
 class StateCaps(_Model):
@@ -248,6 +292,18 @@ class Exports(_Model):
     peer_tasks: PeerTasksExport = Field(default_factory=PeerTasksExport)
 
 
+class Observability(_Model):
+    otel_endpoint: str | None = None
+    """OTLP/HTTP base URL a runtime posts its spans to (``<otel_endpoint>/v1/traces``); None: none."""
+
+    @field_validator("otel_endpoint")
+    @classmethod
+    def _endpoint(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return v
+
+
 class Manifest(_Model):
     """What the daemon reads of a ``murmur.yaml``."""
 
@@ -258,6 +314,7 @@ class Manifest(_Model):
     capabilities: Capabilities = Field(default_factory=Capabilities)
     lifecycle: Lifecycle = Field(default_factory=Lifecycle)
     exports: Exports = Field(default_factory=Exports)
+    observability: Observability = Field(default_factory=Observability)
     tools: list[ArtifactRef] = Field(default_factory=list)
     skills: list[ArtifactRef] = Field(default_factory=list)
     hooks: list[ArtifactRef] = Field(default_factory=list)

@@ -46,3 +46,6 @@ class LaunchRequest(NamedTuple):
     deadline_secs: float | None = None
     untrusted: bool = False
     workdir: str | None = None
+    traceparent: str | None = None
+    """The request's W3C ``traceparent`` header: the job's span is its child (roost/observe/jobspans.py)."""
+    formation_id: str | None = None

@@ -157,7 +157,10 @@ class AdminClient:
         return ApiError(status, text)
 
     def call(self, method: str, path: str, body: object = None) -> Any:
-        """One request; the decoded JSON answer, or :class:`ApiError` / :class:`Unreachable`."""
+        """One request; the decoded JSON answer, or :class:`ApiError` / :class:`Unreachable`.
+
+        The answer is typed where it is read: each caller annotates it with the route's answer
+        type from :mod:`roost.core.admin_models` (a ``TypedDict``, so nothing is converted)."""
         resp = self._send(method, path, body, self.timeout)
         try:
             raw = resp.read()
@@ -172,8 +175,9 @@ class AdminClient:
         except ValueError:
             raise CtlError(f"the daemon answered {path} with something that is not JSON") from None
 
-    def stream(self, path: str) -> Iterator[dict[str, object]]:
-        """NDJSON objects from a chunked answer until the daemon ends it (no read timeout)."""
+    def stream(self, path: str) -> Iterator[Any]:
+        """NDJSON objects from a chunked answer until the daemon ends it (no read timeout); the
+        caller names their type (:mod:`roost.core.admin_models`), as for :meth:`call`."""
         resp = self._send("GET", path, None, None)
         try:
             if resp.status >= 400:

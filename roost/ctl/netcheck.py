@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from roost.core.admin_models import StatusAnswer
 from roost.core.loopback import is_loopback_host
 
 __all__ = ["check_network"]
@@ -25,7 +26,7 @@ def _host_of(url: str) -> str:
     return host
 
 
-def check_network(add: Add, status: dict[str, object] | None, ca: str | None, *, timeout: float = 10.0) -> None:
+def check_network(add: Add, status: StatusAnswer | None, ca: str | None, *, timeout: float = 10.0) -> None:
     if status is None:
         return
     # Imported here: urllib pulls in the email package, which roostctl's other verbs never pay for.
@@ -34,8 +35,8 @@ def check_network(add: Add, status: dict[str, object] | None, ca: str | None, *,
 
     from roost.system.tlsclient import CA_ENV, TrustError, context_for, untrusted_sentence
 
-    network = status.get("network_url")
-    advertised = str(status.get("advertise_url") or status.get("url") or "")
+    network = status["network_url"]
+    advertised = str(status["advertise_url"] or status["url"] or "")
     if not isinstance(network, str):
         add("network", "ok", "no network listener (listen is unset): only this host reaches the daemon", "")
         return

@@ -10,11 +10,13 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 __all__ = ["TABLE_WIDTH", "Column", "Output", "fmt_age", "fmt_ms", "fmt_when", "label_of"]
 
-Column = tuple[str, Callable[[dict[str, Any]], object]]
+Row = TypeVar("Row")
+Column = tuple[str, Callable[[Any], object]]
+"""A table column: its header and how to read its cell from a row (a typed answer's row)."""
 # Tables fit this many columns unless ``--wide``: the less useful columns go first, then the
 # longest cells are cut with an ellipsis (ids never: they are what people copy).
 TABLE_WIDTH = 100
@@ -131,8 +133,8 @@ class Output:
     # -- shapes ----------------------------------------------------------------------------
     def table(
         self,
-        rows: Sequence[dict[str, Any]],
-        columns: Sequence[Column],
+        rows: Sequence[Row],
+        columns: Sequence[tuple[str, Callable[[Row], object]]],
         *,
         empty: str = "(none)",
         optional: Sequence[str] = (),

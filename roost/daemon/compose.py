@@ -22,8 +22,8 @@ from roost.admin.control import Control
 from roost.admin.server import AdminServer, AdminSocketError, build_admin_app
 from roost.backends.bundle import BackendNeeds, BackendServices
 from roost.backends.choose import choose_backend
-from roost.daemon.lifecycle import Lifecycle
-from roost.daemon.network import check_listeners, start_network_listener
+from roost.core.egress import own_listeners
+from roost.daemon.network import check_listeners, listeners, start_network_listener
 from roost.daemon.startup import (
     StartupError,
     StateLock,
@@ -32,15 +32,18 @@ from roost.daemon.startup import (
     clean_stop_op,
     damaged_database,
     instance_id,
+    newer_database,
     prepare_state_dir,
     say_keys_reset,
     take_clean_stop,
 )
+from roost.daemon.tracing import Tracing
 from roost.http.app import build_app
 from roost.http.context import Services
 from roost.http.guard import ConnectionGuard
 from roost.http.server import PolicedRunner, bound_port
 from roost.observe.events import EventBus
+from roost.observe.logs import configure_logging
 from roost.observe.metrics import Metrics
 from roost.observe.probes import Probes
 from roost.observe.tracesink import TraceFiles
@@ -48,16 +51,19 @@ from roost.services.artifactserve import keeper_token
 from roost.services.launcher.jobdirs import JobDirs
 from roost.services.launcher.service import Launcher, LaunchServices
 from roost.services.peer.plane import PeerPlane
+from roost.services.peerauth import PeerAuth
 from roost.services.referee.service import Referee, wall_ms
 from roost.services.relay import Relay
 from roost.services.retention import Retention
 from roost.services.sessionwatch import SessionWatch, observe_session_end
 from roost.state.config import Config
 from roost.state.keys import KeyFileError, KeyHolder, KeyRing
+from roost.state.lifecycle import Lifecycle
 from roost.state.sessions import SessionTable
 from roost.state.settings import Settings
-from roost.state.store import Store, StoreDamaged, StoreError, is_damage
+from roost.state.store import Store, StoreDamaged, StoreError, StoreTooNew, is_damage
 from roost.system.blocking import BlockingExecutor
+from roost.system.hostaddrs import host_addresses
 
 __all__ = ["Roost"]
 
@@ -87,7 +93,7 @@ class Roost:
         """What outlives any request: the executor, the settings, the sessions, the keys, the
         store, the state directory's lock, the daemon's lifecycle, its metrics and events."""
         self.executor = BlockingExecutor()
-        self.settings = Settings(config, executor=self.executor)
+        self.settings = Settings(config, executor=self.executor, configure_logs=configure_logging)
         self.metrics = Metrics()
         self.table = SessionTable()
         self.key_holder = KeyHolder(
@@ -99,6 +105,7 @@ class Roost:
         self.state_lock = StateLock(config.state_dir)
         self.lifecycle = Lifecycle(config)
         self.events = EventBus(clock=self.clock)
+        self.tracing = Tracing(self.events, self.metrics)
 
     def _choose_backend(self, config: Config) -> BackendServices:
         """Where children run, and with it where a session's files, trace, door and workdir are."""
@@ -133,6 +140,7 @@ class Roost:
         self.traces = TraceFiles(self.executor, backend.node_traces)
         self.referee.on_session_end.append(self.traces.close)
         self.referee.on_session_end.append(observe_session_end(self.events))
+        self.peer_auth = PeerAuth(config.peer_auth, self.executor) if config.peer_auth else None
         self.relay = Relay(
             sessions=self.referee,
             doors=self.key_holder,
@@ -142,9 +150,10 @@ class Roost:
             metrics=self.metrics,
             traces=self.traces,
             may_launch=lambda uid: self.launcher.may_launch(uid),
-            own_listeners=self._own_listeners,
+            peer_auth=self.peer_auth,
         )
         self.referee.on_session_registered.append(self.relay.forget_doors)
+        self.a2a.peer_check = self.relay.peer_refusal  # a send never reaches the daemon's own listeners
         self.peer_plane = PeerPlane(
             settings=self.settings,
             keys=self.key_holder,
@@ -220,15 +229,6 @@ class Roost:
         self.app: web.Application | None = None
         self._runner: web.AppRunner | None = None
 
-    def _own_listeners(self) -> list[tuple[str, int]]:
-        """The daemon's listeners as ``(host, port)``: what the relay never dials."""
-        lc = self.lifecycle
-        out = [(lc.bind, lc.port)] if lc.port is not None else []
-        listen = self.settings.config.listen_address
-        if listen is not None and lc.network_port is not None:
-            out.append((listen[0], lc.network_port))
-        return out
-
     def _admin_app(self) -> web.Application:
         jobs = JobSources(launcher=self.launcher, table=self.table)
         return build_admin_app(self.services, control=self.control, events=self.events, jobs=jobs, table=self.table)
@@ -255,6 +255,9 @@ class Roost:
         for forever in (self.referee.expire_forever(), self.retention.run_forever()):
             self.lifecycle.spawn(forever)
         self.lifecycle.port = await self._open_listeners(cfg)
+        # The relay and push webhooks never dial the daemon's own listeners (roost/core/egress.py).
+        own = listeners(cfg, self.lifecycle.port, self.lifecycle.network_port)
+        self.relay.own = own_listeners(own, await self.executor.run(host_addresses))
         await self.probes.start()
         await self._say_started(cfg, clean)
 
@@ -282,6 +285,7 @@ class Roost:
         await self.executor.run(self.referee.load)
         clean = cfg.ephemeral_keys or await self.executor.run(take_clean_stop, self.store)
         self.events.run_id = await self.executor.run(instance_id, self.store, self.events.run_id)
+        self.tracing.start(cfg)
         return clean
 
     async def _open_listeners(self, cfg: Config) -> int:
@@ -358,7 +362,10 @@ class Roost:
             except Exception:
                 log.exception("service_stop_failed", service=type(service).__name__)
         await self.probes.stop()
+        await self.tracing.stop()
         await self.a2a.close()
+        if self.peer_auth is not None:
+            await self.peer_auth.close()
         await self.traces.close_all()
         if not self.settings.config.ephemeral_keys:
             with contextlib.suppress(StoreError):
@@ -376,6 +383,8 @@ def _state_read(db_path: Path) -> Iterator[None]:
         yield
     except StoreDamaged as exc:
         raise damaged_database(db_path, exc.detail) from None
+    except StoreTooNew as exc:
+        raise newer_database(db_path, exc.found, exc.known) from None
     except sqlite3.DatabaseError as exc:
         if is_damage(exc):
             raise damaged_database(db_path, str(exc)) from None

@@ -21,7 +21,7 @@ from roost.http.server import bound_port
 from roost.state.config import Config
 from roost.system.blocking import BlockingExecutor
 
-__all__ = ["plaintext_refusal", "server_ssl_context", "start_network_listener", "url_for"]
+__all__ = ["listeners", "plaintext_refusal", "server_ssl_context", "start_network_listener"]
 
 
 def plaintext_refusal(cfg: Config) -> str | None:
@@ -74,12 +74,6 @@ def check_listeners(cfg: Config) -> None:
         raise StartupError(refusal, EXIT_PLAINTEXT)
 
 
-def url_for(host: str, port: int, *, tls: bool) -> str:
-    """``http(s)://host:port`` with an IPv6 host in brackets."""
-    shown = f"[{host}]" if ":" in host else host
-    return f"{'https' if tls else 'http'}://{shown}:{port}"
-
-
 async def start_network_listener(cfg: Config, executor: BlockingExecutor, runner: web.AppRunner) -> int | None:
     """Open the ``listen`` listener on ``runner`` (same app, same guard); its port, or None.
 
@@ -96,3 +90,12 @@ async def start_network_listener(cfg: Config, executor: BlockingExecutor, runner
     except OSError as exc:
         raise StartupError(f"failed to listen on {cfg.listen}: {exc.strerror or exc}") from None
     return bound_port(site) or port
+
+
+def listeners(cfg: Config, port: int | None, network_port: int | None) -> list[tuple[str, int]]:
+    """The daemon's bound listeners as (host, port): the ``bind`` one, and ``listen``'s if any."""
+    out = [(cfg.bind, port)] if port else []
+    address = cfg.listen_address
+    if address is not None and network_port:
+        out.append((address[0], network_port))
+    return out

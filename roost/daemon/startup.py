@@ -9,6 +9,8 @@ A daemon that cannot start safely says why and exits with a code a supervisor ca
 * ``EXIT_NO_KEY``   (6) the database has state but the key file is gone (``--reset-keys``);
 * ``EXIT_PLAINTEXT`` (7) a listener on a non-loopback address without TLS and without
   ``allow_plaintext_network`` (:mod:`roost.daemon.network`);
+* ``EXIT_SCHEMA``   (8) the state database was written by a newer release (its schema is newer
+  than this one knows): this daemon does not open it;
 * ``EXIT_OTHER``    (1) anything else (a port in use, an unreadable key file, a bad config).
 
 The lock is the first thing taken in the state directory, before the key, the database or the
@@ -46,6 +48,7 @@ __all__ = [
     "EXIT_NO_KEY",
     "EXIT_OTHER",
     "EXIT_PLAINTEXT",
+    "EXIT_SCHEMA",
     "EXIT_STATE_DIR",
     "LOCK_FILE_NAME",
     "StartupError",
@@ -68,6 +71,7 @@ EXIT_STATE_DIR: Final = 4
 EXIT_DAMAGED: Final = 5
 EXIT_NO_KEY: Final = 6
 EXIT_PLAINTEXT: Final = 7
+EXIT_SCHEMA: Final = 8
 LOCK_FILE_NAME: Final = "roost.lock"
 CLEAN_STOP_KEY: Final = "clean_stop"  # in ``meta``: the daemon before this one stopped in order
 
@@ -153,6 +157,16 @@ def _read_pid(fd: int) -> int | None:
     except OSError:
         return None
     return int(raw) if raw.isdigit() else None
+
+
+def newer_database(path: Path, found: int, known: int) -> StartupError:
+    """The refusal for a database a newer release wrote."""
+    return StartupError(
+        f"the state database {path} was written by a newer mur-roost (schema {found}; this release knows up "
+        f"to {known}), so it is not opened: run the release that wrote it, or restore the backup taken "
+        "before the upgrade (docs/operations.md, Drain and upgrade)",
+        EXIT_SCHEMA,
+    )
 
 
 def damaged_database(path: Path, detail: str) -> StartupError:

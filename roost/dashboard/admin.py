@@ -38,6 +38,13 @@ class AdminSocket:
             )
         return self._session
 
+    def stopped_sentence(self) -> str:
+        """What the page says when the daemon does not answer (never the socket's error text)."""
+        return (
+            f"The daemon is not running: nothing answers on its admin socket {self.path}. Start it again "
+            "(mur-roost --config …, or systemctl start mur-roost); this page reconnects by itself."
+        )
+
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
@@ -56,8 +63,8 @@ class AdminSocket:
                         msg = None
                     raise AdminError(str(msg or f"the daemon answered HTTP {resp.status}"), resp.status)
                 return resp.headers, raw
-        except (aiohttp.ClientError, OSError) as exc:
-            raise AdminError(f"the daemon is not reachable at {self.path}: {exc}", 502) from None
+        except (aiohttp.ClientError, OSError):
+            raise AdminError(self.stopped_sentence(), 502) from None
 
     async def _call(self, method: str, path: str, body: object = None, *, text: bool = False) -> Any:
         _, raw = await self._request(method, path, body)
@@ -96,5 +103,5 @@ class AdminSocket:
                         continue
                     if isinstance(obj, dict):
                         yield obj
-        except (aiohttp.ClientError, OSError) as exc:
-            raise AdminError(f"the daemon is not reachable at {self.path}: {exc}", 502) from None
+        except (aiohttp.ClientError, OSError):
+            raise AdminError(self.stopped_sentence(), 502) from None

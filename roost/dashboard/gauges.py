@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+
+from roost.core.admin_models import StatusAnswer
 
 __all__ = ["Gauges", "gauges", "parse_metrics"]
 
@@ -49,14 +50,14 @@ class Gauges:
         return min(1.0, self.live / self.ceiling) if self.ceiling else 0.0
 
 
-def gauges(status: dict[str, Any], metrics_text: str) -> Gauges:
-    jobs = status.get("jobs") or {}
+def gauges(status: StatusAnswer, metrics_text: str) -> Gauges:
+    jobs = status["jobs"]
     g = Gauges(
-        live=int((status.get("sessions") or {}).get("running", 0)),
-        ceiling=int(status.get("max_live_capsules") or 0),
-        starting=int(jobs.get("starting", 0)),
-        running_jobs=int(jobs.get("running", 0)),
-        draining=bool(status.get("draining")),
+        live=status["sessions"]["running"],
+        ceiling=status["max_live_capsules"],
+        starting=jobs.get("starting", 0),
+        running_jobs=jobs.get("running", 0),
+        draining=status["draining"],
     )
     lag_sum = lag_count = 0.0
     buckets: list[tuple[float, float]] = []

@@ -16,6 +16,7 @@ from typing import TypeVar
 from urllib.parse import quote, urlencode
 
 from roost.capsule.taskinput import MAX_TASK_BYTES, TASK_FILES, initial_task_from
+from roost.core.admin_models import RecordFiles
 from roost.core.wire import RECORD_START_HEADER
 from roost.dashboard.admin import AdminError, AdminSocket
 from roost.services.launcher.childrecords import READ_MAX
@@ -59,8 +60,8 @@ async def _task(admin: AdminSocket, ident: str) -> str | None:
 
 
 async def _files(admin: AdminSocket, ident: str) -> list[tuple[str, str]]:
-    listed = await admin.get(f"/records/{quote(ident, safe='')}?{urlencode({'dir': 'out'})}")
-    names = [f"out/{n}" for n in listed.get("files", []) if isinstance(n, str)]
+    listed: RecordFiles = await admin.get(f"/records/{quote(ident, safe='')}?{urlencode({'dir': 'out'})}")
+    names = [f"out/{n}" for n in listed["files"]]
     texts = await asyncio.gather(*(_read(admin, ident, name, FILE_MAX) for name in names))
     return [(name, raw.decode("utf-8", "replace")) for name, raw in zip(names, texts, strict=True)]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from html import escape
-from typing import Any
 
+from roost.core.admin_models import JobView, SessionDetail, TreeNode
 from roost.core.wire import FINAL_JOB_STATES
 from roost.dashboard.gauges import Gauges
 from roost.dashboard.timeline import LANES, Item
@@ -60,7 +60,10 @@ def state_badge(state: object) -> str:
     )
 
 
-def page(title: str, body: str, *, csrf: str, script_data: str = "") -> str:
+def page(title: str, body: str, *, csrf: str, script_data: str = "", live: bool = True) -> str:
+    """A whole page; ``live`` loads the script that follows the daemon (off for the token page)."""
+    script = '<script src="/static/app.js" defer></script>' if live else ""
+    conn = '<span id="conn" class="conn" role="status" aria-live="polite">connecting…</span>' if live else ""
     return f"""<!doctype html>
 <html lang="en">
 <head>
@@ -69,12 +72,16 @@ def page(title: str, body: str, *, csrf: str, script_data: str = "") -> str:
 <meta name="csrf" content="{_e(csrf)}">
 <title>{_e(title)} · mur-roost</title>
 <link rel="stylesheet" href="/static/style.css">
-<script src="/static/app.js" defer></script>
+<link rel="icon" href="/favicon.ico" type="image/svg+xml">
+{script}
 </head>
 <body{script_data}>
 <a class="skip" href="#main">Skip to content</a>
-<header><a class="home" href="/">mur-roost</a> <span class="sub">{_e(title)}</span>
-<span id="conn" class="conn" role="status" aria-live="polite">connecting…</span></header>
+<header><a class="home" href="/">mur-roost</a>
+<nav class="nav" aria-label="Pages"><a href="/">tree</a> <a href="/jobs">jobs</a> <a href="/eventlog">events</a></nav>
+<span class="sub">{_e(title)}</span>
+<span id="daemon" class="daemon" role="status" aria-live="polite"></span>
+{conn}</header>
 <main id="main" tabindex="-1">
 <div id="notice" role="status" aria-live="polite"></div>
 {body}
@@ -84,32 +91,35 @@ def page(title: str, body: str, *, csrf: str, script_data: str = "") -> str:
 """
 
 
-def _node_state(node: dict[str, Any]) -> str:
-    return str(node.get("job_state") or node.get("status") or "unknown")
+def _node_state(node: TreeNode) -> str:
+    return node.get("job_state") or node["status"] or "unknown"
 
 
-def _node(node: dict[str, Any]) -> str:
+def _node(node: TreeNode) -> str:
     state = _node_state(node)
-    capsule = f"{node.get('name')}@{node.get('version')}"
-    href = f"/job/{_e(node['job_id'])}" if node.get("job_id") else f"/session/{_e(node.get('session_id'))}"
-    ended = node.get("ended_ms")
+    capsule = f"{node['name']}@{node['version']}"
+    href = f"/job/{_e(node['job_id'])}" if node["job_id"] else f"/session/{_e(node['session_id'])}"
+    ended = node["ended_ms"]
     outcome = ""
     if state in FINAL_JOB_STATES or ended:
-        why = f": {_e(node.get('reason'))}" if node.get("reason") else ""
+        said = node.get("reason") or node["end_reason"]  # the job's words, else the session's end
+        why = f": {_e(said)}" if said else ""
         outcome = f' <span class="outcome">— {_e(node.get("outcome") or state)}{why}</span>'
-    kids = node.get("children") or []
+        if ended:
+            outcome += f' <span class="meta">ended {when(ended)}</span>'
+    kids = node["children"]
     sub = f"<ul>{''.join(_node(k) for k in kids)}</ul>" if kids else ""
     return (
-        f'<li data-session="{_e(node.get("session_id"))}"'
+        f'<li data-session="{_e(node["session_id"])}"'
         f' data-state="{_e(state)}">'
-        f'<a class="node" id="n-{_e(node.get("session_id"))}" href="{href}">'
+        f'<a class="node" id="n-{_e(node["session_id"])}" href="{href}">'
         f"{state_badge(state)} <strong>{_e(capsule)}</strong>"
-        f' <span class="meta">depth {_e(node.get("depth", 0))} · {age(node.get("created_ms"), ended)}</span>'
+        f' <span class="meta">depth {_e(node["depth"])} · {age(node["created_ms"], ended)}</span>'
         f"{outcome}</a>{sub}</li>"
     )
 
 
-def tree(roots: Sequence[dict[str, Any]], empty: str) -> str:
+def tree(roots: Sequence[TreeNode], empty: str) -> str:
     if not roots:
         return f'<p class="empty">{_e(empty)}</p>'
     return f'<ul class="tree">{"".join(_node(r) for r in roots)}</ul>'
@@ -134,15 +144,17 @@ def _gauges(g: Gauges) -> str:
 </section>"""
 
 
-def home_fragment(running: Sequence[dict[str, Any]], ended: Sequence[dict[str, Any]], g: Gauges) -> str:
+def home_fragment(running: Sequence[TreeNode], ended: Sequence[TreeNode], g: Gauges, charts: str = "") -> str:
     drain = ""
     if not g.draining:
         drain = '<button type="button" class="danger" data-action="drain" data-label="the daemon">Drain…</button>'
     return f"""{_gauges(g)}
+{charts}
 <section aria-labelledby="h-running"><h2 id="h-running">Running</h2>
 {tree(running, "No session is running. Start one: roostctl spawn orchestrator@0.1.0 --task TEXT")}</section>
 <section aria-labelledby="h-ended"><h2 id="h-ended">Recently ended</h2>
-{tree(ended, "Nothing has ended yet.")}</section>
+{tree(ended, "Nothing has ended yet.")}
+<p><a href="/jobs?state=">Every job, with filters and end times →</a></p></section>
 <section class="actions" aria-label="Daemon actions">{drain}</section>"""
 
 
@@ -154,11 +166,12 @@ def _pairs(rows: Iterable[tuple[str, str]]) -> str:
     return '<dl class="pairs">' + "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
 
 
-def _timeline(items: Sequence[Item], t0: int, t1: int) -> str:
+def _timeline(items: Sequence[Item], t0: int, t1: int, *, live: bool = False) -> str:
     """One row per trace item (grouped by lane, in time order), each mark on the shared axis.
 
     Marks carry their position as data attributes that the script applies (the page's content
     security policy allows no inline styles); without the script the rows still read in order.
+    ``live`` (the job still runs): the axis runs to now and open bars grow with it.
     """
     if not items:
         return '<p class="empty">No trace lines yet.</p>'
@@ -167,50 +180,70 @@ def _timeline(items: Sequence[Item], t0: int, t1: int) -> str:
         for i in sorted((i for i in items if i.lane == lane), key=lambda i: i.start_ms):
             offset = (i.start_ms - t0) / 1000
             tag = f'<span class="lane-tag">{_e(lane)}</span>'
+            cls = f"{i.kind} tl-bar" if i.kind == "bar" else i.kind
+            end = "" if i.open or i.end_ms is None else f' data-end="{i.end_ms}"'
             rows.append(
                 f'<li class="row" data-lane="{_e(lane)}"><span class="row-label">{tag}'
                 f' {_e(i.label)} <span class="off">+{offset:.3f} s</span></span>'
-                f'<span class="track"><span class="mark {i.kind}" data-left="{i.left}" data-width="{i.width}"'
+                f'<span class="track"><span class="mark {cls}" data-left="{i.left}" data-width="{i.width}"'
+                f' data-start="{i.start_ms}"{end}'
                 f' data-outcome="{_e(i.outcome)}" title="{_e(i.label)}"></span></span></li>'
             )
     span = (t1 - t0) / 1000
+    grows = f' data-t0="{t0}" data-t1="{t1}" data-live' if live and any(i.open for i in items) else ""
     return (
-        '<figure class="timeline" aria-label="Trace timeline">'
+        f'<figure class="timeline" aria-label="Trace timeline"{grows}>'
         f'<div class="axis"><span class="row-label">time</span><span class="track">'
-        f"<span>{when(t0)}</span><span>+{span:.3f} s</span></span></div>"
+        f'<span>{when(t0)}</span><span class="tl-span">+{span:.3f} s</span></span></div>'
         f'<ol class="rows">{"".join(rows)}</ol></figure>'
     )
 
 
 def detail_fragment(
-    job: dict[str, Any] | None,
-    session: dict[str, Any] | None,
+    job: JobView | None,
+    session: SessionDetail | None,
     task: str | None,
     files: Sequence[tuple[str, str]],
     items: Sequence[Item],
     t0: int,
     t1: int,
+    *,
+    children: Sequence[tuple[str, str]] = (),
+    tree_html: str = "",
+    trace_url: str | None = None,
 ) -> str:
-    src = job or session or {}
-    state = str((job or {}).get("state") or (session or {}).get("status") or "unknown")
-    capsule = f"{src.get('name')}@{src.get('version')}"
+    """A job's or session's page. ``children`` are its delegations (session id, capsule), linked;
+    ``tree_html`` is its delegation tree's timeline; ``trace_url`` its trace in the operator's UI."""
+    src: JobView | SessionDetail | None = job or session
+    live = (job["state"] if job else session["status"] if session else "") in ("running", "starting")
+    state = (job["state"] if job else None) or (session["status"] if session else None) or "unknown"
+    capsule = f"{src['name']}@{src['version']}" if src else "None@None"
     rows: list[tuple[str, str]] = [("capsule", _e(capsule)), ("state", state_badge(state))]
     if job:
-        rows += [("job", _e(job.get("job_id"))), ("session", _e(job.get("session_id")))]
-        parent = job.get("parent_session_id")
+        rows += [("job", _e(job["job_id"])), ("session", _e(job["session_id"]))]
+        parent = job["parent_session_id"]
         rows.append(("parent", f'<a href="/session/{_e(parent)}">{_e(parent)}</a>' if parent else "top-level"))
-        rows += [("started", when(job.get("created_ms"))), ("ended", when(job.get("ended_ms")))]
-        if job.get("ended_ms"):
+        rows += [("started", when(job["created_ms"])), ("ended", when(job["ended_ms"]))]
+        if job["ended_ms"]:
             rows += [
-                ("exit", _e(job.get("exit_status"))),
-                ("outcome", _e(job.get("outcome"))),
-                ("reason", _e(job.get("reason"))),
+                ("exit", _e(job["exit_status"])),
+                ("outcome", _e(job["outcome"])),
+                ("reason", _e(job["reason"])),
             ]
     elif session:
-        rows += [("session", _e(session.get("session_id"))), ("started", when(session.get("created_ms")))]
-        rows.append(("ended", when(session.get("ended_ms"))))
-    rows.append(("workdir", f"<code>{_e(src.get('workdir'))}</code>"))
-    comp = (job or {}).get("completion")
+        rows += [("session", _e(session["session_id"])), ("started", when(session["created_ms"]))]
+        rows.append(("ended", when(session["ended_ms"])))
+    rows.append(("workdir", f"<code>{_e(src['workdir'] if src else None)}</code>"))
+    if children:
+        links = ", ".join(
+            f'<a href="/session/{_e(sid)}">{_e(capsule)}</a> <code>{_e(sid)}</code>' for sid, capsule in children
+        )
+        rows.append(("delegated to", links))
+    if trace_url:
+        rows.append(
+            ("trace", f'<a class="trace" href="{_e(trace_url)}" rel="noreferrer" target="_blank">open its trace</a>')
+        )
+    comp = job["completion"] if job else None
     completion = (
         _pairs((k, _e(_plain(v))) for k, v in comp.items())
         if isinstance(comp, dict)
@@ -223,11 +256,12 @@ def detail_fragment(
             f'<button type="button" class="danger" data-action="cancel" data-id="{_e(job["job_id"])}"'
             f' data-label="job {_e(job["job_id"])} ({_e(capsule)})">Cancel this job…</button>'
         )
-    sid = (session or {}).get("session_id") or (job or {}).get("session_id")
-    if sid and (session or {}).get("status", "running") == "running" and state not in FINAL_JOB_STATES:
+    sid = (session["session_id"] if session else None) or (job["session_id"] if job else None)
+    if sid and (session["status"] if session else "running") == "running" and state not in FINAL_JOB_STATES:
+        also = " and its job" if job else ""
         actions.append(
             f'<button type="button" class="danger" data-action="end" data-id="{_e(sid)}"'
-            f' data-label="session {_e(sid)} ({_e(capsule)})">End this session…</button>'
+            f' data-label="session {_e(sid)} ({_e(capsule)}){also}">End this session{also}…</button>'
         )
     task_text = _e(task) if task is not None else "(no input.json)"
     return f"""<section aria-labelledby="h-summary"><h2 id="h-summary">{_e(capsule)} {state_badge(state)}</h2>
@@ -236,5 +270,12 @@ def detail_fragment(
 <section aria-labelledby="h-input"><h2 id="h-input">Input</h2><pre>{task_text}</pre></section>
 <section aria-labelledby="h-completion"><h2 id="h-completion">Completion</h2>{completion}</section>
 <section aria-labelledby="h-files"><h2 id="h-files">Result files</h2>
-{f'<ul class="files">{result_files}</ul>' if files else '<p class="empty">None yet.</p>'}</section>
-<section aria-labelledby="h-trace"><h2 id="h-trace">Trace</h2>{_timeline(items, t0, t1)}</section>"""
+{f'<ul class="files">{result_files}</ul>' if files else f'<p class="empty">{_no_files(state)}</p>'}</section>
+{f'<section aria-labelledby="h-tree"><h2 id="h-tree">Delegation tree</h2>{tree_html}</section>' if tree_html else ""}
+<section aria-labelledby="h-trace"><h2 id="h-trace">Trace</h2>{_timeline(items, t0, t1, live=live)}</section>"""
+
+
+def _no_files(state: str) -> str:
+    if state in FINAL_JOB_STATES:
+        return f"None: the job ended ({state}) without writing a file in out/."
+    return "None yet: files the task writes in out/ appear here."

@@ -11,21 +11,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import sys
+import time
 from importlib import resources
-from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from roost.core.admin_models import (
+    ConfigView,
+    DrainAnswer,
+    EventList,
+    HistoryAnswer,
+    JobList,
+    JobView,
+    SessionDetail,
+    StatusAnswer,
+    TreeAnswer,
+    TreeNode,
+)
 from roost.core.authz import CallerFacts, decide
-from roost.dashboard import render
+from roost.dashboard import charts, pages, render
 from roost.dashboard.admin import AdminError, AdminSocket
 from roost.dashboard.gauges import gauges
 from roost.dashboard.guard import COOKIE, CSRF_HEADER, Guard
-from roost.dashboard.records import read_records
+from roost.dashboard.records import Records, read_records
+from roost.dashboard.streams import event_stream, log_stream
 from roost.dashboard.timeline import layout, parse_trace
 from roost.http.authz import DASHBOARD_ROUTES, policy_for
 from roost.system.peercred import tcp_peer_uid
@@ -34,11 +46,9 @@ __all__ = ["build_app"]
 
 GUARD: web.AppKey[Guard] = web.AppKey("guard", Guard)
 ADMIN: web.AppKey[AdminSocket] = web.AppKey("admin", AdminSocket)
-STATIC = {"style.css": "text/css", "app.js": "text/javascript"}
-# Written whenever the daemon's stream sends its own keep-alive: a reader that left is noticed
-# (the write fails) and its admin stream closed, instead of lingering until the next event.
-KEEP_ALIVE = b": keep-alive\n\n"
+STATIC = {"style.css": "text/css", "app.js": "text/javascript", "favicon.svg": "image/svg+xml"}
 _ENDED_SHOWN = 10
+_PAGES = frozenset({"/", "/jobs", "/eventlog"})
 _ACTIVE = frozenset({"running", "starting"})
 _SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -54,6 +64,12 @@ _SECURITY_HEADERS = {
 
 def _forbidden() -> web.Response:
     return web.Response(status=403, text="forbidden\n", headers=_SECURITY_HEADERS)
+
+
+def _needs_token(csrf: str) -> web.Response:
+    """This user, at our address, without this run's token or cookie: say how to get a valid URL."""
+    body = render.page("Open the dashboard's URL", pages.token_page(), csrf=csrf, live=False)
+    return web.Response(status=403, text=body, content_type="text/html", charset="utf-8", headers=_SECURITY_HEADERS)
 
 
 _warned: list[bool] = []
@@ -98,13 +114,13 @@ async def guard_mw(request: web.Request, handler: Handler) -> web.StreamResponse
         return _forbidden()
     if request.method == "GET" and request.path == "/" and "token" in request.query:
         if not guard.token_ok(request.query.get("token")):
-            return _forbidden()
+            return _needs_token(guard.csrf)
         # The token leaves the address bar: a plain 303 that sets the session cookie.
         return web.Response(
             status=303, headers={"Location": "/", "Set-Cookie": guard.cookie_header(), **_SECURITY_HEADERS}
         )
     if not guard.cookie_ok(request.cookies.get(COOKIE)):
-        return _forbidden()
+        return _needs_token(guard.csrf) if request.method == "GET" and request.path in _PAGES else _forbidden()
     same_site = guard.origin_ok(request.headers.get("Origin")) and guard.csrf_ok(request.headers.get(CSRF_HEADER))
     if request.method not in ("GET", "HEAD") and not same_site:
         return _forbidden()
@@ -118,20 +134,24 @@ def _html(text: str, status: int = 200) -> web.Response:
     return web.Response(text=text, content_type="text/html", charset="utf-8", status=status)
 
 
-def _is_active(node: dict[str, Any]) -> bool:
-    if str(node.get("job_state") or node.get("status")) in _ACTIVE:
+def _is_active(node: TreeNode) -> bool:
+    if (node.get("job_state") or node["status"]) in _ACTIVE:
         return True
-    return any(_is_active(c) for c in node.get("children") or [])
+    return any(_is_active(c) for c in node["children"])
 
 
 async def _home_fragment(admin: AdminSocket) -> str:
-    roots, status, metrics = await asyncio.gather(
-        admin.get("/tree?state=all"), admin.get("/status"), admin.text("/metrics")
+    tree: TreeAnswer
+    status: StatusAnswer
+    metrics: str
+    history: HistoryAnswer
+    tree, status, metrics, history = await asyncio.gather(
+        admin.get("/tree?state=all"), admin.get("/status"), admin.text("/metrics"), admin.get("/history")
     )
-    all_roots = roots.get("roots", [])
+    all_roots = tree["roots"]
     running = [r for r in all_roots if _is_active(r)]
-    ended = sorted((r for r in all_roots if not _is_active(r)), key=lambda r: -int(r.get("created_ms") or 0))
-    return render.home_fragment(running, ended[:_ENDED_SHOWN], gauges(status, metrics))
+    ended = sorted((r for r in all_roots if not _is_active(r)), key=lambda r: -(r["ended_ms"] or r["created_ms"]))
+    return render.home_fragment(running, ended[:_ENDED_SHOWN], gauges(status, metrics), charts.charts(history))
 
 
 async def home(request: web.Request) -> web.Response:
@@ -141,7 +161,11 @@ async def home(request: web.Request) -> web.Response:
     except AdminError as exc:
         body = f'<p class="error">{render._e(exc.message)}</p>'
     return _html(
-        render.page("Delegation tree", f'<div id="live" data-fragment="/fragment/home">{body}</div>', csrf=guard.csrf)
+        render.page(
+            "Delegation tree",
+            f'<div id="live" data-fragment="/fragment/home" data-every="5000">{body}</div>',
+            csrf=guard.csrf,
+        )
     )
 
 
@@ -152,23 +176,61 @@ async def home_fragment(request: web.Request) -> web.Response:
         return _html(f'<p class="error">{render._e(exc.message)}</p>', status=502)
 
 
+async def _tree_of(admin: AdminSocket, sid: str | None) -> tuple[str, list[tuple[str, str]]]:
+    """The timeline of the delegation tree ``sid`` belongs to, and its children (id, capsule)."""
+    if not sid:
+        return "", []
+    tree: TreeAnswer = await admin.get("/tree?state=all")
+    found = charts.find(tree["roots"], sid)
+    if found is None:
+        return "", []
+    root, node = found
+    kids = [(c["session_id"], f"{c['name']}@{c['version']}") for c in node["children"]]
+    timeline = charts.tree_timeline(root, int(time.time() * 1000), current=sid) if root["children"] else ""
+    return timeline, kids
+
+
+def _trace_url(config: ConfigView, job: JobView | None) -> str | None:
+    template = config.get("dashboard_trace_url")
+    if not template or job is None or not job["trace_id"]:
+        return None
+    return template.replace("{trace_id}", job["trace_id"])
+
+
 async def _detail(admin: AdminSocket, *, job_id: str | None = None, session_id: str | None = None) -> str:
-    job = await admin.get(f"/jobs/{job_id}") if job_id else None
-    sid = session_id or (job or {}).get("session_id")
-    session = None
+    job: JobView | None = await admin.get(f"/jobs/{job_id}") if job_id else None
+    sid = session_id or (job["session_id"] if job else None)
+    session: SessionDetail | None = None
     if sid:
         with contextlib.suppress(AdminError):
             session = await admin.get(f"/sessions/{sid}")
-    if job is None and session is not None and session.get("job_id"):
+    if job is None and session is not None and session["job_id"]:
         with contextlib.suppress(AdminError):
             job = await admin.get(f"/jobs/{session['job_id']}")
     src = job or session
     if src is None:
         raise AdminError("no such job or session", 404)
     ident = str(job["job_id"]) if job is not None else str(sid)
-    records = await read_records(admin, ident, sid)
+    config: ConfigView
+    tree: tuple[str, list[tuple[str, str]]]
+    records: Records
+    tree, records, config = await asyncio.gather(
+        _tree_of(admin, sid), read_records(admin, ident, sid), admin.get("/config")
+    )
+    timeline, kids = tree
     items, t0, t1 = layout(parse_trace(records.trace))
-    return render.detail_fragment(job, session, records.task, records.files, items, t0, t1)
+    return render.detail_fragment(
+        job,
+        session,
+        records.task,
+        records.files,
+        items,
+        t0,
+        t1,
+        children=kids,
+        tree_html=timeline,
+        trace_url=_trace_url(config, job),
+    )
 
 
 async def detail(request: web.Request) -> web.Response:
@@ -178,7 +240,10 @@ async def detail(request: web.Request) -> web.Response:
     try:
         body = await _detail(admin, **({"job_id": ident} if kind == "job" else {"session_id": ident}))
     except AdminError as exc:
-        return _html(render.page("Not found", f'<p class="error">{render._e(exc.message)}</p>', csrf=guard.csrf), 404)
+        status = 404 if exc.status == 404 else 502
+        return _html(
+            render.page("Not found", f'<p class="error">{render._e(exc.message)}</p>', csrf=guard.csrf), status
+        )
     live = (
         f'<div id="live" data-fragment="/fragment/{kind}/{render._e(ident)}">{body}</div>'
         f'<section aria-labelledby="h-log"><h2 id="h-log">Log</h2>'
@@ -197,44 +262,64 @@ async def detail_fragment(request: web.Request) -> web.Response:
         return _html(f'<p class="error">{render._e(exc.message)}</p>', status=exc.status)
 
 
-async def _sse(request: web.Request) -> web.StreamResponse:
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", **_SECURITY_HEADERS})
-    await resp.prepare(request)
-    return resp
+async def _jobs_fragment(admin: AdminSocket, query: dict[str, str]) -> str:
+    listed: JobList = await admin.get("/jobs")
+    f = pages.JobFilter.of(query)
+    page, total = pages.filter_jobs(listed["jobs"], f)
+    return pages.jobs_page(page, total, f)
+
+
+async def jobs(request: web.Request) -> web.Response:
+    guard = request.app[GUARD]
+    query = dict(request.query)
+    try:
+        body = await _jobs_fragment(request.app[ADMIN], query)
+    except AdminError as exc:
+        body = f'<p class="error">{render._e(exc.message)}</p>'
+    src = "/fragment/jobs" + (f"?{request.query_string}" if request.query_string else "")
+    form = pages.jobs_form(pages.JobFilter.of(query))
+    live = f'{form}<div id="live" data-fragment="{render._e(src)}">{body}</div>'
+    return _html(render.page("Jobs", live, csrf=guard.csrf))
+
+
+async def jobs_fragment(request: web.Request) -> web.Response:
+    try:
+        return _html(await _jobs_fragment(request.app[ADMIN], dict(request.query)))
+    except AdminError as exc:
+        return _html(f'<p class="error">{render._e(exc.message)}</p>', status=502)
+
+
+async def eventlog(request: web.Request) -> web.Response:
+    guard = request.app[GUARD]
+    q = request.query.get("q", "").strip()[:200]
+    try:
+        listed: EventList = await request.app[ADMIN].get("/events?replay=200")
+        body = pages.events_page(listed["events"], q)
+    except AdminError as exc:
+        body = f'<p class="error">{render._e(exc.message)}</p>'
+    return _html(render.page("Events", body, csrf=guard.csrf))
 
 
 async def events(request: web.Request) -> web.StreamResponse:
-    """The admin event stream as server-sent events (``roost`` events; ``gone`` when it ends)."""
-    resp = await _sse(request)
-    await resp.write(b"event: hello\ndata: {}\n\n")
-    try:
-        async for ev in request.app[ADMIN].lines("/events?follow=1&replay=0"):
-            if ev is None:
-                await resp.write(KEEP_ALIVE)
-                continue
-            await resp.write(f"event: roost\ndata: {json.dumps(ev, separators=(',', ':'))}\n\n".encode())
-    except AdminError:
-        pass
-    with contextlib.suppress(ConnectionResetError):
-        await resp.write(b"event: gone\ndata: {}\n\n")
-    return resp
+    """The daemon's events and state as server-sent events (``gone`` with a sentence when it stops)."""
+    return await event_stream(request, request.app[ADMIN], _SECURITY_HEADERS)
 
 
 async def logs(request: web.Request) -> web.StreamResponse:
     """A job's or session's log lines as server-sent events, until it ends (``end`` then)."""
-    resp = await _sse(request)
-    ident = request.match_info["ident"]
-    try:
-        async for item in request.app[ADMIN].lines(f"/logs/{ident}?follow=1&tail=200"):
-            if item is None:
-                await resp.write(KEEP_ALIVE)
-                continue
-            await resp.write(f"event: line\ndata: {json.dumps(item, separators=(',', ':'))}\n\n".encode())
-    except AdminError as exc:
-        await resp.write(f"event: failed\ndata: {json.dumps({'message': exc.message})}\n\n".encode())
-    with contextlib.suppress(ConnectionResetError):
-        await resp.write(b"event: end\ndata: {}\n\n")
-    return resp
+    return await log_stream(request, request.app[ADMIN], request.match_info["ident"], _SECURITY_HEADERS)
+
+
+async def _end(admin: AdminSocket, sid: str) -> str:
+    """End a session and stop its job (a session that ends is not enough: its process lives on)."""
+    await admin.post(f"/sessions/{sid}/end", {"reason": "ended by an operator from the dashboard"})
+    with contextlib.suppress(AdminError):
+        session: SessionDetail = await admin.get(f"/sessions/{sid}")
+        job_id = session["job_id"]
+        if job_id:
+            job: JobView = await admin.post(f"/jobs/{job_id}/cancel")
+            return f"session {sid} ended, and its job {job_id} is {job['state']}"
+    return f"session {sid} ended"
 
 
 async def action(request: web.Request) -> web.Response:
@@ -242,19 +327,16 @@ async def action(request: web.Request) -> web.Response:
     what, ident = request.match_info["what"], request.match_info.get("ident", "")
     try:
         if what == "cancel":
-            job = await admin.post(f"/jobs/{ident}/cancel")
-            message = f"job {ident} ({job.get('name')}@{job.get('version')}) is {job.get('state')}"
+            job: JobView = await admin.post(f"/jobs/{ident}/cancel")
+            message = f"job {ident} ({job['name']}@{job['version']}) is {job['state']}"
         elif what == "end":
-            await admin.post(f"/sessions/{ident}/end", {"reason": "ended by an operator from the dashboard"})
-            message = f"session {ident} ended"
+            message = await _end(admin, ident)
         elif what == "drain":
-            answer = await admin.post("/drain")
-            message = f"draining: {answer.get('active_jobs', 0)} job(s) left to finish, then the daemon stops"
+            answer: DrainAnswer = await admin.post("/drain")
+            message = f"draining: {answer['active_jobs']} job(s) left to finish, then the daemon stops"
         else:
             raise web.HTTPNotFound()
     except AdminError as exc:
-        if what == "end" and exc.status == 404 and "session" not in exc.message:
-            exc = AdminError("this daemon cannot end a session by hand yet", 501)
         return web.json_response({"ok": False, "message": exc.message}, status=exc.status)
     return web.json_response({"ok": True, "message": message})
 
@@ -267,6 +349,11 @@ async def static(request: web.Request) -> web.Response:
     return web.Response(body=data, content_type=STATIC[name], charset="utf-8")
 
 
+async def favicon(request: web.Request) -> web.Response:
+    data = resources.files("roost.dashboard").joinpath("static", "favicon.svg").read_bytes()
+    return web.Response(body=data, content_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
+
+
 def build_app(guard: Guard, admin: AdminSocket) -> web.Application:
     app = web.Application(middlewares=[guard_mw])
     app[GUARD] = guard
@@ -276,6 +363,10 @@ def build_app(guard: Guard, admin: AdminSocket) -> web.Application:
     app.router.add_get("/job/{ident}", detail)
     app.router.add_get("/session/{ident}", detail)
     app.router.add_get("/fragment/{kind:job|session}/{ident}", detail_fragment)
+    app.router.add_get("/jobs", jobs)
+    app.router.add_get("/fragment/jobs", jobs_fragment)
+    app.router.add_get("/eventlog", eventlog)
+    app.router.add_get("/favicon.ico", favicon)
     app.router.add_get("/events", events)
     app.router.add_get("/logs/{ident}", logs)
     app.router.add_post("/action/{what:cancel|end}/{ident}", action)

@@ -27,6 +27,8 @@ class Item:
     width: float
     outcome: str | None
     kind: str
+    open: bool = False
+    """A bar still running (its end is the last line so far; the page grows it to now)."""
 
 
 def parse_trace(text: str) -> list[dict[str, Any]]:
@@ -79,7 +81,17 @@ def layout(lines: list[dict[str, Any]]) -> tuple[list[Item], int, int]:
         s = int(start["timestamp"])
         e = int(end["timestamp"]) if end is not None else t1
         items.append(
-            Item(lane, label, s, e, _pct(s, t0, span), max(0.4, _pct(e, t0, span) - _pct(s, t0, span)), outcome, "bar")
+            Item(
+                lane,
+                label,
+                s,
+                e,
+                _pct(s, t0, span),
+                max(0.4, _pct(e, t0, span) - _pct(s, t0, span)),
+                outcome,
+                "bar",
+                open=end is None,
+            )
         )
 
     for line in sorted(lines, key=lambda x: int(x["timestamp"])):

@@ -31,7 +31,7 @@ _CHUNK: Final = 256 * 1024
 @routes.get("/artifacts/{sha256}", allow_head=False)
 async def get_artifact(request: web.Request) -> web.StreamResponse:
     executor = request.app[EXECUTOR]
-    node = keeper_node(request.app[KEYS].ring, request.headers.get("authorization"))
+    node = keeper_node(request.app[KEYS].rings(), request.headers.get("authorization"))
     sha256 = require_sha256(request.match_info["sha256"])
     opened = await executor.run(request.app[ARTIFACT_INDEX].open, request.app[SETTINGS].registry, sha256)
     if opened is None:

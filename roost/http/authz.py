@@ -50,6 +50,7 @@ __all__ = [
     "EdgeNames",
     "authz_middleware",
     "guard_handler",
+    "path_policy",
     "policy_for",
     "remote_need",
     "route_keys",
@@ -117,6 +118,7 @@ ADMIN_ROUTES: Final[dict[Key, Policy]] = {
     ("GET", "/logs/{ident}"): _OPERATOR,
     ("GET", "/records/{ident}"): _OPERATOR,
     ("GET", "/cluster"): _OPERATOR,
+    ("GET", "/history"): _OPERATOR,
 }
 """The admin unix socket: the operator only, never a process inside a job."""
 
@@ -125,6 +127,10 @@ DOOR_ROUTES: Final[dict[Key, Policy]] = {
     ("POST", "/"): Policy(Who.DOOR_CALLER, acts=True),
     ("GET", "/.well-known/agent-card.json"): _DOOR,
     ("GET", "/.well-known/agent.json"): _DOOR,
+    # Redeeming this session's peer handles, passed on to the daemon (roost/capsule/peerdoor.py),
+    # which checks the handle and its audience as at its own URL.
+    ("*", "/resources/peer"): Policy(Who.HANDLE),
+    ("*", "/resources/peer/{tail}"): Policy(Who.HANDLE),
     ("*", "/{tail}"): _DOOR,  # the door's own 404
 }
 """A capsule's A2A door (loopback only): tasks belong to the caller's uid, trust only under a seal."""
@@ -147,6 +153,10 @@ DASHBOARD_ROUTES: Final[dict[Key, Policy]] = {
     ("GET", "/job/{ident}"): _OWNER,
     ("GET", "/session/{ident}"): _OWNER,
     ("GET", "/fragment/{kind}/{ident}"): _OWNER,
+    ("GET", "/jobs"): _OWNER,
+    ("GET", "/fragment/jobs"): _OWNER,
+    ("GET", "/eventlog"): _OWNER,
+    ("GET", "/favicon.ico"): _OWNER,
     ("GET", "/events"): _OWNER,
     ("GET", "/logs/{ident}"): _OWNER,
     ("POST", "/action/{what}/{ident}"): Policy(Who.DASHBOARD_OWNER, acts=True),
@@ -200,6 +210,24 @@ def policy_for(table: Mapping[Key, Policy], method: str, canonical: str) -> Poli
     if method == "HEAD":
         method = "GET"
     return table.get((method, canonical)) or table.get(("*", canonical))
+
+
+def tail_prefixes(table: Mapping[Key, Policy]) -> tuple[str, ...]:
+    """The prefixes of a table's ``…/{tail}`` entries, the longest first."""
+    return tuple(sorted({p[: -len("{tail}")] for _, p in table if p.endswith("/{tail}")}, key=len, reverse=True))
+
+
+def path_policy(
+    table: Mapping[Key, Policy], method: str, path: str, tails: tuple[str, ...] | None = None
+) -> Policy | None:
+    """The entry for a raw request path, as a plain handler sees it (no router): the path itself,
+    else the longest ``…/{tail}`` entry that covers it."""
+    policy = policy_for(table, method, path)
+    if policy is not None:
+        return policy
+    found = tail_prefixes(table) if tails is None else tails
+    prefix = next((t for t in found if path.startswith(t)), "/")
+    return policy_for(table, method, prefix + "{tail}")
 
 
 def route_keys(app: web.Application) -> list[Key]:
@@ -360,11 +388,11 @@ def guard_handler(
     plus what the daemon's error middleware does for its app: a body read within the deadline,
     a corrupt body answered 400 with a sentence."""
     table = TABLES[listener]
+    tails = tail_prefixes(table)
 
     async def guarded(request: web.BaseRequest) -> web.StreamResponse:
         method = request.method
-        path = request.path
-        policy = policy_for(table, method, path) or policy_for(table, "*", "/{tail}")
+        policy = path_policy(table, method, request.path, tails)
         facts = facts_of(request, names, owner_uid=os.geteuid())
         if policy is not None and facts_hook is not None:
             facts = await facts_hook(request, policy, facts)

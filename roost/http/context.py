@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 if TYPE_CHECKING:
-    from roost.daemon.lifecycle import Lifecycle
     from roost.observe.metrics import Metrics
     from roost.observe.probes import Probes
     from roost.services.launcher.service import Launcher
@@ -20,6 +19,7 @@ if TYPE_CHECKING:
     from roost.services.referee.service import Referee
     from roost.services.relay import Relay
     from roost.state.keys import KeyHolder
+    from roost.state.lifecycle import Lifecycle
     from roost.state.settings import Settings
     from roost.system.blocking import BlockingExecutor
 

@@ -35,7 +35,7 @@ routes = web.RouteTableDef()
 
 @routes.post("/jobs")
 async def launch(request: web.Request) -> web.Response:
-    req = parse_launch(await read_json(request))
+    req = parse_launch(await read_json(request), traceparent=request.headers.get("traceparent"))
     credential = request.headers.get(CREDENTIAL_HEADER)
     task_trust = request.headers.get(TASK_TRUST_HEADER)
     if credential is not None and task_trust is not None and task_trust.strip().lower() != "trusted":

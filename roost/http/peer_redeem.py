@@ -16,15 +16,17 @@ from roost.core.wire import AUDIENCE_HEADER, GENERATION_HEADER, HANDLE_ID_HEADER
 from roost.http.middleware import json_error
 from roost.services.peer.errors import MethodNotAllowed
 from roost.services.peer.redeem import PREFIX, LargeFile, RedeemRequest, Refusal, SmallFile
+from roost.state.sessions import SessionRecord
 
 __all__ = ["read_redeem", "render"]
 
 
-def read_redeem(request: web.Request) -> RedeemRequest:
-    """The method, the raw token below ``/resources/peer/`` and every audience header."""
+def read_redeem(request: web.Request, door: SessionRecord | None = None) -> RedeemRequest:
+    """The method, the raw token below ``/resources/peer/``, every audience header, and the
+    session whose door passed it on (authenticated by the caller from its credential)."""
     raw = request.rel_url.raw_path
     token = raw[len(PREFIX) + 1 :] if raw.startswith(PREFIX + "/") else ""
-    return RedeemRequest(request.method, token, request.headers.getall(AUDIENCE_HEADER, []))
+    return RedeemRequest(request.method, token, request.headers.getall(AUDIENCE_HEADER, []), door)
 
 
 def _handle_headers(handle_id: str) -> dict[str, str]:

@@ -48,4 +48,8 @@ async def peer_fetch(request: web.Request) -> web.Response:
 @routes.route("*", "/resources/peer")
 @routes.route("*", r"/resources/peer/{tail:[\s\S]*}")  # any characters, a newline too
 async def redeem_handle(request: web.Request) -> web.StreamResponse:
-    return await render(request, await request.app[PEER_PLANE].redeem(read_redeem(request)))
+    # A capsule's door passing a redeem on presents its session's credential: that session's
+    # handles only, and its trace (roost/capsule/peerdoor.py). Anyone else presents none.
+    credential = request.headers.get(CREDENTIAL_HEADER)
+    door = request.app[REFEREE].authenticate(credential) if credential is not None else None
+    return await render(request, await request.app[PEER_PLANE].redeem(read_redeem(request, door)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import structlog
 from aiohttp import web
 
+from a2a.protocol import traceparent
 from roost.core.errors import NotFound, Refused, RoostError
 from roost.core.ids import require_id
 from roost.core.wire import APPROVAL_HEADER, CREDENTIAL_HEADER
@@ -15,6 +16,7 @@ from roost.http.bodies.referee import parse_deregister, parse_register, parse_sp
 from roost.http.caller import caller_of
 from roost.http.context import EXECUTOR, KEYS, LAUNCHER, METRICS, REFEREE, SETTINGS
 from roost.http.middleware import json_ok, read_json
+from roost.observe.jobspans import decided, spawn_decision
 from roost.services.launcher.tickets import is_ticket
 from roost.services.referee.registration import RegisterCaller
 from roost.services.sessionwatch import pid_holds_connection
@@ -41,15 +43,21 @@ async def health(request: web.Request) -> web.Response:
 @routes.post("/spawn")
 async def spawn(request: web.Request) -> web.Response:
     referee, metrics = request.app[REFEREE], request.app[METRICS]
+    span = None
     try:
         req = parse_spawn(await read_json(request))
+        tp = request.headers.get("traceparent") if request.app[LAUNCHER].events.sink is not None else None
+        caller = traceparent.parse(tp.strip().lower()) if tp else None
+        span = spawn_decision(request.app[LAUNCHER].events, f"{req.name}@{req.version}", caller)
         grant = await referee.spawn(request.headers.get(CREDENTIAL_HEADER), req.name, req.version)
     except RoostError as exc:
         outcome = _outcome(exc)
         metrics.spawn_decision(outcome)
+        decided(span, None, (outcome, exc.message))
         log.info("spawn_refused", outcome=outcome, status=exc.status)
         raise
     metrics.spawn_decision("granted")
+    decided(span, grant.parent.session_id, None)
     return json_ok(grant.answer())
 
 

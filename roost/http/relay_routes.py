@@ -9,11 +9,15 @@ the relay stamps those itself.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 from collections.abc import Callable
 from typing import TypeVar
 
 from aiohttp import web
 
+from a2a.sse import DEFAULT_HEARTBEAT_SECS, HEARTBEAT, SSE_HEADERS, accepts_event_stream
 from roost.core.errors import BadRequest
 from roost.core.fields import Body
 from roost.core.requests import SendRequest
@@ -39,12 +43,57 @@ def _parsed(request: web.Request, method: str, parse: Callable[[Body], T], body:
 
 
 @routes.post("/a2a/send")
-async def a2a_send(request: web.Request) -> web.Response:
+async def a2a_send(request: web.Request) -> web.StreamResponse:
     req: SendRequest = _parsed(request, "send", parse_send, await read_json(request))
+    if accepts_event_stream(request.headers.get("Accept")):
+        return await _send_stream(request, req)
     relay = request.app[RELAY]
     return json_ok(
         await relay.send(request.headers.get(CREDENTIAL_HEADER), req, request.headers.get(TASK_TRUST_HEADER))
     )
+
+
+async def _send_stream(request: web.Request, req: SendRequest) -> web.StreamResponse:
+    """The streamed send: refusals before the peer's Task are the usual JSON answers (raised to the
+    middleware); then one SSE event per item, and a heartbeat comment whenever nothing was written
+    for a while (one timer task per stream, not one task per event)."""
+    headers = request.headers
+    items = request.app[RELAY].send_stream(headers.get(CREDENTIAL_HEADER), req, headers.get(TASK_TRUST_HEADER))
+    first = await anext(items)
+    response = web.StreamResponse(status=200, headers=SSE_HEADERS)
+    loop = asyncio.get_running_loop()
+    last_write = loop.time()
+
+    async def heartbeats() -> None:
+        nonlocal last_write
+        while True:
+            await asyncio.sleep(max(0.0, last_write + DEFAULT_HEARTBEAT_SECS - loop.time()))
+            if loop.time() - last_write >= DEFAULT_HEARTBEAT_SECS:
+                last_write = loop.time()
+                await response.write(HEARTBEAT)
+
+    beating: asyncio.Task[None] | None = None
+    try:
+        await response.prepare(request)
+        await response.write(_event(first))
+        beating = asyncio.create_task(heartbeats())
+        async for item in items:
+            last_write = loop.time()
+            await response.write(_event(item))
+        await response.write_eof()
+    except ConnectionError:
+        pass  # the sender went away: the peer's task goes on
+    finally:
+        if beating is not None:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+                await beating
+        await items.aclose()
+    return response
+
+
+def _event(item: dict[str, object]) -> bytes:
+    return b"data: " + json.dumps(item, separators=(",", ":")).encode() + b"\n\n"
 
 
 @routes.post("/a2a/tasks/get")

@@ -106,7 +106,9 @@ class _QuietHandler(RequestHandler):
         message: str | None = None,
     ) -> web.StreamResponse:
         # ``message`` (and the exception's text) quote the request's bytes: neither is used.
-        self._note(status, type(exc).__name__ if exc is not None else "none")
+        # A client that went away mid-answer (a browser leaving a page) is no server error.
+        if not isinstance(exc, ConnectionError):
+            self._note(status, type(exc).__name__ if exc is not None else "none")
         if request.writer.output_size > 0:
             # Some of the answer went out already: the connection is broken, as aiohttp has it.
             raise ConnectionError("an answer was partly sent; the connection is closed")

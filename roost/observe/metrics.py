@@ -69,8 +69,17 @@ class Metrics:
             buckets=(0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1),
             registry=r,
         )
+        self.otel_spans_dropped = Counter(
+            "roost_otel_spans_dropped",
+            "Finished spans the OpenTelemetry exporter dropped because its queue was full",
+            registry=r,
+        )
         self.build_info = Gauge("roost_build_info", "Build information", ["version"], registry=r)
         self.build_info.labels(version=__version__).set(1)
+
+    def spawn_decisions(self) -> dict[str, int]:
+        """Spawn decisions so far by outcome (a copy)."""
+        return dict(self._spawn_decisions.counts)
 
     def spawn_decision(self, outcome: str) -> None:
         counts = self._spawn_decisions.counts

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, Protocol
 
 import structlog
 
+from roost.observe.history import GaugeHistory, Sample
 from roost.observe.metrics import Metrics
 from roost.state.sessions import SessionTable
 from roost.system import sdnotify
@@ -91,9 +93,34 @@ class Probes:
         self._last_status = ""
         # Recent lag samples (seconds) for ``GET /debug/loop-lag`` and the storm benchmark.
         self.lag_samples: deque[float] = deque(maxlen=20_000)
+        self.history = GaugeHistory()
+        self._lag_max = 0.0  # the worst lag since the last history sample
 
     async def start(self) -> None:
         self._spawn(self._lag_loop())
+        self._spawn(self._history_loop())
+
+    def sample(self, now_ms: int) -> Sample:
+        """The gauges now, as the history ring keeps them (resets the worst lag seen)."""
+        counts = self.job_counts()
+        decisions = self._metrics.spawn_decisions()
+        lag, self._lag_max = self._lag_max, 0.0
+        return Sample(
+            now_ms,
+            self._table.running,
+            counts.get("starting", 0),
+            round(lag * 1000, 3),
+            sum(decisions.values()),
+            sum(n for outcome, n in decisions.items() if outcome != "granted"),
+        )
+
+    async def _history_loop(self) -> None:
+        while True:
+            try:
+                self.history.record(self.sample(time.time_ns() // 1_000_000))
+            except Exception:
+                log.exception("history_sample_failed")
+            await asyncio.sleep(self.history.interval_secs)
 
     def start_notifications(self) -> None:
         """Watchdog pings and ``STATUS=`` updates; called once READY=1 was sent (``_serve`` only)."""
@@ -140,6 +167,8 @@ class Probes:
             lag = max(0.0, loop.time() - t0 - LAG_INTERVAL)
             hist.observe(lag)
             self.lag_samples.append(lag)
+            if lag > self._lag_max:
+                self._lag_max = lag
 
     async def _watchdog_loop(self, interval: float) -> None:
         while True:

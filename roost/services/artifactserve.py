@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -40,15 +41,18 @@ def keeper_token(keys: KeyRing, node_id: str) -> str:
     return mint_keeper(keys.subkey(_KEEPER_PURPOSE), node_id)
 
 
-def keeper_node(keys: KeyRing, authorization: str | None) -> str:
-    """The node an ``authorization: Bearer`` keeper token names; the one fixed 403 otherwise."""
+def keeper_node(rings: KeyRing | Sequence[KeyRing], authorization: str | None) -> str:
+    """The node an ``authorization: Bearer`` keeper token names (under the ring in force, or a
+    replaced one during a rotation's grace); the one fixed 403 otherwise."""
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise IdentityRefused
-    try:
-        return verify_keeper(keys.subkey(_KEEPER_PURPOSE), token.strip())
-    except Unauthenticated:
-        raise IdentityRefused from None
+    for ring in [rings] if isinstance(rings, KeyRing) else rings:
+        try:
+            return verify_keeper(ring.subkey(_KEEPER_PURPOSE), token.strip())
+        except Unauthenticated:
+            continue
+    raise IdentityRefused
 
 
 def require_sha256(text: str) -> str:

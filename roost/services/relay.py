@@ -21,25 +21,34 @@ a failed or refused send records nothing.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import AsyncGenerator, Callable
+from typing import Any, NamedTuple, Protocol
 
 import structlog
 from yarl import URL
 
 from a2a.client import A2AClient, Endpoint
 from a2a.protocol import seal, traceparent
-from a2a.protocol.errors import A2AError, JsonRpcError, PeerHTTPError, PeerUnreachable, UnsupportedPeerURL
+from a2a.protocol.errors import (
+    A2AError,
+    InvalidResponse,
+    JsonRpcError,
+    NoResult,
+    PeerHTTPError,
+    PeerUnreachable,
+    UnsupportedPeerURL,
+)
 from a2a.protocol.models import Message, Task, build
 from a2a.protocol.origin import Origin, Trust, outbound_headers
+from a2a.protocol.traceparent import TraceParent
 from roost.core.api_models import A2ATaskRequest
-from roost.core.errors import BadGateway, BadRequest, Refused
-from roost.core.netrule import allows
-from roost.core.ownlisteners import dials_own_listener
+from roost.core.egress import Egress, Listener, egress_refusal, network_refusal
+from roost.core.errors import BadGateway, BadRequest, Refused, RoostError
 from roost.core.requests import SendRequest
-from roost.observe.events import EventBus, ObservedError
+from roost.observe.events import NO_PARENT, EventBus, ObservedError, Span
 from roost.observe.metrics import Metrics
 from roost.observe.tracesink import TraceSink
+from roost.services.relayanswers import stream_item, task_answer
 from roost.state.sessions import SessionRecord, SessionTable
 
 __all__ = ["Authenticator", "DoorKeys", "Relay", "network_refusal"]
@@ -47,32 +56,31 @@ __all__ = ["Authenticator", "DoorKeys", "Relay", "network_refusal"]
 log = structlog.get_logger("roost.relay")
 
 
-OWN_LISTENER = "network policy: '{url}' is this daemon's own listener, which the relay never dials"
-
-
-def network_refusal(peer_url: str) -> str:
-    return f"network policy: '{peer_url}' not in capabilities.network.allow"
-
-
 def stamp(trust: Trust, caller_traceparent: str | None, caller_tracestate: str | None) -> tuple[str, dict[str, str]]:
     """The outgoing headers (pure): trace context continued or new, origin ``peer``, the given trust."""
+    sent, _, headers = stamp_in(trust, caller_traceparent, caller_tracestate, None)
+    return sent.format(), headers
+
+
+def stamp_in(
+    trust: Trust, caller_traceparent: str | None, caller_tracestate: str | None, session: TraceParent | None
+) -> tuple[TraceParent, TraceParent, dict[str, str]]:
+    """:func:`stamp` continuing the caller's trace, else the sending session's (its job's span),
+    else a new one; also the context of the relay's own span: the sent span id is its id, the span
+    it continues is its parent (:data:`NO_PARENT`: a new trace's root)."""
     caller = traceparent.parse(caller_traceparent.strip().lower() if caller_traceparent else None)
-    sent = (caller.child() if caller is not None else traceparent.new()).format()
+    base = caller if caller is not None else session
+    sent = base.child() if base is not None else traceparent.new()
+    span = TraceParent("00", sent.trace_id, base.parent_id if base is not None else NO_PARENT, sent.flags)
     headers = outbound_headers(Origin.PEER, trust)
-    headers["traceparent"] = sent
+    headers["traceparent"] = sent.format()
     if caller is not None and caller_tracestate and traceparent.valid_tracestate(caller_tracestate):
         headers["tracestate"] = caller_tracestate
-    return sent, headers
+    return sent, span, headers
 
 
 _TRUST = {t.value: t for t in Trust}
 _PEER = Origin.PEER.value
-
-
-@functools.lru_cache(maxsize=4096)
-def _allows(entries: tuple[str, ...], peer_url: str) -> bool:
-    """:func:`roost.core.netrule.allows`, remembered: it is pure, and a session dials few peers."""
-    return allows(entries, peer_url)
 
 
 def _failure(exc: A2AError) -> tuple[str, ObservedError]:
@@ -86,8 +94,8 @@ def _failure(exc: A2AError) -> tuple[str, ObservedError]:
     return str(exc), ObservedError(type(exc).__name__, "validation")
 
 
-def _attrs(session_id: str, method: str) -> dict[str, Any]:
-    return {"roost.relay.session_id": session_id, "roost.relay.method": method}
+def _attrs(session_id: str, method: str, peer_url: str) -> dict[str, Any]:
+    return {"roost.relay.session_id": session_id, "roost.relay.method": method, "roost.relay.peer_url": peer_url}
 
 
 class Authenticator(Protocol):
@@ -100,6 +108,12 @@ class DoorKeys(Protocol):
     """The relay's view of the keys: the key a registered session's door checks seals with."""
 
     def door_key_for(self, session_id: str) -> bytes: ...
+
+
+class PeerCredentials(Protocol):
+    """The relay's view of the operator's peer credentials (roost/services/peerauth.py)."""
+
+    async def headers(self, url: str, declared: frozenset[str]) -> dict[str, str]: ...
 
 
 class Relay:
@@ -116,11 +130,11 @@ class Relay:
         metrics: Metrics,
         traces: TraceSink,
         may_launch: Callable[[int | None], bool] = lambda _uid: True,
-        own_listeners: Callable[[], list[tuple[str, int]]] = list,
+        peer_auth: PeerCredentials | None = None,
     ) -> None:
         self._may_launch = may_launch
-        self._own_listeners = own_listeners
         self._sessions = sessions
+        self._peer_auth = peer_auth
         self._door_keys = doors
         self._table = table
         self._a2a = a2a
@@ -129,6 +143,13 @@ class Relay:
         self._traces = traces
         self._doors: dict[str, str | None] = {}  # door origin -> the registered session serving it
         self._counted: dict[tuple[str, str], Any] = {}
+        self.own: frozenset[Listener] = frozenset()  # the daemon's listeners, set once they are bound
+
+    def peer_refusal(self, host: str, port: int) -> str | None:
+        """The A2A client's check of the address each connection reached: never the daemon's own."""
+        if not self.own:
+            return None
+        return Egress((), self.own).peer_refusal(f"http://{host}:{port}", host, port)
 
     def forget_doors(self, _rec: SessionRecord | None = None) -> None:
         """A session registered (its door may be at a known origin): look doors up afresh."""
@@ -198,15 +219,19 @@ class Relay:
             )
         return trust
 
-    async def _endpoint(self, rec: SessionRecord, peer_url: str) -> Endpoint:
-        """The interface the peer's card selects; Refused when the network rule does not cover its URL."""
+    async def _endpoint(self, rec: SessionRecord, peer_url: str, headers: dict[str, str]) -> Endpoint:
+        """The interface the peer's card selects; Refused when the egress rule does not allow its
+        URL. The operator's credential for the peer, when its card selects one, joins ``headers``."""
         try:
             endpoint = await self._a2a.resolve(peer_url)
         except UnsupportedPeerURL as exc:
             raise BadGateway(str(exc)) from None
-        if not _allows(rec.envelope.network_allow, endpoint.url):
-            raise Refused(network_refusal(endpoint.url))
-        self._refuse_own(endpoint.url)
+        refusal = egress_refusal(rec.envelope.network_allow, self.own, endpoint.url)
+        if refusal is not None:
+            raise Refused(refusal)
+        auth = self._peer_auth
+        if auth is not None and endpoint.schemes:
+            headers.update(await auth.headers(endpoint.url, endpoint.schemes))
         return endpoint
 
     async def start(self) -> None:
@@ -217,24 +242,23 @@ class Relay:
 
     def _authorize(self, credential: str | None, peer_url: str) -> SessionRecord:
         rec = self._sessions.authenticate(credential)
-        if not _allows(rec.envelope.network_allow, peer_url):
-            raise Refused(network_refusal(peer_url))
-        self._refuse_own(peer_url)
+        refusal = egress_refusal(rec.envelope.network_allow, self.own, peer_url)
+        if refusal is not None:
+            raise Refused(refusal)
         return rec
 
-    def _refuse_own(self, url: str) -> None:
-        """Never dial the daemon's own listeners, whatever ``network.allow`` says."""
-        if _dials_own(url, tuple(self._own_listeners())):
-            raise Refused(OWN_LISTENER.format(url=url), "own_listener")
-
-    async def send(self, credential: str | None, req: SendRequest, task_trust: str | None = None) -> dict[str, Any]:
-        count = self._count
+    def _outgoing(self, credential: str | None, req: SendRequest, method: str, task_trust: str | None) -> _Outgoing:
+        """Authorize, stamp and build the message of a send (counted refused when not authorized);
+        the trust is the session's until :meth:`_dial` knows the receiver."""
         try:
             rec = self._authorize(credential, req.peer_url)
         except (BadRequest, Refused):
-            count("send", "refused")
+            self._count(method, "refused")
             raise
-        sent_tp, headers = stamp(_TRUST[rec.trust], req.traceparent, req.tracestate)
+        trust = _TRUST[rec.trust]
+        session_tp = None if req.traceparent else self._events.session_trace(rec.session_id)
+        sent, span_tp, headers = stamp_in(trust, req.traceparent, req.tracestate, session_tp)
+        sent_tp = sent.format()
         message = build(
             Message,
             {
@@ -246,46 +270,100 @@ class Relay:
                 "metadata": None,
             },
         )
-        span = self._events.start("roost.relay.send", **_attrs(rec.session_id, "send"))
-        try:
-            endpoint = await self._endpoint(rec, req.peer_url)
-            trust = self._stamp(headers, rec, endpoint.url, sent_tp, seal.send_subject(message), task_trust)
-            task = await self._a2a.send_message(endpoint.url, message, dialect=endpoint.dialect, headers=headers)
-        except Refused:
+        span = self._events.start(
+            "roost.relay.send", trace=span_tp, span_id=sent.parent_id, **_attrs(rec.session_id, method, req.peer_url)
+        )
+        return _Outgoing(rec, trust, sent_tp, headers, message, span, task_trust)
+
+    async def _dial(self, out: _Outgoing, req: SendRequest) -> tuple[Endpoint, _Outgoing]:
+        """The checked endpoint of a send, and the send with its origin and trust stamped (sealed
+        when the receiver is a session of ours): the lower of the session's and its task's."""
+        endpoint = await self._endpoint(out.rec, req.peer_url, out.headers)
+        subject = seal.send_subject(out.message)
+        trust = self._stamp(out.headers, out.rec, endpoint.url, out.sent_tp, subject, out.task_trust)
+        return endpoint, out._replace(trust=trust)
+
+    def _failed(self, span: Span, session_id: str, method: str, exc: Refused | BadGateway | A2AError) -> RoostError:
+        """Record a relay call that failed; the exception to raise (403 or 502 with its sentence)."""
+        if isinstance(exc, Refused):
             span.failed(ObservedError("Refused", "validation"))
-            count("send", "refused")
-            raise
-        except A2AError as exc:
+            self._count(method, "refused")
+            return exc
+        if isinstance(exc, BadGateway):  # the configured peer credential could not be had
+            sentence, observed = str(exc), ObservedError("PeerAuthError", "provider")
+        else:
             sentence, observed = _failure(exc)
-            span.failed(observed)
-            count("send", "failed")
-            log.info("relay_failed", session_id=rec.session_id, method="send", error=observed.name)
-            raise BadGateway(sentence) from None
+        span.failed(observed)
+        self._count(method, "failed")
+        log.info("relay_failed", session_id=session_id, method=method, error=observed.name)
+        return BadGateway(sentence)
+
+    async def _sent(self, out: _Outgoing, req: SendRequest, task: Task, method: str) -> dict[str, Any]:
+        """The peer's Task arrived: the ``a2a_send`` record, the span, the count; the relay's answer."""
         state = str(task.status.state)  # a StrEnum's str() is its value, without the enum property's cost
-        trust_value = str(trust)
+        trust_value = str(out.trust)
         await self._traces.write(
-            rec,
+            out.rec,
             "a2a_send",
             {
                 "peer_url": req.peer_url,
                 "message_id": req.message_id,
                 "task_id": task.id,
                 "context_id": task.context_id,
-                "traceparent": sent_tp,
+                "traceparent": out.sent_tp,
                 "trust": trust_value,
             },
         )
         done: dict[str, Any] = {"roost.relay.task_id": task.id, "roost.relay.state": state}
-        span.completed(**done)
-        count("send", "ok")
+        out.span.completed(**done)
+        self._count(method, "ok")
         return {
             "task_id": task.id,
             "context_id": task.context_id,
             "message_id": req.message_id,
-            "traceparent": sent_tp,
+            "traceparent": out.sent_tp,
             "trust": trust_value,
             "state": state,
         }
+
+    async def send(self, credential: str | None, req: SendRequest, task_trust: str | None = None) -> dict[str, Any]:
+        out = self._outgoing(credential, req, "send", task_trust)
+        try:
+            endpoint, out = await self._dial(out, req)
+            task = await self._a2a.send_message(
+                endpoint.url, out.message, dialect=endpoint.dialect, headers=out.headers
+            )
+        except (Refused, BadGateway, A2AError) as exc:
+            raise self._failed(out.span, out.rec.session_id, "send", exc) from None
+        return await self._sent(out, req, task, "send")
+
+    async def send_stream(
+        self, credential: str | None, req: SendRequest, task_trust: str | None = None
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """A send whose peer streams (``SendStreamingMessage``): the relay's answer when the peer's
+        Task arrives (the ``a2a_send`` record is written then, once), then each update as
+        :func:`stream_item` shows it. Refusals and failures before the Task raise as :meth:`send`'s
+        do; a failure after it is the last item (``kind: "error"``). Its trust is stamped as a
+        plain send's (the lower of the session's and its task's)."""
+        out = self._outgoing(credential, req, "stream", task_trust)
+        try:
+            endpoint, out = await self._dial(out, req)
+            items = self._a2a.stream_message(endpoint.url, out.message, dialect=endpoint.dialect, headers=out.headers)
+            first = await anext(items)
+        except StopAsyncIteration:
+            raise self._failed(out.span, out.rec.session_id, "stream", NoResult(req.peer_url)) from None
+        except (Refused, BadGateway, A2AError) as exc:
+            raise self._failed(out.span, out.rec.session_id, "stream", exc) from None
+        try:
+            if not isinstance(first, Task):
+                raise InvalidResponse(req.peer_url, "the stream did not begin with the task")
+            yield {"kind": "task", **await self._sent(out, req, first, "stream")}
+            async for item in items:
+                yield stream_item(item)
+        except A2AError as exc:
+            yield {"kind": "error", "error": _failure(exc)[0]}
+        finally:
+            await items.aclose()
 
     async def get(self, credential: str | None, req: A2ATaskRequest, task_trust: str | None = None) -> dict[str, Any]:
         return await self._task_call("get", credential, req, task_trust)
@@ -305,35 +383,25 @@ class Relay:
         except (BadRequest, Refused):
             count(method, "refused")
             raise
-        tp, headers = stamp(_TRUST[rec.trust], None, None)
-        span = self._events.start("roost.relay.send", **_attrs(rec.session_id, method))
+        sent, span_tp, headers = stamp_in(_TRUST[rec.trust], None, None, self._events.session_trace(rec.session_id))
+        tp = sent.format()
+        span = self._events.start(
+            "roost.relay.send", trace=span_tp, span_id=sent.parent_id, **_attrs(rec.session_id, method, peer_url)
+        )
         client = self._a2a
         try:
-            ep = await self._endpoint(rec, peer_url)
+            ep = await self._endpoint(rec, peer_url, headers)
             self._stamp(headers, rec, ep.url, tp, task_id, task_trust)
             if method == "get":
                 task = await client.get_task(ep.url, task_id, dialect=ep.dialect, headers=headers)
             else:
                 task = await client.cancel_task(ep.url, task_id, dialect=ep.dialect, headers=headers)
-        except Refused:
-            span.failed(ObservedError("Refused", "validation"))
-            count(method, "refused")
-            raise
-        except A2AError as exc:
-            sentence, observed = _failure(exc)
-            span.failed(observed)
-            count(method, "failed")
-            raise BadGateway(sentence) from None
+        except (Refused, BadGateway, A2AError) as exc:
+            raise self._failed(span, rec.session_id, method, exc) from None
         done: dict[str, Any] = {"roost.relay.task_id": task.id, "roost.relay.state": task.status.state.value}
         span.completed(**done)
         count(method, "ok")
         return task_answer(task)
-
-
-@functools.lru_cache(maxsize=4096)
-def _dials_own(url: str, listeners: tuple[tuple[str, int], ...]) -> bool:
-    """:func:`roost.core.ownlisteners.dials_own_listener`, remembered (pure; a session dials few peers)."""
-    return dials_own_listener(url, listeners)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -343,16 +411,13 @@ def _origin(url: str) -> str:
     return f"{parsed.scheme}://{parsed.host}:{parsed.port}"
 
 
-def task_answer(task: Task) -> dict[str, Any]:
-    """A peer's Task as the relay answers it: ids, state, status text and artifact texts."""
-    status_text = task.status.message.text if task.status.message is not None else None
-    artifacts = [
-        {"name": a.name, "text": "\n".join(p.text for p in a.parts if p.text is not None)} for a in task.artifacts or []
-    ]
-    return {
-        "task_id": task.id,
-        "context_id": task.context_id,
-        "state": task.status.state.value,
-        "status_text": status_text,
-        "artifacts": artifacts,
-    }
+class _Outgoing(NamedTuple):
+    """One send on its way: the sender, its trust, the stamp, the message, its span."""
+
+    rec: SessionRecord
+    trust: Trust
+    sent_tp: str
+    headers: dict[str, str]
+    message: Message
+    span: Span
+    task_trust: str | None

@@ -9,7 +9,10 @@ written stays in memory and in SQLite, and a restart pays for all of them. The s
   unfinished job still names (its child's, whose end says how the job ended, and its parent's);
 * finished jobs leave the database ``retention_secs`` after they end (memory keeps a bounded
   number of them already), and with them the directory the daemon made for a top-level job
-  launched without a workdir (``<state_dir>/jobs/<job_id>``, :mod:`roost.services.launcher.jobdirs`);
+  launched without a workdir (``<state_dir>/jobs/<job_id>``) and the directory it made for each
+  delegated child (``<parent's workdir>/.murmur/children/<name>-<16 hex>``, even in a workdir
+  the caller named: children end before, or with, the job that delegated to them, so they go no
+  later than it does; :mod:`roost.services.launcher.jobdirs`);
 * spent approval ids are kept exactly while their approval could still be presented (until its
   expiry), in memory and on disk;
 * reservation-journal rows go once every slot in them has expired;
@@ -28,6 +31,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from roost.services.periodic import every
 from roost.state.repos.jobs import prune_sql as prune_jobs
 from roost.state.repos.journal import JournalRepository
 from roost.state.repos.sessions import prune_sql as prune_sessions
@@ -35,7 +39,6 @@ from roost.state.repos.spent import prune_sql as prune_spent
 from roost.state.sessions import SessionTable
 from roost.state.settings import Settings
 from roost.state.store import Op
-from roost.system.periodic import every
 
 __all__ = ["BATCH", "PrunedStore", "Retention", "SweepCounts"]
 
@@ -55,7 +58,7 @@ class SweepCounts:
     sessions_deleted: int
     jobs_deleted: int
     spent_deleted: int
-    job_dirs_removed: int = 0  # the daemon's own <state_dir>/jobs/<job_id> of deleted jobs
+    job_dirs_removed: int = 0  # the daemon's own directories of deleted jobs (top-level and delegated)
 
     @property
     def any(self) -> bool:
@@ -81,7 +84,7 @@ class Retention:
         store: PrunedStore,
         clock: Callable[[], int],
         named: Callable[[], Container[str]] = frozenset,
-        job_dirs: Callable[[list[tuple[str, str]]], Awaitable[int]] | None = None,
+        job_dirs: Callable[[list[tuple[str, str, str | None]]], Awaitable[int]] | None = None,
     ) -> None:
         self._settings = settings
         self._table = table
@@ -121,7 +124,7 @@ class Retention:
                 slot = [PRUNE_SESSIONS, PRUNE_JOBS, PRUNE_SPENT].index(op[0])
                 totals[slot] += count
                 if op[0] == PRUNE_JOBS and rows and self._job_dirs is not None:
-                    dirs += await self._job_dirs([(str(r[0]), str(r[1])) for r in rows])
+                    dirs += await self._job_dirs([(str(r[0]), str(r[1]), r[2] if len(r) > 2 else None) for r in rows])
                 if count >= BATCH:
                     again.append(op)
             ops = again

@@ -16,7 +16,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from roost.core.ids import allow_entry_problem, identifier_problem
 from roost.core.loopback import is_loopback_host
+from roost.core.peerauth import PeerAuthEntry
 
 __all__ = [
     "LAUNCHERS",
@@ -95,6 +97,9 @@ class Config(BaseModel):
     bind: str = "127.0.0.1"
     allow_remote: bool = False
     registry_path: Path = Field(default_factory=default_registry_path)
+    registry_name: str = "local"
+    """The registry's name: an allow-list entry ``<registry_name>/<name>`` admits ``<name>``
+    (roost/core/allownames.py)."""
     spawn_allow: tuple[str, ...] = ()
     max_depth: int = Field(default=3, ge=0, le=1_000)
     max_concurrent: int = Field(default=4, ge=0, le=100_000)
@@ -119,6 +124,11 @@ class Config(BaseModel):
     """Open TCP connections one uid may hold; more are closed on accept."""
     job_cgroups: Literal["auto", "off"] = "auto"
     """``auto``: a cgroup v2 per job where one can be made; ``off``: always the fallback sweep."""
+    launcher_log_max_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
+    """A child's ``.murmur/launcher.log`` past this is rotated to ``launcher.log.1`` (0: never)."""
+    resource_limits: Literal["enforce", "advisory"] = "enforce"
+    """``enforce``: a declared limit this host cannot enforce refuses the launch; ``advisory``: the
+    job runs and the limit is listed as not enforced (roost/core/limits.py)."""
     launch_uids: tuple[int, ...] | None = None
     """Loopback uids that may launch a top-level job without a credential (None: the daemon's own)."""
     run_as: str | None = None
@@ -173,6 +183,33 @@ class Config(BaseModel):
     tls_key: Path | None = None
     allow_plaintext_network: bool = False
     """Serve a non-loopback address without TLS (a private network the operator vouches for)."""
+    # Authenticated peers (docs/operations.md, "Authenticated peers"): per peer origin, the
+    # schemes the relay may answer a peer's card with; secrets in files the daemon owns.
+    peer_auth: tuple[PeerAuthEntry, ...] = ()
+
+    # -- OpenTelemetry traces and the dashboard's trace links (docs/operations.md, "OpenTelemetry
+    # traces"). The standard OTEL_* variables by their lower-case names (upper-case works in the
+    # file too); a variable set in the daemon's environment wins. Read at start-up.
+    otel_exporter_otlp_endpoint: str | None = None
+    otel_exporter_otlp_traces_endpoint: str | None = None
+    otel_exporter_otlp_headers: str | None = None
+    """Secret (API keys): ``GET /config`` shows only whether it is set."""
+    otel_exporter_otlp_traces_headers: str | None = None
+    """Secret, as ``otel_exporter_otlp_headers``."""
+    otel_exporter_otlp_protocol: str | None = None
+    otel_exporter_otlp_timeout: int | None = None
+    otel_service_name: str | None = None
+    otel_resource_attributes: str | None = None
+    otel_traces_exporter: str | None = None
+    otel_traces_sampler: str | None = None
+    otel_traces_sampler_arg: float | None = None
+    otel_sdk_disabled: bool | None = None
+    otel_bsp_max_queue_size: int | None = None
+    otel_bsp_max_export_batch_size: int | None = None
+    otel_bsp_schedule_delay: int | None = None
+    dashboard_trace_url: str | None = None
+    """A URL template for a job's trace in the operator's trace UI; ``{trace_id}`` is replaced
+    (e.g. ``http://phoenix:6006/projects/<id>/traces/{trace_id}``)."""
 
     @field_validator("bind")
     @classmethod
@@ -202,6 +239,23 @@ class Config(BaseModel):
     def _names(cls, v: object) -> object:
         if isinstance(v, str):
             return (v,)
+        return v
+
+    @field_validator("spawn_allow")
+    @classmethod
+    def _entries(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in v:
+            problem = allow_entry_problem(entry)
+            if problem is not None:
+                raise ValueError(f"'{entry}' {problem}")
+        return v
+
+    @field_validator("registry_name")
+    @classmethod
+    def _registry_name(cls, v: str) -> str:
+        problem = identifier_problem(v)
+        if problem is not None:
+            raise ValueError(f"'{v}' {problem}")
         return v
 
     def is_loopback_bind(self) -> bool:
@@ -242,11 +296,21 @@ class Config(BaseModel):
         return self.state_dir / "roost.db"
 
     def public(self) -> dict[str, object]:
-        """The effective configuration as JSON-safe data (no secrets live in it)."""
-        return self.model_dump(mode="json")
+        """The effective configuration as JSON-safe data; an OTLP exporter's headers (API keys)
+        are shown only as set or not."""
+        out = self.model_dump(mode="json")
+        for key in SECRET_KEYS:
+            if out.get(key) is not None:
+                out[key] = "(set)"
+        return out
+
+    def otel_file_settings(self) -> dict[str, object]:
+        """The ``otel_*`` settings that are set, by name (for :func:`roost.observe.otelmap.otel_settings`)."""
+        return {k: v for k, v in self.model_dump().items() if k.startswith("otel_") and v is not None}
 
 
 _TOML_KEYS = set(Config.model_fields)
+SECRET_KEYS = ("otel_exporter_otlp_headers", "otel_exporter_otlp_traces_headers")
 NETWORK_KEYS = ("listen", "advertise_url", "tls_cert", "tls_key", "allow_plaintext_network")
 """Settings a reload keeps until the next restart (the listener is bound once)."""
 _PATH_KEYS = {"registry_path", "state_dir", "admin_socket", "tls_cert", "tls_key", "ray_node_root"}
@@ -302,6 +366,8 @@ def load_toml(path: Path) -> dict[str, object]:
     base = path.resolve().parent
     for key, value in section.items():
         norm = key.replace("-", "_")
+        if norm.startswith("OTEL_"):
+            norm = norm.lower()
         if norm not in _TOML_KEYS:
             raise ConfigError(f"invalid --config {path}: unknown setting '{key}'")
         if norm in _PATH_KEYS and isinstance(value, str):

@@ -7,7 +7,11 @@ distinct tag + MAC domain pairs), and the logged ``key_id`` reveals nothing abou
 Upstream keeps the key in memory only (restart = revoke everything). We also offer a persisted
 key (``state_dir/master.key``) so tokens survive a daemon restart when the operator wants that;
 :meth:`KeyRing.ephemeral` keeps the upstream behaviour and :meth:`KeyRing.rotate` revokes every
-outstanding token on demand.
+outstanding token on demand — at once by default, or after a grace (:meth:`KeyHolder.rotate`
+with ``grace_secs``): during it the old key still *verifies* (credentials, approvals, handles,
+keeper tokens) but never mints, and the sessions registered before the rotation keep the door
+key they were given, so the daemon's seals on their doors keep verifying. The old key lives in
+memory only: a restart ends the grace.
 
 Peer handles get a per-session key derived from the session id *and* a random salt the caller
 stores with the session: deleting the session's record (and so its salt) kills its handles, and
@@ -20,7 +24,10 @@ import asyncio
 import hashlib
 import os
 import stat
+import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -31,7 +38,7 @@ from a2a.protocol import seal
 from roost.system.blocking import BlockingExecutor
 from roost.system.fsutil import write_atomic
 
-__all__ = ["KEY_FILE_NAME", "KEY_LEN", "KeyFileError", "KeyHolder", "KeyRing"]
+__all__ = ["KEY_FILE_NAME", "KEY_LEN", "Grace", "KeyFileError", "KeyHolder", "KeyRing"]
 
 KEY_LEN: Final = 32
 KEY_FILE_NAME: Final = "master.key"
@@ -159,6 +166,16 @@ class KeyRing:
         return cls(master)
 
 
+@dataclass(frozen=True, slots=True)
+class Grace:
+    """The key ring a rotation replaced, still verifying until ``until`` (monotonic seconds), and
+    the sessions registered before it (their doors hold a door key of that ring)."""
+
+    ring: KeyRing
+    until: float
+    sessions: frozenset[str]
+
+
 class KeyHolder:
     """The key ring in force, shared by everyone who signs or checks a token.
 
@@ -170,8 +187,18 @@ class KeyHolder:
     ``state_dir`` None: the key lives in memory only (``--ephemeral-keys``).
     """
 
-    def __init__(self, ring: KeyRing, *, state_dir: Path | None, executor: BlockingExecutor) -> None:
+    def __init__(
+        self,
+        ring: KeyRing,
+        *,
+        state_dir: Path | None,
+        executor: BlockingExecutor,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._ring = ring
+        self._grace: Grace | None = None
+        self._clock = clock
+        self._old_door_keys: dict[str, bytes] = {}
         self._state_dir = state_dir
         self._executor = executor
         self._door_master: tuple[KeyRing, bytes] | None = None
@@ -185,6 +212,20 @@ class KeyHolder:
         return self._ring
 
     @property
+    def previous(self) -> Grace | None:
+        """The replaced ring while its grace lasts (None: no grace, or it is over)."""
+        grace = self._grace
+        if grace is not None and self._clock() >= grace.until:
+            self._grace, self._old_door_keys = None, {}
+            return None
+        return grace
+
+    def rings(self) -> tuple[KeyRing, ...]:
+        """Every ring a token may verify under now: the one in force, then a replaced one in its grace."""
+        grace = self.previous
+        return (self._ring,) if grace is None else (self._ring, grace.ring)
+
+    @property
     def persisted(self) -> bool:
         """Whether the key is kept in ``state_dir/master.key`` (False: memory only)."""
         return self._state_dir is not None
@@ -194,8 +235,12 @@ class KeyHolder:
         if self._state_dir is not None:
             self._ring = await self._executor.run(KeyRing.load_or_create, self._state_dir)
 
-    async def rotate(self) -> tuple[KeyRing, KeyRing]:
-        """Replace the master key (on disk too unless ephemeral); answers (old ring, new ring)."""
+    async def rotate(self, grace_secs: float = 0.0, sessions: Iterable[str] = ()) -> tuple[KeyRing, KeyRing]:
+        """Replace the master key (on disk too unless ephemeral); answers (old ring, new ring).
+
+        With ``grace_secs`` the old ring keeps verifying for that long (never minting), and the
+        door keys of ``sessions`` (those registered before the rotation) stay the old ring's.
+        A rotation during another's grace ends that grace: only the latest replaced ring verifies."""
         async with self._rotating:
             old = self._ring
             if self._state_dir is None:
@@ -203,10 +248,19 @@ class KeyHolder:
             else:
                 ring = await self._executor.run(KeyRing.rotate, self._state_dir)
             self._ring = ring
+            self._old_door_keys = {}
+            self._grace = Grace(old, self._clock() + grace_secs, frozenset(sessions)) if grace_secs > 0 else None
             return old, ring
 
     def door_key_for(self, session_id: str) -> bytes:
-        """The key a registered session's door checks the relay's seals with (docs/security.md)."""
+        """The key a registered session's door checks the relay's seals with (docs/security.md):
+        during a rotation's grace, a session registered before it keeps the old ring's."""
+        grace = self._grace
+        if grace is not None and session_id in grace.sessions and self.previous is not None:
+            key = self._old_door_keys.get(session_id)
+            if key is None:
+                key = self._old_door_keys[session_id] = seal.door_key(grace.ring.subkey("door-seal"), session_id)
+            return key
         ring = self._ring
         cached = self._door_master
         if cached is None or cached[0] is not ring:

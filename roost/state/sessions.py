@@ -68,6 +68,8 @@ class SessionRecord:
     workdir_id: tuple[int, int] | None = None
     """(dev, inode) of the workdir as checked at register, on this host (not persisted: a session
     re-loaded after a restart is walked without links but not compared)."""
+    formation_id: str | None = None
+    """The formation the session belongs to (``MURMUR_FORMATION_ID``; roost/core/formation.py)."""
 
     @property
     def running(self) -> bool:
@@ -102,6 +104,7 @@ class SessionRecord:
             end_reason=row["end_reason"],
             uid=row["uid"],
             containment=row["containment"],
+            formation_id=row["formation_id"],
         )
 
 

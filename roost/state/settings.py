@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import structlog
 
-from roost.observe.logs import configure_logging
+from roost.core.admin_models import ReloadAnswer
 from roost.state.config import NETWORK_KEYS, Config, ConfigError
 from roost.state.registry import Registry
 from roost.system.blocking import BlockingExecutor
@@ -37,6 +37,8 @@ RESTART_ONLY = (
     "ray_address",
     "ray_namespace",
     "ray_node_root",
+    *(k for k in Config.model_fields if k.startswith("otel_")),  # the exporter is built at start-up
+    "peer_auth",  # the relay's credentials are read once, at start-up
 )
 
 
@@ -61,8 +63,12 @@ class Settings:
         *,
         executor: BlockingExecutor,
         loader: Callable[[], Config] | None = None,
+        configure_logs: Callable[[str, str], None] | None = None,
     ) -> None:
         self._config = config
+        # Given by the composition root (the structlog set-up lives with observation): called with
+        # (log_format, log_level) when a reload changes either.
+        self._configure_logs = configure_logs
         self._registry = Registry(config.registry_path)
         self._executor = executor
         self.loader = loader
@@ -85,12 +91,12 @@ class Settings:
             hook()
         await self._executor.run(self._registry.clear_cache)
 
-    async def reload(self) -> dict[str, object]:
+    async def reload(self) -> ReloadAnswer:
         """Re-read the config file and forget registry caches; running sessions and jobs are untouched."""
         async with self._reloading:
             return await self._reload()
 
-    async def _reload(self) -> dict[str, object]:
+    async def _reload(self) -> ReloadAnswer:
         changed: list[str] = []
         needs_restart: list[str] = []
         error: str | None = None
@@ -106,12 +112,12 @@ class Settings:
                 if "registry_path" in changed:
                     self._registry = Registry(merged.registry_path)
                 self._config = merged
-                if "log_level" in changed or "log_format" in changed:
-                    configure_logging(merged.log_format, merged.log_level)
+                if ("log_level" in changed or "log_format" in changed) and self._configure_logs is not None:
+                    self._configure_logs(merged.log_format, merged.log_level)
         with contextlib.suppress(Exception):
             await self.forget_registry_caches()
         log.info("reloaded", changed=",".join(changed), needs_restart=",".join(needs_restart), failed=error is not None)
-        out: dict[str, object] = {"reloaded": error is None, "changed": changed, "needs_restart": needs_restart}
+        out: ReloadAnswer = {"reloaded": error is None, "changed": changed, "needs_restart": needs_restart}
         if error is not None:
             out["error"] = error
         return out

@@ -24,7 +24,7 @@ import structlog
 
 from roost.system.blocking import BlockingExecutor
 
-__all__ = ["MIGRATIONS", "Op", "Store", "StoreConflict", "StoreDamaged", "StoreError", "is_damage"]
+__all__ = ["MIGRATIONS", "Op", "Store", "StoreConflict", "StoreDamaged", "StoreError", "StoreTooNew", "is_damage"]
 
 T = TypeVar("T")
 Op = tuple[str, Sequence[Any]]
@@ -43,6 +43,16 @@ class StoreDamaged(StoreError):
     def __init__(self, message: str, detail: str) -> None:
         super().__init__(message)
         self.detail = detail
+
+
+class StoreTooNew(StoreError):
+    """The database's schema is newer than this release knows: a newer daemon wrote it, and
+    opening it here could misread or damage what that one stored."""
+
+    def __init__(self, found: int, known: int) -> None:
+        super().__init__(f"schema {found}, this release knows up to {known}")
+        self.found = found
+        self.known = known
 
 
 class StoreConflict(StoreError):
@@ -179,7 +189,16 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE jobs ADD COLUMN node TEXT;
     """,
-    # 9: the uid an operator's job runs as when it is not its owner's (config run_as).
+    # 9: the W3C traceparent naming the job's span (roost/observe/jobspans.py; NULL: none).
+    """
+    ALTER TABLE jobs ADD COLUMN traceparent TEXT;
+    """,
+    # 10: the formation a session and a job belong to (MURMUR_FORMATION_ID; NULL: none).
+    """
+    ALTER TABLE sessions ADD COLUMN formation_id TEXT;
+    ALTER TABLE jobs ADD COLUMN formation_id TEXT;
+    """,
+    # 11: the uid an operator's job runs as when it is not its owner's (config run_as).
     """
     ALTER TABLE jobs ADD COLUMN run_uid INTEGER;
     """,
@@ -268,6 +287,9 @@ class Store:
     @staticmethod
     def _migrate(conn: sqlite3.Connection) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > len(MIGRATIONS):
+            conn.close()
+            raise StoreTooNew(int(version), len(MIGRATIONS))
         for idx in range(version, len(MIGRATIONS)):
             conn.execute("BEGIN IMMEDIATE")
             for stmt in _split_sql(MIGRATIONS[idx]):

@@ -20,7 +20,7 @@ def test_card_shape() -> None:
         {"url": "http://127.0.0.1:9", "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
     ]
     caps = j["capabilities"]
-    assert (caps["streaming"], caps["pushNotifications"], caps["extendedAgentCard"]) == (False, False, False)
+    assert (caps["streaming"], caps["pushNotifications"], caps["extendedAgentCard"]) == (True, False, False)
     exts = {e["uri"]: e for e in caps["extensions"]}
     assert exts[CAPSULE_EXTENSION_URI]["params"] == {"sessionId": "ses_x"}
     assert exts[DOOR_EXTENSION_URI]["params"]["peerTasks"] is True

@@ -247,13 +247,13 @@ async def test_cancel_queued_and_running(http: aiohttp.ClientSession, send: str,
         # queued: removed at once, never reaches the runner
         c = await rpc(http, url, cancel, {"id": second})
         assert c["result"]["status"]["state"] == canceled
-        assert door.pending == 0
+        assert door.queue.pending == 0
         # running: recorded canceled immediately, runner cancelled
         c = await rpc(http, url, cancel, {"id": first})
         assert c["result"]["status"]["state"] == canceled
         g = await rpc(http, url, "tasks/get", {"id": first})
         assert g["result"]["status"]["state"] == "canceled"
-        await asyncio.wait_for(door.wait_idle(), 5)
+        await asyncio.wait_for(door.queue.wait_idle(), 5)
         assert gate.cancelled == [first]
         assert [t.id for t in gate.seen] == [first]
         assert gate.finished == [(first, TaskState.CANCELED)]
@@ -280,7 +280,7 @@ async def test_canceled_wins_over_runner_result(http: aiohttp.ClientSession) -> 
         tid = (await rpc(http, url, "message/send", msg03("x")))["result"]["id"]
         await asyncio.wait_for(started.wait(), 5)
         await rpc(http, url, "tasks/cancel", {"id": tid})
-        await asyncio.wait_for(door.wait_idle(), 5)
+        await asyncio.wait_for(door.queue.wait_idle(), 5)
         g = (await rpc(http, url, "tasks/get", {"id": tid}))["result"]
         assert g["status"]["state"] == "canceled"
         assert "artifacts" not in g
@@ -333,7 +333,7 @@ async def test_single_acceptance_is_one_task_ever(http: aiohttp.ClientSession) -
     door = make_door(gate, task_acceptance="single")
     async with serve(door) as url:
         assert (await rpc(http, url, "message/send", msg03("a")))["result"]["status"]["state"] == "submitted"
-        await asyncio.wait_for(door.wait_idle(), 5)
+        await asyncio.wait_for(door.queue.wait_idle(), 5)
         r = await rpc(http, url, "message/send", msg03("b"))
         assert r["result"]["status"]["state"] == "rejected"
 
@@ -371,9 +371,9 @@ async def test_lane_order_user_peer_bg(http: aiohttp.ClientSession) -> None:
         door.submit("user-1")
         await relayed("peer-2")
         door.submit("user-2")
-        assert door.pending == 7
+        assert door.queue.pending == 7
         gate.release.set()
-        await asyncio.wait_for(door.wait_idle(), 5)
+        await asyncio.wait_for(door.queue.wait_idle(), 5)
     assert [t.text for t in gate.seen] == ["blocker", "user-1", "user-2", "peer-1", "peer-2", "bg-1", "bg-2", "bg-3"]
     lanes = {t.text: t.lane for t in gate.seen}
     assert lanes["user-1"] is Lane.USER and lanes["peer-1"] is Lane.PEER and lanes["bg-2"] is Lane.BG
@@ -427,7 +427,7 @@ async def test_classification_at_the_door(http: aiohttp.ClientSession) -> None:
             params = msg03("x")
             await rpc(http, url, "message/send", params, headers=sealed(headers, subject_of(params), key=b"k" * 32))
             await rpc(http, url, "message/send", msg03("x"), headers=sealed(headers, "another-message"))
-        await asyncio.wait_for(door.wait_idle(), 5)
+        await asyncio.wait_for(door.queue.wait_idle(), 5)
     got = [(t.origin, t.trust) for t in gate.seen]
     # HTTP strips surrounding whitespace from header values, so " peer" reads as peer.
     n = len(HEADER_CASES)
@@ -459,7 +459,7 @@ async def test_completion_addressing(http: aiohttp.ClientSession) -> None:
         forged = {**base, "x-murmur-completion-session": SESSION}
         r = await rpc(http, url, "message/send", msg03("forged"), headers=forged)
         assert r["result"]["status"]["state"] == "submitted"
-        await asyncio.wait_for(door.wait_idle(), 5)
+        await asyncio.wait_for(door.queue.wait_idle(), 5)
     completion, forged_task = gate.seen
     assert (completion.origin, completion.trust, completion.lane) == (Origin.COMPLETION, Trust.TRUSTED, Lane.BG)
     assert completion.delegation_id == "dlg_1"
@@ -503,7 +503,7 @@ async def test_traceparent_continuation(http: aiohttp.ClientSession) -> None:
         await rpc(
             http, url, "message/send", msg03("d"), headers={"traceparent": caller.lower(), "tracestate": "Bad Key=1"}
         )
-        await asyncio.wait_for(door.wait_idle(), 5)
+        await asyncio.wait_for(door.queue.wait_idle(), 5)
     a, b, c, d = gate.seen
     assert a.traceparent_from_caller == caller.lower()
     assert a.trace.trace_id == "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -625,7 +625,7 @@ async def test_message_shapes(http: aiohttp.ClientSession) -> None:
             },
         )
         assert r["result"]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
-        await asyncio.wait_for(door.wait_idle(), 5)
+        await asyncio.wait_for(door.queue.wait_idle(), 5)
     assert [t.text for t in gate.seen] == ["x\ny", "w"]
     assert gate.seen[1].parts[0].file is not None and gate.seen[1].parts[0].file.uri == "file:///x"
 
@@ -696,11 +696,11 @@ async def test_version_header_rules(http: aiohttp.ClientSession) -> None:
 
 
 async def test_internal_error_hides_details(http: aiohttp.ClientSession) -> None:
-    class Broken(Door):
-        def record(self, task_id: str) -> Any:
-            raise RuntimeError("password=hunter2")
+    def broken(task_id: str) -> Any:
+        raise RuntimeError("password=hunter2")
 
-    door = Broken(name="b", version="1", session_id=SESSION, runner=Gate())
+    door = Door(name="b", version="1", session_id=SESSION, runner=Gate())
+    door.queue.record = broken  # type: ignore[method-assign]
     async with serve(door) as url:
         r = await rpc(http, url, "tasks/get", {"id": "x"}, rid=9)
         assert r == {"jsonrpc": "2.0", "id": 9, "error": {"code": -32603, "message": "internal error"}}
@@ -752,7 +752,7 @@ async def test_finished_tasks_are_bounded(http: aiohttp.ClientSession) -> None:
     door = make_door(gate, max_finished=3)
     async with serve(door) as url:
         ids = [(await rpc(http, url, "message/send", msg03(str(i))))["result"]["id"] for i in range(5)]
-        await asyncio.wait_for(door.wait_idle(), 5)
+        await asyncio.wait_for(door.queue.wait_idle(), 5)
         assert door.get(ids[0]) is None and door.get(ids[1]) is None
         assert all(door.get(i) is not None for i in ids[2:])
 
@@ -760,11 +760,11 @@ async def test_finished_tasks_are_bounded(http: aiohttp.ClientSession) -> None:
 async def test_submit_local_user_and_idle() -> None:
     gate = Gate(open_=True)
     door = make_door(gate, task_acceptance="none")
-    assert door.idle.is_set()
+    assert door.queue.idle.is_set()
     task = door.submit("from task.md")
-    assert not door.idle.is_set()
+    assert not door.queue.idle.is_set()
     assert task.status.state is TaskState.SUBMITTED
-    await asyncio.wait_for(door.wait_idle(), 5)
+    await asyncio.wait_for(door.queue.wait_idle(), 5)
     seen = gate.seen[0]
     assert seen.provenance == Provenance.local_user()
     assert (seen.lane, seen.dialect, seen.traceparent_from_caller) == (Lane.USER, None, None)

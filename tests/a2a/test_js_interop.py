@@ -23,8 +23,9 @@ import pytest
 
 from a2a.client import A2AClient
 from a2a.door import Door
-from a2a.protocol.models import Message, Part, TaskState
+from a2a.protocol.models import Message, Part, Task, TaskState
 from tests.a2a.conformance.harness import SESSION, Script, serve
+from tests.a2a.test_sdk_streaming import _completed, run_client_with_webhook
 from tests.support.registry import RegistryBuilder
 
 JS_DIR = Path(__file__).parent / "js"
@@ -151,3 +152,37 @@ async def test_relay_against_js_server(
     assert seen == [{"path": "/a2a/jsonrpc", "version": mode, "method": m} for m in names]
     trace = [json.loads(x) for x in (work / ".murmur" / "ses_js" / "trace.jsonl").read_text().splitlines()]
     assert [r["event_type"] for r in trace] == ["a2a_send"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("dialect", ["1.0", "0.3"])
+async def test_js_client_streams_subscribes_and_gets_pushes(node: str, dialect: str) -> None:
+    seen, posts = await run_client_with_webhook([node, "client.mjs"], [dialect], JS_DIR, dialect)
+    stream = seen["stream"]
+    assert stream[0][0] == "task" and stream[-1] == ["status", "TASK_STATE_COMPLETED"]
+    assert "".join(e[1] for e in stream if e[0] == "artifact") == "one\ntwo\nthree\n"
+    assert seen["subscribe"][0][0] == "task" and seen["subscribe"][-1] == ["status", "TASK_STATE_COMPLETED"]
+    assert posts and all(token == "js-token" for token, _ in posts) and any(_completed(b) for _, b in posts)
+    if dialect == "1.0":
+        assert seen["unfiltered"] >= 2  # listTasks({}) with the SDK's UNRECOGNIZED status: no filter
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("mode", ["1.0", "0.3"])
+async def test_our_client_streams_from_js_server(node: str, mode: str) -> None:
+    async with js_server(node, mode) as (url, seen), A2AClient() as client:
+        items = [i async for i in client.stream_message(url, _msg("streamed"))]
+        for _ in range(250):  # its log line may come after its answer, on a loaded box
+            if seen:
+                break
+            await asyncio.sleep(0.02)
+    task = items[0]
+    assert isinstance(task, Task) and task.status.state is TaskState.COMPLETED
+    assert task.artifacts is not None and task.artifacts[0].parts[0].text == "echo: streamed"
+    assert seen == [
+        {
+            "path": "/a2a/jsonrpc",
+            "version": mode,
+            "method": "SendStreamingMessage" if mode == "1.0" else "message/stream",
+        }
+    ]

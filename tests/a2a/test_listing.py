@@ -75,9 +75,10 @@ def test_filters_match_exactly(recs: list[Rec], ctx: str, state: TaskState) -> N
 def test_defaults_and_bounds() -> None:
     q = listing.parse_list({})
     assert (q.page_size, q.cursor, q.history_length, q.include_artifacts, q.status) == (50, None, None, False, None)
-    assert listing.parse_list({"pageSize": 0}).page_size == 50
-    assert listing.parse_list({"pageSize": 101}).page_size == 100
+    assert listing.parse_list({"pageSize": 1}).page_size == 1
+    assert listing.parse_list({"pageSize": 100}).page_size == 100
     assert listing.parse_list({"status": "TASK_STATE_UNSPECIFIED"}).status is None
+    assert listing.parse_list({"status": "UNRECOGNIZED"}).status is None  # the JS SDK's unset enum
     assert listing.parse_list({"status": "input-required"}).status is TaskState.INPUT_REQUIRED
     assert listing.parse_list({"statusTimestampAfter": "2026-01-01T00:00:00+02:00"}).status_after == 1767218400.0
 
@@ -86,6 +87,8 @@ def test_defaults_and_bounds() -> None:
     "params",
     [
         {"pageSize": -1},
+        {"pageSize": 0},
+        {"pageSize": 101},
         {"pageSize": True},
         {"pageSize": 1.5},
         {"pageToken": 3},

@@ -181,7 +181,7 @@ SERVER_SCRIPT = textwrap.dedent(
                     url=f"http://127.0.0.1:{port}/a2a/jsonrpc", protocol_binding="JSONRPC", protocol_version=mode
                 )
             ],
-            capabilities=AgentCapabilities(streaming=False, push_notifications=False),
+            capabilities=AgentCapabilities(streaming=True, push_notifications=False),
             default_input_modes=["text/plain"], default_output_modes=["text/plain"],
             skills=[AgentSkill(id="echo", name="echo", description="echo", tags=["echo"])],
         )
@@ -202,9 +202,15 @@ SERVER_SCRIPT = textwrap.dedent(
 @pytest.fixture(scope="session")
 def sdk_python() -> Path:
     """The SDK's python, from the pinned, cached virtualenv (built now only if it is missing)."""
-    proc = subprocess.run(["bash", str(SDK_ENV)], capture_output=True, text=True, timeout=600)
+    return sdk_env_python(SDK_LOCK)
+
+
+def sdk_env_python(lock: Path) -> Path:
+    """The python of the virtualenv ``sdk-env.sh`` builds from ``lock``, checked to hold exactly the
+    pinned a2a-sdk and uvicorn; the test FAILS (never skips) when it cannot be built."""
+    proc = subprocess.run(["bash", str(SDK_ENV), lock.name], capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
-        pytest.fail(f"could not build the a2a-sdk environment ({SDK_ENV.name}):\n{proc.stderr[-2000:]}")
+        pytest.fail(f"could not build the a2a-sdk environment ({lock.name}):\n{proc.stderr[-2000:]}")
     python = Path(proc.stdout.strip().splitlines()[-1])
     versions = subprocess.run(
         [str(python), "-I", "-c", "import importlib.metadata as m; print(m.version('a2a-sdk'), m.version('uvicorn'))"],
@@ -213,12 +219,13 @@ def sdk_python() -> Path:
         timeout=60,
         check=True,
     ).stdout.split()
-    assert versions == [_pinned()["a2a-sdk"], _pinned()["uvicorn"]], versions
+    pinned = _pinned(lock)
+    assert versions == [pinned["a2a-sdk"], pinned["uvicorn"]], versions
     return python
 
 
-def _pinned() -> dict[str, str]:
-    lines = [ln.strip() for ln in SDK_LOCK.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+def _pinned(lock: Path = SDK_LOCK) -> dict[str, str]:
+    lines = [ln.strip() for ln in lock.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
     return dict(ln.lower().replace("_", "-").split("==", 1) for ln in lines)
 
 

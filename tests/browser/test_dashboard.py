@@ -38,6 +38,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 ARTIFACTS = Path(os.environ.get("ROOST_TEST_ARTIFACTS", REPO / "test-artifacts"))
+TRACE_UI = "http://127.0.0.1:6006/projects/default"
 EXAMPLE_CAPSULES = REPO / "deploy" / "examples" / "capsules"
 SLOW_WORKER = '''#!/usr/bin/env python3
 """worker that takes its time, so a dashboard can watch it run."""
@@ -73,15 +74,16 @@ class Env:
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     root = tmp_path_factory.mktemp("dash")
     registry, caps = root / "registry", root / "capsules"
-    for name in ("orchestrator", "worker", "sleeper"):
+    for name in ("orchestrator", "worker", "sleeper", "crasher"):
         shutil.copytree(EXAMPLE_CAPSULES / name, caps / name)
     (caps / "worker" / "main.py").write_text(SLOW_WORKER)
-    for name in ("orchestrator", "worker", "sleeper"):
+    for name in ("orchestrator", "worker", "sleeper", "crasher"):
         res = roostctl("registry", "add", str(caps / name), "--registry-path", str(registry))
         assert res.code == 0, res
     cfg = root / "roost.toml"
     cfg.write_text(
-        f'registry_path = "{registry}"\nspawn_allow = ["orchestrator", "sleeper"]\nstate_dir = "state"\nport = 0\n'
+        f'registry_path = "{registry}"\nspawn_allow = ["orchestrator", "sleeper", "crasher"]\nstate_dir = "state"\n'
+        f'port = 0\ndashboard_trace_url = "{TRACE_UI}/traces/{{trace_id}}"\n'
     )
     state = root / "state"
     daemon = subprocess.Popen(
@@ -103,7 +105,9 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         assert dash.stdout is not None
         url = dash.stdout.readline().strip()  # the URL is the first line printed
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/\?token=[A-Za-z0-9_-]{40,}", url), url
-        yield Env(state, url, int(urlsplit(url).port or 0), dash)
+        made = Env(state, url, int(urlsplit(url).port or 0), dash)
+        yield made
+        dash = made.dashboard  # a test may have restarted it
     finally:
         for proc in (dash, daemon):
             if proc is not None and proc.poll() is None:
@@ -132,9 +136,15 @@ def _cookie(env: Env) -> str:
 
 
 def test_a_wrong_or_missing_token_gets_nothing(env: Env) -> None:
-    for path in ("/", "/?token=wrong", "/?token=", "/fragment/home", "/events", "/static/app.js", "/job/x"):
+    for path in ("/fragment/home", "/events", "/static/app.js", "/job/x", "/favicon.ico"):
         status, body = _raw(env.port, path)
         assert status == 403 and body == "forbidden\n", (path, status, body)
+    # The operator's own pages, without this run's token: a page that says how to get a valid URL,
+    # and nothing about the daemon.
+    for path in ("/", "/?token=wrong", "/?token=", "/jobs", "/eventlog"):
+        status, body = _raw(env.port, path)
+        assert status == 403 and "run <code>roostctl dashboard</code> again" in body, (path, status, body)
+        assert "app.js" not in body and str(env.state) not in body
     cookie = _cookie(env)
     assert _raw(env.port, "/fragment/home", headers={"Cookie": cookie})[0] == 200
     # DNS rebinding: the right cookie under another host name is refused.
@@ -174,9 +184,11 @@ def test_tree_appears_changes_live_timeline_and_cancel(env: Env) -> None:
         try:
             ctx = browser.new_context(viewport={"width": 1100, "height": 760}, timezone_id="Asia/Tokyo")
             page = ctx.new_page()
-            # A wrong token gets nothing in the browser either.
+            # A wrong token gets no dashboard in the browser either: a page saying how to get a valid URL.
             resp = page.goto(env.url.split("?token=")[0] + "?token=not-it")
-            assert resp is not None and resp.status == 403 and "mur-roost" not in page.content()
+            assert resp is not None and resp.status == 403 and "roostctl dashboard" in page.content()
+            assert page.locator("#live").count() == 0
+            page.screenshot(path=str(ARTIFACTS / "dashboard-token-page.png"), full_page=True)
             page.goto(env.url)
             assert page.url.rstrip("/").endswith(str(env.port))  # the token left the address bar
             page.wait_for_selector("#conn[data-state=live]", timeout=15_000)
@@ -254,7 +266,7 @@ def test_tree_appears_changes_live_timeline_and_cancel(env: Env) -> None:
             page.wait_for_selector("#conn[data-state=live]", timeout=15_000)
             asked.clear()
             page.once("dialog", lambda d: (asked.append(d.message), d.accept()))
-            page.get_by_role("button", name="End this session…").click()
+            page.get_by_role("button", name="End this session and its job…").click()
             page.wait_for_function(
                 "() => document.getElementById('notice').textContent.includes('ended')", timeout=15_000
             )
@@ -262,7 +274,11 @@ def test_tree_appears_changes_live_timeline_and_cancel(env: Env) -> None:
             assert f"session {other['session_id']} ended" in page.locator("#notice").inner_text()
             ended = env.ctl("sessions", other["session_id"], "--json").json  # type: ignore[attr-defined]
             assert ended["status"] != "running" and ended["ended_ms"] is not None
-            env.ctl("cancel", other["job_id"])
+            # Its job ends too: no process is left running behind an ended session.
+            page.wait_for_selector('#h-summary .badge[data-state="terminated"]', timeout=20_000)
+            assert f"its job {other['job_id']} is terminated" in page.locator("#notice").inner_text()
+            assert env.ctl("job", other["job_id"], "--json").json["state"] == "terminated"  # type: ignore[attr-defined]
+            assert asked and "and its job" in asked[0]
 
             # Narrow window: nothing wider than the viewport.
             page.set_viewport_size({"width": 380, "height": 800})

@@ -43,6 +43,8 @@ def test_every_combination(
     p = probe(abi, userns, bwrap, cap)
     d = decide(p, declared, workdir_exec=workdir_exec)  # type: ignore[arg-type]
     offered = "advisory" if workdir_exec else p.offered
+    # Seed 000: containment_achieved is the class this host can enforce, capped by workdir_exec.
+    assert d.enforceable == offered
     if CONTAINMENT_ORDER[declared] <= CONTAINMENT_ORDER[offered]:
         assert d.floor_met and d.achieved == declared and d.shortfall_reason is None
     else:
@@ -66,3 +68,19 @@ def test_hints_name_what_would_raise_the_class() -> None:
     assert "Landlock" in hints and "user namespaces" in hints and "bubblewrap" in hints
     assert "containment_max" not in hints, "the cap equals what the host can do: removing it raises nothing"
     assert "containment_max" in " ".join(probe(7, True, True, cap="scoped").raise_hints())
+
+
+def test_a_process_that_cannot_map_its_uid_reports_the_hosts_class_but_builds_no_sandbox() -> None:
+    """A uid-0 child started without CAP_SETFCAP (any floor below sealed) can create a user
+    namespace but not map uid 0 into it: the host still offers sealed (containment_achieved),
+    this process runs scoped, and a sealed floor here is refused, saying why."""
+    from dataclasses import replace
+
+    p = replace(probe(7, True, True), map_reason="writing its uid_map failed: Operation not permitted")
+    assert (p.offered, p.offered_here) == ("sealed", "scoped")
+    d = decide(p, "scoped", workdir_exec=False)
+    assert (d.achieved, d.floor_met, d.enforceable) == ("scoped", True, "sealed")
+    d = decide(p, "sealed", workdir_exec=False)
+    assert not d.floor_met and d.achieved == "scoped" and d.enforceable == "sealed"
+    assert d.shortfall_reason is not None and "cannot map its uid" in d.shortfall_reason
+    assert decide(probe(7, True, True), "sealed", workdir_exec=False).floor_met

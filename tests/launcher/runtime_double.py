@@ -19,7 +19,9 @@ session_id, name, version, workdir, pid), prints the ready line, then does what 
   instead (``evil``, a symbolic link to ``/etc``; ``theirs``, a directory owned by uid 65534);
   when refused, write the answer to ``refused.json`` and exit 3;
 * ``chatter`` — after the ready line print ``chatter: first`` on stdout, wait until a file
-  ``go`` appears in its directory, print ``chatter: last``, then finish like ``sleep 0``.
+  ``go`` appears in its directory, print ``chatter: last``, then finish like ``sleep 0``;
+* ``garbled`` — finish as usual (its own deregistration), but leave a ``completion.json`` that
+  is not a completion record (no readable record behind a finished child).
 
 It always writes ``double.json`` (argv, environment, whether an approval came on stdin) and, on
 lifeline EOF, ``spawner_ended.json``, then exits 143 without a completion (as upstream does).
@@ -166,7 +168,10 @@ def main():
         time.sleep(float(words[words.index("sleep") + 1]))
     elif "delegate" in words or "hang" in words:
         time.sleep(3600)
-    if spawner:
+    if spawner and "garbled" in words:
+        with open(os.path.join(workdir, "completion.json"), "w") as fh:
+            fh.write("{not a completion record")
+    elif spawner:
         write_json(
             os.path.join(workdir, "completion.json"),
             {

@@ -10,7 +10,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roost.core.finalize import PARENT_ENDED_REASON, Decision, Existing, Facts, decide, wants_own_session_end
+from roost.core.finalize import (
+    CANCELLED_TASK_REASON,
+    PARENT_ENDED_REASON,
+    UNKNOWN_REASON,
+    Decision,
+    Existing,
+    Facts,
+    decide,
+    wants_own_session_end,
+)
 from roost.core.jobs import Delivery, StopReason, state_for_status
 from roost.services.completionfile import OPERATOR_CANCEL_DETAIL, TERMINATED_DETAIL, deadline_detail
 
@@ -70,14 +79,14 @@ def test_a_vanished_parent_with_no_earlier_stop_means_no_completion(why: StopRea
 
 
 @pytest.mark.parametrize(
-    ("why", "detail", "outcome"),
+    ("why", "detail", "reason"),
     [
-        ("cancel", TERMINATED_DETAIL, "terminated"),
-        ("operator_cancel", OPERATOR_CANCEL_DETAIL, "terminated"),
-        ("deadline", deadline_detail(600.0), "timed_out"),
+        ("cancel", TERMINATED_DETAIL, CANCELLED_TASK_REASON),
+        ("operator_cancel", OPERATOR_CANCEL_DETAIL, OPERATOR_CANCEL_DETAIL),
+        ("deadline", deadline_detail(600.0), deadline_detail(600.0)),
     ],
 )
-def test_the_first_stop_reason_wins_over_a_later_parent_end(why: StopReason, detail: str, outcome: str) -> None:
+def test_the_first_stop_reason_wins_over_a_later_parent_end(why: StopReason, detail: str, reason: str) -> None:
     """Cancelled (or past its deadline) before the parent ended: the launcher's terminated
     record, to nobody, and no line in the ended parent's trace."""
     d = decide(facts(stop_reason=why, parent_running=False))
@@ -85,8 +94,8 @@ def test_the_first_stop_reason_wins_over_a_later_parent_end(why: StopReason, det
         write="launcher",
         send=True,
         attempts=0,
-        outcome=outcome,
-        reason=detail,
+        outcome="terminated",
+        reason=reason,
         state="terminated",
         trace_line=False,
         status="terminated",
@@ -103,27 +112,51 @@ def test_a_delivered_child_record_outlives_a_cancel_after_the_parent_ended() -> 
 
 
 @pytest.mark.parametrize(
-    ("why", "detail", "outcome", "attempts"),
+    ("why", "detail", "reason", "attempts"),
     [
-        ("cancel", TERMINATED_DETAIL, "terminated", 0),
-        ("operator_cancel", OPERATOR_CANCEL_DETAIL, "terminated", 0),
-        ("shutdown", TERMINATED_DETAIL, "terminated", 0),
-        ("deadline", deadline_detail(600.0), "timed_out", 2),
+        ("cancel", TERMINATED_DETAIL, CANCELLED_TASK_REASON, 0),
+        ("operator_cancel", OPERATOR_CANCEL_DETAIL, OPERATOR_CANCEL_DETAIL, 0),
+        ("shutdown", TERMINATED_DETAIL, TERMINATED_DETAIL, 0),
+        ("deadline", deadline_detail(600.0), deadline_detail(600.0), 2),
     ],
 )
-def test_stopped_by_us(why: StopReason, detail: str, outcome: str, attempts: int) -> None:
+def test_stopped_by_us(why: StopReason, detail: str, reason: str, attempts: int) -> None:
+    """Seed 000: a delegated sub-capsule the parent (or its deadline) ended is ``terminated``;
+    a cancel by the parent reads "the delegating task was cancelled", the record's detail stays
+    "the parent ended this delegation"."""
     d = decide(facts(stop_reason=why, existing=child_record("ok")))
     assert d == Decision(
         write="launcher",
         send=True,
         attempts=attempts,
-        outcome=outcome,
-        reason=detail,
+        outcome="terminated",
+        reason=reason,
         state="terminated",
         trace_line=True,
         status="terminated",
         detail=detail,
     )
+
+
+def test_a_finished_child_with_no_readable_record_is_unknown() -> None:
+    """Seed 000's sub-capsule vocabulary::
+
+        | `"unknown"` | A completion arrived, and the parent found no readable `completion.json`
+        behind it. The parent's own word, and reachable on no other path |
+
+    The child ended its own session (it said it finished) to a parent it should have reported
+    to, and no readable record is there: ``unknown``, posted as the launcher's ``error`` record."""
+    d = decide(facts(existing=None, own_end="complete", self_ended=True, exit_status="exit status 0"))
+    assert (d.write, d.send, d.attempts, d.trace_line) == ("launcher", True, 2, True)
+    assert (d.outcome, d.reason, d.state) == ("unknown", UNKNOWN_REASON, "failed")
+    assert (d.status, d.detail, d.detail_from_stderr) == ("error", UNKNOWN_REASON, False)
+    # Reachable on no other path: a session ended by something else, a crash, nobody to tell.
+    assert decide(facts(existing=None, own_end="failed", self_ended=False)).outcome != "unknown"
+    assert decide(facts(existing=None, own_end=None)).outcome == "crashed"
+    unaddressed = facts(
+        existing=None, own_end="complete", self_ended=True, addressed=False, exit_status="exit status 0"
+    )
+    assert decide(unaddressed).outcome == "ok"
 
 
 def test_a_deadline_to_an_unaddressed_parent_is_recorded_not_posted() -> None:
@@ -325,7 +358,7 @@ def test_every_decision_is_consistent(f: Facts) -> None:
     # A stop of ours shows in the outcome unless the child's record was already delivered.
     ours = f.stop_reason in ("cancel", "operator_cancel", "shutdown", "deadline") and d.write != "none"
     if ours and (f.existing is None or not f.existing.delivered):
-        assert d.outcome == ("timed_out" if f.stop_reason == "deadline" else "terminated")
+        assert d.outcome == "terminated"
         assert d.state == "terminated"
 
 
@@ -342,8 +375,9 @@ def test_every_combination_decides() -> None:
         (True, False),
         get_args(Delivery),
         (None, "ok", "error"),
+        (True, False),
     ):
-        delegated, running, why, existing, own_end, exit_status, addressed, delivery, told = combo
+        delegated, running, why, existing, own_end, exit_status, addressed, delivery, told, self_ended = combo
         d = decide(
             Facts(
                 delegated=delegated,
@@ -357,10 +391,12 @@ def test_every_combination_decides() -> None:
                 deadline_secs=60.0,
                 has_session=True,
                 told=told,
+                self_ended=self_ended and own_end is not None,
             )
         )
         seen.add((d.write, d.outcome, d.attempts))
     # Every kind of ending is reachable.
     assert {w for w, _, _ in seen} == {"none", "existing", "launcher"}
-    assert {o for _, o, _ in seen} >= {"ok", "error", "crashed", "terminated", "timed_out"}
+    assert {o for _, o, _ in seen} >= {"ok", "error", "crashed", "terminated", "unknown"}
+    assert "timed_out" not in {o for _, o, _ in seen}  # the plan capsule step's word, never a job's
     assert {a for _, _, a in seen} == {0, 1, 2}

@@ -105,8 +105,12 @@ async def test_top_level_launch_writes_every_file_and_variable(
         "MURMUR_REGISTRY_PATH",
         "MURMUR_SPAWNER_LIFELINE",
         "MURMUR_ROOST_INSTANCE",
+        # The job's span, so the child's own spans continue its delegation tree's trace.
+        "TRACEPARENT",
+        "OTEL_SERVICE_NAME",
     } | ({"LANG"} if "LANG" in os.environ else set())
     assert set(env) == expected
+    assert env["TRACEPARENT"].split("-")[1] == body["trace_id"] and env["OTEL_SERVICE_NAME"] == "solo"
     assert env["MURMUR_ROOST_URL"] == d.url
     assert env["MURMUR_JOB_ID"] == body["job_id"]
     assert env["MURMUR_REGISTRY_PATH"] == str(registry.root)
@@ -308,14 +312,14 @@ async def test_deadline_times_out_and_posts(
     )
     assert status == 201
     final = await job_final(d, body["job_id"], {CRED: cred})
-    assert final["state"] == "terminated" and final["outcome"] == "timed_out"
+    assert final["state"] == "terminated" and final["outcome"] == "terminated"  # seed 000: not timed_out
     comp = final["completion"]
     assert comp["detail"] == "the capsule was still running after 0s and was ended at the delegation deadline"
     assert comp["delivered"] is True and door.posts == 1
     assert door.received[0]["headers"]["x-murmur-delegation-id"] == body["delegation_id"]
     assert door.received[0]["headers"]["x-murmur-task-origin"] == "completion"
     ends = trace_of(wd, sid, "delegation")
-    assert len(ends) == 1 and ends[0]["outcome"] == "timed_out" and ends[0]["reason"] == comp["detail"]
+    assert len(ends) == 1 and ends[0]["outcome"] == "terminated" and ends[0]["reason"] == comp["detail"]
 
 
 # -- crash, delivery ---------------------------------------------------------------------------

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from roost.cli import USAGE, parse_args, resolve_config
 from roost.core.loopback import is_loopback_host
-from roost.daemon.network import plaintext_refusal, url_for
+from roost.daemon.network import plaintext_refusal
 from roost.state.config import Config, ConfigError, load_toml, parse_advertise_url, parse_listen
+from roost.state.lifecycle import url_for
 
 
 def _cfg(tmp_path: Path, **values: Any) -> Config:

@@ -1,4 +1,5 @@
-"""Callers from another host reach only endpoints that authenticate them (roost/http/reach.py).
+"""Callers from another host reach only endpoints that authenticate them (the ``remote`` column of
+roost/http/authz.py's table).
 
 Why a network namespace: the rule keys on whether the caller's address is loopback, so the
 test needs a caller with a real non-loopback source address talking to a real non-loopback

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -165,8 +166,17 @@ def test_cancel_and_logs_follow(daemon: Daemon) -> None:
     out, _ = follower.communicate(timeout=30)  # the follow ends with the job
     assert follower.returncode == 0
     assert all(json.loads(line)["line"] is not None for line in out.splitlines() if line.strip())
-    res = daemon.ctl("cancel", job["job_id"], "--json")  # cancelling a finished job is a no-op
-    assert res.code == 0 and res.json["state"] == "terminated"
+    # Cancelling a job that already ended says so and fails; the API stays idempotent.
+    res = daemon.ctl("cancel", job["job_id"], "--json")
+    assert res.code == 1 and res.json["error"]["code"] == "already_ended", res
+    assert "had already ended (terminated)" in res.json["error"]["message"]
+    res = daemon.ctl("cancel", job["job_id"])
+    assert res.code == 1 and "nothing to cancel" in res.err and not res.out, res
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(str(daemon.state / "admin.sock"))
+        s.sendall(f"POST /jobs/{job['job_id']}/cancel HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        answer = b"".join(iter(lambda: s.recv(65536), b""))
+    assert answer.startswith(b"HTTP/1.1 200") and b'"state": "terminated"' in answer.replace(b'":"', b'": "')
 
 
 def test_events(daemon: Daemon) -> None:

@@ -195,6 +195,9 @@ class OpenWatch:
 
 
 async def test_forged_handles_cost_nothing(peer_env: PeerEnv) -> None:
+    """A forged handle opens no file; its refusal is traced in the session it names with
+    ``path: null`` (seed 000: "`null` until the MAC has verified — a payload that failed it is
+    caller-controlled and is not recorded as fact")."""
     a = await peer_env.session("alpha")
     b = await peer_env.session("beta")
     exported = a.workdir / "share" / "f.txt"
@@ -210,7 +213,12 @@ async def test_forged_handles_cost_nothing(peer_env: PeerEnv) -> None:
             status, out, _, _ = await peer_env.redeem(forged, audience)
             assert status in (400, 401, 403), out
         after = trace.read_bytes() if trace.exists() else b""
-        assert after == before
+        lines = [json.loads(x) for x in after[len(before) :].splitlines()]
+        assert [ln["event_type"] for ln in lines] == ["peer_handle_redeem"] * 3
+        assert all(ln["path"] is None and ln["bytes"] is None and ln["sha256"] is None for ln in lines)
+        assert [ln["outcome"] for ln in lines] == ["handle_not_valid", "missing_audience", "missing_audience"]
+        assert [ln["audience_asserted"] for ln in lines] == [b.audience, None, None]
+        assert b"AAAAAAAAAAAA" not in after  # the forged token itself is never recorded
         # No file was opened for a token whose MAC did not verify ...
         assert watch.opens() == 0
         # ... while a genuine handle for the same file does open it (the watch can see opens).

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import structlog
 
+from roost.services.periodic import every
 from roost.services.referee.service import Referee
 from roost.services.retention import Retention
 from roost.state.config import Config
@@ -24,7 +25,6 @@ from roost.state.sessions import SessionTable
 from roost.state.settings import Settings
 from roost.state.store import Op, Store
 from roost.system.blocking import BlockingExecutor
-from roost.system.periodic import every
 from tests.support.launcher import wait_for
 
 

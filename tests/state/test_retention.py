@@ -237,6 +237,10 @@ async def test_a_finished_top_level_jobs_own_directory_goes_with_its_row(
     assert (outside / "keep.txt").read_text() == "not the daemon's\n"
 
 
+def _is_dir(path: Path) -> bool:
+    return path.is_dir()
+
+
 def _size(path: Path) -> int:
     return os.path.getsize(path)
 
@@ -285,3 +289,43 @@ async def test_the_wal_file_shrinks_back_after_a_burst(daemon: RunningDaemon, tm
     # Nothing was lost on the way: every row is in the database.
     assert await _count(daemon, "SELECT count(*) FROM sessions") == n + 20
     assert await _count(daemon, "PRAGMA integrity_check") == "ok"
+
+
+async def test_a_delegated_childs_directory_goes_with_its_row_even_in_a_named_workdir(
+    daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path
+) -> None:
+    """``<parent>/.murmur/children/<name>-<16 hex>`` is the daemon's own even inside a workdir
+    the caller named: it goes with the child's row (children end before, or with, the job that
+    delegated to them); the caller's workdir and anything a link inside points at stay."""
+    add_doubles(registry)
+    clock = FakeClock()
+    d: RunningDaemon = await daemon_factory(
+        registry.root, spawn_allow=("boss",), runtime_command=RUNTIME, clock=clock, retention_secs=3600
+    )
+    named = tmp_path / "named-wd"
+    named.mkdir()
+    body = {"name": "boss", "version": "0.1.0", "task": "delegate kid sleep 0", "workdir": str(named)}
+    status, boss, _, _ = await d.call("POST", "/jobs", json=body)
+    assert status == 201, boss
+    await wait_for(lambda: (named / "delegated.json").exists(), 30)
+    import json
+
+    kid = json.loads((named / "delegated.json").read_text())
+    await wait_for(lambda: d.roost.launcher.jobs[kid["job_id"]].final, 30)
+    assert d.roost.launcher.jobs[kid["job_id"]].state == "complete"
+    kid_dir = Path(kid["workdir"])
+    assert kid_dir.parent == named / ".murmur" / "children" and _is_dir(kid_dir)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("not the daemon's\n")
+    (kid_dir / "planted").symlink_to(outside)
+    status, _, _, _ = await d.call("POST", f"/jobs/{boss['job_id']}/cancel")
+    assert status == 200
+    await job_final(d, boss["job_id"])
+    assert (await d.roost.retention.sweep()).jobs_deleted == 0 and _is_dir(kid_dir)
+    clock.advance(2 * 3600_000)
+    counts = await d.roost.retention.sweep()
+    assert counts.jobs_deleted == 2 and counts.job_dirs_removed == 1
+    assert not _is_dir(kid_dir)
+    assert _is_dir(named) and "delegated.json" in os.listdir(named)  # the caller's workdir is theirs
+    assert (outside / "keep.txt").read_text() == "not the daemon's\n"

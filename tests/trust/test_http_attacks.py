@@ -19,6 +19,7 @@ from launcher.test_launch import start
 from trust.attacker import NOBODY, owned_dir, request_as, system_python
 
 from a2a.door import Door, TaskOutcome
+from roost.core.egress import own_refusal
 from tests.support.daemon import RunningDaemon
 from tests.support.doorserve import serve_door
 from tests.support.launcher import DOUBLE
@@ -142,7 +143,7 @@ async def test_the_relay_never_dials_the_daemon_itself(daemon_factory: Any, regi
             json={"peer_url": url, "text": "hi"},
             headers={"x-murmur-spawn-credential": cred},
         )
-        assert status == 403 and "own listener" in body["error"], (url, body)
+        assert status == 403 and body["error"] == own_refusal(url), (url, body)
 
 
 async def test_a_workdir_swapped_after_registration_serves_nothing(

@@ -24,6 +24,7 @@ from trust.attacker import NOBODY, owned_dir, request_as, system_python
 
 from a2a.door import Door
 from roost.capsule.hostsock import HostSocket
+from roost.capsule.peerdoor import ROUTE_KEYS as PEER_DOOR_KEYS
 from roost.core.authz import (
     ADMIN_REFUSED,
     CROSS_SITE,
@@ -37,7 +38,7 @@ from roost.core.authz import (
 from roost.dashboard.admin import AdminSocket
 from roost.dashboard.guard import Guard
 from roost.dashboard.server import build_app as build_dashboard
-from roost.http.authz import TABLES, policy_for, route_keys
+from roost.http.authz import TABLES, path_policy, policy_for, route_keys
 from tests.support.capsules import capsules
 from tests.support.daemon import RunningDaemon
 from tests.support.launcher import DOUBLE, job_final, wait_for
@@ -59,7 +60,7 @@ def _apps(d: RunningDaemon, tmp_path: Path) -> dict[Listener, list[tuple[str, st
     return {
         Listener.DAEMON: route_keys(roost.app),
         Listener.ADMIN: route_keys(roost._admin_app()),
-        Listener.DOOR: route_keys(door.app),
+        Listener.DOOR: route_keys(door.app) + list(PEER_DOOR_KEYS),  # the peer door in front of it
         Listener.HOST_SOCKET: route_keys(hs.build_app()),
         Listener.DASHBOARD: route_keys(dash),
     }
@@ -273,10 +274,11 @@ async def test_door_routes_by_caller_class(registry: RegistryBuilder, capsules: 
         ("POST", "/", body),
         ("GET", "/.well-known/agent-card.json", None),
         ("GET", "/.well-known/agent.json", None),
+        ("GET", "/resources/peer/mh1.AAAA.BBBB", None),  # passed on to the daemon, which checks it
     ]
     async with aiohttp.ClientSession() as http:
         for method, path, payload in routes:
-            policy = policy_for(TABLES[Listener.DOOR], method, path)
+            policy = path_policy(TABLES[Listener.DOOR], method, path)
             assert policy is not None
             async with http.request(method, cp.url + path, json=payload, headers={"Host": "evil.example"}) as resp:
                 assert (resp.status, await resp.json()) == (403, {"error": FOREIGN_HOST}), path
@@ -284,7 +286,10 @@ async def test_door_routes_by_caller_class(registry: RegistryBuilder, capsules: 
             async with http.request(method, cp.url + path, json=payload, headers=headers) as resp:
                 assert (resp.status == 403) == policy.acts, (path, resp.status)
             async with http.request(method, cp.url + path, json=payload) as resp:
-                assert resp.status == 200, (path, await resp.text())
+                if policy.who is Who.HANDLE:  # no daemon behind this capsule: the peer door says so
+                    assert resp.status == 503 and "not registered" in await resp.text(), path
+                else:
+                    assert resp.status == 200, (path, await resp.text())
         gz = {"Content-Encoding": "gzip", "Content-Type": "application/json"}
         async with http.post(cp.url + "/", data=b"\x1f\x8b\x08\x00" + os.urandom(32), headers=gz) as resp:
             assert resp.status == 400 and "Content-Encoding" in (await resp.json())["error"]

@@ -4,7 +4,8 @@ A session registered ``trusted`` receives a message from an unknown local caller
 an untrusted ``event``: a prompt injection, say). Its entrypoint, as told, relays onward through
 its host socket. Before, the daemon stamped the *session's* trust and the next door saw
 ``trusted``; now the host socket tells the daemon the running task's trust and the daemon
-stamps the lower of the two. docs/security.md, "Sealed origin and trust".
+stamps the lower of the two — for a plain send and a streamed one alike. docs/security.md,
+"Sealed origin and trust".
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from tests.support.capsules import Capsules, add_examples, base_env, capsules, trace_events, wait_for
 from tests.support.registry import RegistryBuilder
-from tests.test_relay_capsules import SENDER
+from tests.test_relay_capsules import SENDER, STREAM_SENDER
 
 __all__ = ["capsules"]
 
-RELAYER = SENDER  # reads a peer URL as its task and sends to it through its host socket
+# Each reads a peer URL as its task and sends to it through its host socket (plain, streamed).
+RELAYERS = {"plain": SENDER, "streamed": STREAM_SENDER}
 
 
 async def _message(url: str, text: str) -> Any:
@@ -42,14 +45,15 @@ async def _message(url: str, text: str) -> Any:
         return resp.status, await resp.json()
 
 
+@pytest.mark.parametrize("how", sorted(RELAYERS))
 async def test_a_send_from_an_untrusted_task_is_untrusted_at_the_next_door(
-    daemon_factory: Any, registry: RegistryBuilder, capsules: Capsules, tmp_path: Path
+    daemon_factory: Any, registry: RegistryBuilder, capsules: Capsules, tmp_path: Path, how: str
 ) -> None:
     add_examples(registry, "echo")
     registry.add(
         "relayer",
         capabilities={"network": {"allow": ["127.0.0.1"]}},
-        script=RELAYER,
+        script=RELAYERS[how],
         extra={"lifecycle": {"after_task": "sleep"}},
     )
     d = await daemon_factory(registry.root, spawn_allow=("echo", "relayer"))

@@ -1,5 +1,5 @@
-"""The pure authorization rules: decide, job visibility, launch_uids, Host and Origin, own listeners,
-and the privilege-dropping exec step's command line."""
+"""The pure authorization rules: decide, job visibility, launch_uids, Host and Origin, and the
+privilege-dropping exec step's command line (own listeners: tests/unit/test_egress.py)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ from roost.core.authz import (
     may_see_job,
     netloc_key,
 )
-from roost.core.ownlisteners import dials_own_listener
 
 NAMES = frozenset({"localhost", "127.0.0.1", "::1", "roost.example"})
 ORIGINS = frozenset({"localhost:7700", "127.0.0.1:7700", "::1:7700", "roost.example:7700"})
@@ -117,14 +116,6 @@ def test_any_origin_text_is_judged_without_raising(origin: str) -> None:
     assert isinstance(host_allowed(origin, NAMES, any_address=True), bool)
 
 
-def test_own_listeners() -> None:
-    own = [("127.0.0.1", 7700), ("10.0.0.5", 7443)]
-    for url in ("http://127.0.0.1:7700", "http://localhost:7700/x", "http://127.0.0.9:7700", "https://10.0.0.5:7443"):
-        assert dials_own_listener(url, own), url
-    for url in ("http://127.0.0.1:7701", "http://10.0.0.6:7443", "http://example.com:7700", "not a url"):
-        assert not dials_own_listener(url, own), url
-
-
 def test_the_exec_step() -> None:
     argv = drop_argv("/usr/bin/setpriv", ["roost-capsule", "run"], Privileges(uid=65534, gid=65534), setpcap=True)
     assert argv[:4] == ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
@@ -144,3 +135,19 @@ def test_doctor_warns_when_operator_jobs_run_as_root() -> None:
     assert (check, status) == ("operator-jobs", "warn") and "uid 0" in detail and "run_as" in fix
     assert operator_jobs_finding(0, "mur-roost-jobs")[1] == "ok"
     assert operator_jobs_finding(996, None)[1] == "ok"
+
+
+def test_a_plain_handlers_raw_path_finds_its_entry() -> None:
+    from roost.http.authz import DOOR_ROUTES, path_policy
+
+    def who(method: str, path: str) -> Who | None:
+        policy = path_policy(DOOR_ROUTES, method, path)
+        return policy.who if policy is not None else None
+
+    assert who("GET", "/resources/peer/mh1.AAAA.BBBB") is Who.HANDLE
+    assert who("HEAD", "/resources/peer") is Who.HANDLE
+    assert who("GET", "/resources/peerless") is Who.DOOR_CALLER  # not under the prefix: the door's 404
+    assert who("GET", "/resources/peer/") is Who.HANDLE
+    assert who("GET", "/elsewhere") is Who.DOOR_CALLER
+    post = path_policy(DOOR_ROUTES, "POST", "/")
+    assert post is not None and post.acts

@@ -44,7 +44,13 @@ garbage line
 
 
 def test_gauges() -> None:
-    g = gauges({"sessions": {"running": 3}, "max_live_capsules": 16, "jobs": {"starting": 1, "running": 2}}, METRICS)
+    status = {
+        "sessions": {"running": 3},
+        "max_live_capsules": 16,
+        "jobs": {"starting": 1, "running": 2},
+        "draining": False,
+    }
+    g = gauges(status, METRICS)  # type: ignore[arg-type]  # the fields gauges reads
     assert (g.live, g.ceiling, g.starting, g.running_jobs) == (3, 16, 1, 2)
     assert g.refusals == {"policy": 2, "identity": 1}
     assert g.loop_lag_ms is not None and abs(g.loop_lag_ms - 0.5) < 1e-9 and g.loop_lag_p99_ms == 5.0
@@ -99,8 +105,9 @@ def test_html_escapes_what_capsules_say() -> None:
         "ended_ms": 2,
         "reason": "<b>bad</b>",
         "outcome": "terminated",
+        "depth": 0,
         "children": [],
     }
-    html = render.tree([node], "none")
+    html = render.tree([node], "none")  # type: ignore[list-item]  # the fields a tree node shows
     assert "<script>" not in html and "&lt;script&gt;" in html and "&lt;b&gt;bad" in html
     assert '<span aria-hidden="true">■</span> terminated' in html  # a word and a symbol, not colour alone

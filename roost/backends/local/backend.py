@@ -15,7 +15,9 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -26,6 +28,7 @@ from roost.backends.base import (
     ChildDir,
     ChildDirError,
     ChildRef,
+    LimitsRefused,
     NodeRef,
     RunningChild,
     StartFailed,
@@ -33,6 +36,7 @@ from roost.backends.base import (
 )
 from roost.backends.local.lifeline import HolderClient, HolderError, connect_holder, make_pipe, stop_holder
 from roost.backends.process.cgroups import JobCgroups, sweep_marked
+from roost.backends.process.cgroupv1 import V1Cgroups
 from roost.backends.process.privdrop import find_setpriv
 from roost.backends.process.spawn import (
     CannotSwitchUser,
@@ -49,6 +53,7 @@ from roost.backends.process.spawn import (
 from roost.backends.process.supervise import ProcessWatch, signal_group, stop_group
 from roost.core.completion import CompletionRecord
 from roost.core.ids import JOB_ID_RE
+from roost.core.limits import ALIASES, LIMITS_ENV, HostMechanisms, LimitPlan, Mode, plan_limits, refusal
 from roost.core.manifest import ResourceCaps
 from roost.observe.tracelines import append_lines
 from roost.services.completionfile import read_completion, write_completion
@@ -152,9 +157,10 @@ def _prepare(place: Place, job_id: str, task: dict[str, str | None] | None, fres
 
 
 def _before_start(
-    place: Place, spec: StartSpec, cgroups: JobCgroups | None
-) -> tuple[RunAs | None, int, JobCgroups | None]:
-    """Blocking: who the child runs as, its log opened for stderr, its cgroup made."""
+    place: Place, spec: StartSpec, cgroups: JobCgroups | None, v1: V1Cgroups | None, plan: LimitPlan
+) -> tuple[RunAs | None, int, JobCgroups | None, LimitPlan]:
+    """Blocking: who the child runs as, its log opened for stderr, its cgroups made with their
+    limits (the plan, less what could not be written)."""
     try:
         user = run_as(spec.uid)
     except CannotSwitchUser as exc:
@@ -163,9 +169,8 @@ def _before_start(
         require_command(spec.argv[0], spec.env.get("PATH", os.defpath))
     except FileNotFoundError as exc:
         raise StartFailed(f"{spec.argv[0]}: {exc.strerror}") from None
-    log_fd = childrecords.open_log(place)
+    job_id = spec.dir.job_id
     if cgroups is not None:
-        job_id = spec.dir.job_id
         try:
             unset = cgroups.create(job_id, spec.resources)
             if unset:
@@ -173,7 +178,35 @@ def _before_start(
         except OSError as exc:
             log.warning("cgroup_create_failed", job_id=job_id, error=exc.strerror)
             cgroups = None
-    return user, log_fd, cgroups
+    if v1 is not None and plan.cgroup1:
+        failed = v1.create(job_id, plan.cgroup1)
+        if failed:
+            log.warning("cgroup_v1_limits_not_applied", job_id=job_id, limits=",".join(failed))
+            plan = _unapplied(plan, failed, spec.capsule)
+    log_fd = childrecords.open_log(place)
+    return user, log_fd, cgroups, plan
+
+
+def _unapplied(plan: LimitPlan, fields: list[str], coords: str) -> LimitPlan:
+    """The plan once the v1 limits of ``fields`` (canonical) turned out not to be writable;
+    refused under ``enforce``."""
+    enforced = dict(plan.enforced)
+    not_enforced = dict(plan.not_enforced)
+    names = [n for n in plan.enforced if ALIASES.get(n, n) in fields]
+    for name in names:
+        not_enforced[name] = f"its limit ({enforced.pop(name)}) could not be written"
+    refused = plan.refused if plan.refused is not None or not names else (names[0], not_enforced[names[0]])
+    out = replace(
+        plan,
+        enforced=enforced,
+        not_enforced=not_enforced,
+        cgroup1={k: v for k, v in plan.cgroup1.items() if k not in fields},
+        refused=refused,
+    )
+    sentence = refusal(out, coords)
+    if sentence is not None:
+        raise LimitsRefused(sentence)
+    return out
 
 
 class LocalBackend:
@@ -186,6 +219,8 @@ class LocalBackend:
         self._job_cgroups = job_cgroups
         self.holder: HolderClient | None = None
         self.cgroups: JobCgroups | None = None
+        # Controllers the v2 job cgroups lack, in v1 hierarchies of their own (hybrid hosts).
+        self.v1: V1Cgroups | None = None
         # Root with CAP_SETUID/CAP_SETGID (read at open); a job of another uid is refused up front without.
         self._can_switch = True
         self._setpriv: str | None = None  # the privilege-dropping exec step, found at open
@@ -196,6 +231,8 @@ class LocalBackend:
     # -- lifecycle ----------------------------------------------------------------------------
     async def open(self) -> None:
         self.cgroups = await self._executor.run(JobCgroups.discover, self._job_cgroups)
+        skip = self.cgroups.controllers if self.cgroups is not None else frozenset()
+        self.v1 = await self._executor.run(V1Cgroups.discover, self._job_cgroups, skip)
         self._can_switch = await self._executor.run(can_switch_users)
         self._setpriv = await self._executor.run(find_setpriv)
         self._setpcap = await self._executor.run(daemon_holds_setpcap)
@@ -208,10 +245,13 @@ class LocalBackend:
             )
         # Empty cgroups of jobs that ended without removing theirs (roost/backends/process/cgroups.py).
         swept = await self._executor.run(self.cgroups.sweep_empty) if self.cgroups is not None else 0
+        if self.v1 is not None:
+            swept += await self._executor.run(self.v1.sweep_empty)
         log.info(
             "job_containment",
             cgroups=str(self.cgroups.root) if self.cgroups else None,
             controllers=",".join(sorted(self.cgroups.controllers)) if self.cgroups else "",
+            cgroup_v1=",".join(sorted(self.v1.controllers)) if self.v1 else "",
             swept=swept,
         )
         try:
@@ -233,6 +273,14 @@ class LocalBackend:
     @property
     def containment(self) -> str | None:
         return str(self.cgroups.root) if self.cgroups is not None else None
+
+    def limit_mechanisms(self) -> HostMechanisms:
+        """How each resource limit is enforced on this host (roost/core/limits.py)."""
+        return HostMechanisms(
+            cgroup2=self.cgroups.controllers if self.cgroups is not None else frozenset(),
+            cgroup1=self.v1.controllers if self.v1 is not None else frozenset(),
+            cgroups_off=self._job_cgroups == "off",
+        )
 
     # -- placement ------------------------------------------------------------------------------
     async def place(self, job_id: str, capsule: str, resources: ResourceCaps, uid: int | None) -> NodeRef | None:
@@ -264,6 +312,9 @@ class LocalBackend:
     async def own_session_end(self, dir: ChildDir, session_id: str) -> str | None:
         return await self._executor.run(childrecords.own_session_end, place_of(dir), session_id)
 
+    async def rotate_log(self, dir: ChildDir, max_bytes: int) -> bool:
+        return await self._executor.run(childrecords.rotate_log, place_of(dir), max_bytes)
+
     async def append_log(self, dir: ChildDir, lines: Sequence[str]) -> None:
         await self._executor.run(childrecords.append_log, place_of(dir), list(lines))
 
@@ -289,10 +340,20 @@ class LocalBackend:
 
     async def start(self, spec: StartSpec) -> LocalChild:
         job_id = spec.dir.job_id
-        user, log_fd, cgroups = await self._executor.run(_before_start, place_of(spec.dir), spec, self.cgroups)
+        # The limits policy first: a limit nothing here can enforce refuses before anything is made.
+        mode: Mode = "advisory" if spec.limits_mode == "advisory" else "enforce"
+        plan = plan_limits(spec.resources, self.limit_mechanisms(), mode)
+        sentence = refusal(plan, spec.capsule)
+        if sentence is not None:
+            raise LimitsRefused(sentence)
+        user, log_fd, cgroups, plan = await self._executor.run(
+            _before_start, place_of(spec.dir), spec, self.cgroups, self.v1, plan
+        )
         read_fd, write_fd = make_pipe()
         env = dict(spec.env)
         env["MURMUR_SPAWNER_LIFELINE"] = str(read_fd)
+        if spec.limits_in_child:  # a capsule host reports them in effective_grants
+            env[LIMITS_ENV] = plan.to_env()
         child = ChildSpec(
             argv=spec.argv,
             env=env,
@@ -311,12 +372,20 @@ class LocalBackend:
                 # exec'd its host, which forks nothing before it has registered. A cgroupfs
                 # write touches no disk.
                 cgroups.enter(job_id, popen.pid)
+            unlimited = self.v1.enter(job_id, popen.pid) if self.v1 is not None and plan.cgroup1 else []
         except OSError as exc:
             os.close(write_fd)
             raise StartFailed(f"{spec.argv[0]}: {exc.strerror or exc}") from None
         finally:
             os.close(read_fd)
             os.close(log_fd)
+        if unlimited and mode == "enforce":
+            # Its limits would not bind it: end it before it has done anything.
+            signal_group(popen.pid, signal.SIGKILL)
+            os.close(write_fd)
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                popen.wait(timeout=5)
+            raise StartFailed(f"the child could not be moved into its cgroup v1 {', '.join(unlimited)} limits")
         # Its start in clock ticks since boot: a wall-clock step cannot make it a stranger.
         pid_start = process_identity(popen.pid)
         # A script capsule's host sets its entrypoint's rlimits itself, just before exec; limiting
@@ -375,6 +444,8 @@ class LocalBackend:
             else:
                 left = await executor.run(sweep_marked, job_id)
                 how = "sweep"
+            if self.v1 is not None and await executor.run(self.v1.exists, job_id):
+                left += await executor.run(self.v1.finish, job_id)
         except OSError as exc:
             log.warning("job_finish_off_failed", job_id=job_id, error=exc.strerror)
             return

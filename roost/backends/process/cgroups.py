@@ -46,7 +46,9 @@ __all__ = [
     "cgroup_limits",
     "find_v2_mount",
     "own_cgroup",
+    "remove_cgroup",
     "sweep_marked",
+    "write_cgroup_file",
     "write_limits",
 ]
 
@@ -78,11 +80,11 @@ def own_cgroup(proc_cgroup: str) -> str | None:
 def cgroup_limits(caps: ResourceCaps, controllers: frozenset[str]) -> dict[str, str]:
     """The limit files a job's ``capabilities.resources`` become, for the enabled controllers."""
     out: dict[str, str] = {}
-    memory = caps.memory_bytes or caps.address_space_bytes
+    memory = caps.memory_limit or caps.address_space_bytes
     if memory is not None and "memory" in controllers:
         out["memory.max"] = str(memory)
-    if caps.max_processes is not None and "pids" in controllers:
-        out["pids.max"] = str(caps.max_processes)
+    if caps.pids_limit is not None and "pids" in controllers:
+        out["pids.max"] = str(caps.pids_limit)
     if caps.cpu_percent is not None and "cpu" in controllers:
         out["cpu.max"] = f"{max(1000, caps.cpu_percent * CPU_PERIOD_US // 100)} {CPU_PERIOD_US}"
     return out
@@ -106,8 +108,9 @@ def write_limits(directory: Path, limits: dict[str, str]) -> list[str]:
     return failed
 
 
-def _write(path: Path, data: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+def write_cgroup_file(path: Path, data: str) -> None:
+    """Write one cgroupfs control file (never through a link)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     try:
         os.write(fd, data.encode())
     finally:
@@ -166,7 +169,7 @@ class JobCgroups:
     def enter(self, job_id: str, pid: int) -> bool:
         """Move ``pid`` (and so everything it will start) into the job's cgroup."""
         try:
-            _write(self.path(job_id) / "cgroup.procs", str(pid))
+            write_cgroup_file(self.path(job_id) / "cgroup.procs", str(pid))
             return True
         except OSError as exc:
             log.warning("cgroup_enter_failed", job_id=job_id, pid=pid, error=exc.strerror)
@@ -188,7 +191,7 @@ class JobCgroups:
         except OSError:
             left = 0
         with contextlib.suppress(OSError):
-            _write(path / "cgroup.kill", "1")
+            write_cgroup_file(path / "cgroup.kill", "1")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -197,7 +200,7 @@ class JobCgroups:
             except OSError:
                 break
             time.sleep(0.02)
-        if not _remove(path, tries=50):
+        if not remove_cgroup(path, tries=50):
             log.warning("cgroup_not_removed", job_id=job_id, cgroup=str(path))
         return left
 
@@ -221,12 +224,12 @@ class JobCgroups:
                     continue
             except OSError:
                 continue
-            if _remove(path, tries=1):
+            if remove_cgroup(path, tries=1):
                 removed += 1
         return removed
 
 
-def _remove(path: Path, *, tries: int) -> bool:
+def remove_cgroup(path: Path, *, tries: int) -> bool:
     """Remove an empty cgroup; it may stay busy for a moment after its last process died."""
     for attempt in range(tries):
         try:
@@ -248,7 +251,7 @@ def _into_daemon_leaf(service: Path) -> bool:
     leaf = service / "daemon"
     try:
         leaf.mkdir(mode=0o755, exist_ok=True)
-        _write(leaf / "cgroup.procs", str(os.getpid()))
+        write_cgroup_file(leaf / "cgroup.procs", str(os.getpid()))
         return True
     except OSError:
         return False
@@ -261,7 +264,7 @@ def _enable_controllers(root: Path) -> frozenset[str]:
         offered = set((root.parent / "cgroup.controllers").read_text().split()) & {"memory", "pids", "cpu"}
         for name in sorted(offered):
             with contextlib.suppress(OSError):
-                _write(root.parent / "cgroup.subtree_control", f"+{name}")
+                write_cgroup_file(root.parent / "cgroup.subtree_control", f"+{name}")
     try:
         available = set((root / "cgroup.controllers").read_text().split())
     except OSError:
@@ -270,7 +273,7 @@ def _enable_controllers(root: Path) -> frozenset[str]:
     enabled: set[str] = set()
     for name in sorted(wanted):
         try:
-            _write(root / "cgroup.subtree_control", f"+{name}")
+            write_cgroup_file(root / "cgroup.subtree_control", f"+{name}")
             enabled.add(name)
         except OSError:
             continue

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import psutil
 
 from roost.backends.process.privdrop import Privileges, drop_argv, holds_setpcap
+from roost.core.limits import RLIMIT_FIELDS
 from roost.core.manifest import Manifest, ResourceCaps
 from roost.core.wire import BLOCKING_CAP_ENV
 from roost.state.config import Config
@@ -58,7 +59,9 @@ __all__ = [
 
 
 # Never copied through an env.allow list: runtime names and anything that carries identity.
-_RESERVED_PREFIXES = ("MURMUR_",)
+# OTEL_*: the daemon's exporter settings (endpoint, headers with their API keys) never reach a
+# child, whatever its allow list says; a child gets TRACEPARENT and OTEL_SERVICE_NAME of its own.
+_RESERVED_PREFIXES = ("MURMUR_", "OTEL_", "TRACEPARENT", "TRACESTATE")
 _FIXED = ("PATH", "HOME", "LANG")
 
 
@@ -278,13 +281,8 @@ def start_process(spec: ChildSpec) -> subprocess.Popen[bytes]:
     )
 
 
-_LIMITS: tuple[tuple[str, int], ...] = (
-    ("cpu_seconds", resource.RLIMIT_CPU),
-    ("max_file_size_bytes", resource.RLIMIT_FSIZE),
-    ("max_open_files", resource.RLIMIT_NOFILE),
-    ("address_space_bytes", resource.RLIMIT_AS),
-    ("max_processes", resource.RLIMIT_NPROC),
-)
+# The rlimits of the limits policy (roost/core/limits.py): those that mean what their field says.
+_LIMITS: tuple[tuple[str, int], ...] = tuple((f, getattr(resource, name)) for f, name in RLIMIT_FIELDS.items())
 
 
 def apply_limits(pid: int, caps: ResourceCaps) -> list[str]:

@@ -64,7 +64,7 @@ def _round_cpu(value: float) -> float:
 def bundle_for(caps: ResourceCaps, placement: RayPlacement | None, default_cpus: float) -> Bundle:
     """The bundle a child of a manifest with ``caps`` reserves.
 
-    ``cpu_percent`` (percent of one CPU) becomes ``CPU``; ``memory_bytes`` (else
+    ``cpu_percent`` (percent of one CPU) becomes ``CPU``; ``cgroup_memory_bytes``/``memory_bytes`` (else
     ``address_space_bytes``, as the cgroup limit reads it) becomes ``memory``. A child that
     declares no CPU share still reserves ``default_cpus``, so the cluster's CPU count bounds how
     many children it runs. The operator's custom resources are added on top; a name the
@@ -72,7 +72,7 @@ def bundle_for(caps: ResourceCaps, placement: RayPlacement | None, default_cpus:
     """
     cpus = caps.cpu_percent / 100 if caps.cpu_percent is not None else default_cpus
     resources: dict[str, float] = {CPU: _round_cpu(cpus)}
-    memory = caps.memory_bytes or caps.address_space_bytes
+    memory = caps.memory_limit or caps.address_space_bytes
     if memory is not None:
         resources[MEMORY] = float(memory)
     labels: dict[str, str] = {}

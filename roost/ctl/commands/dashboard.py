@@ -29,7 +29,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(ctx: Context, args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise CtlError(f"--port must be between 0 and 65535, not {args.port}")
-    from roost.dashboard.run import serve
+    from roost.dashboard.run import DashboardError, serve
 
     path, _ = ctx.socket_path
-    return serve(ctx, path, port=args.port, open_browser=not args.no_browser)
+    try:
+        return serve(ctx.out, path, port=args.port, open_browser=not args.no_browser)
+    except DashboardError as exc:
+        raise CtlError(str(exc)) from None

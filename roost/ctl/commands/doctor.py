@@ -4,7 +4,8 @@ Checks: the daemon answers on its admin socket; the socket is owner-only (0600, 
 user, in a directory others cannot write); the state dir is 0700 and ``master.key`` is a
 0600 regular file of 32 bytes; the registry is readable and lists artifacts; the capsule host
 (``roost-capsule``) and the external runtime (``mur``) are found; the strongest containment class
-capsule hosts on this machine can enforce, and what would raise it; with ``launcher = "ray"``, the
+capsule hosts on this machine can enforce, and what would raise it; what enforces each resource
+limit, and which are refused or (``resource_limits = "advisory"``) not enforced; with ``launcher = "ray"``, the
 cluster and each node's keeper (``GET /cluster``). Works without a daemon (then
 it checks the defaults or ``--state-dir``). ``--json`` prints ``{"ok", "findings": [{check,
 status: ok|note|warn|fail, detail, fix}]}`` (``note``: something was not checked, and why); exit 1
@@ -21,6 +22,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from roost.core.admin_models import ClusterReport, ConfigView, StatusAnswer
 from roost.ctl.context import Context
 from roost.ctl.errors import CtlError
 from roost.ctl.netcheck import check_network
@@ -136,7 +138,7 @@ def _check_registry(f: _Findings, root: Path | None) -> None:
         f.add("registry", "ok", f"{root}: {n} artifacts (roostctl registry verify re-checks each)")
 
 
-def _check_runtimes(f: _Findings, config: dict[str, Any] | None) -> None:
+def _check_runtimes(f: _Findings, config: ConfigView | None) -> None:
     capsule_cmd = (config or {}).get("capsule_command") or []
     if capsule_cmd:
         exe = capsule_cmd[0]
@@ -162,7 +164,7 @@ def _check_runtimes(f: _Findings, config: dict[str, Any] | None) -> None:
     )
 
 
-def _check_containment(f: _Findings, config: dict[str, Any] | None) -> None:
+def _check_containment(f: _Findings, config: ConfigView | None) -> None:
     from roost.capsule.probe import CONTAINMENT_MAX_ENV, probe_host
 
     cap = (config or {}).get("containment_max") or ""
@@ -194,9 +196,9 @@ def operator_jobs_finding(daemon_uid: int | None, run_as: str | None) -> tuple[s
     return ("operator-jobs", "ok", f"the operator's jobs run as {who}", "")
 
 
-def _daemon_uid(status: dict[str, Any] | None) -> int | None:
+def _daemon_uid(status: StatusAnswer | None) -> int | None:
     """The daemon's uid, from its pid (this host's /proc)."""
-    pid = (status or {}).get("pid")
+    pid = status["pid"] if status is not None else None
     if not isinstance(pid, int):
         return None
     try:
@@ -205,14 +207,44 @@ def _daemon_uid(status: dict[str, Any] | None) -> int | None:
         return None
 
 
-def _check_cluster(f: _Findings, ctx: Context, config: dict[str, Any] | None) -> None:
+def limits_findings(status: StatusAnswer | None) -> list[tuple[str, str, str, str]]:
+    """What enforces each ``capabilities.resources`` limit here, and what does not (pure; from
+    ``GET /status``'s ``resource_limits``; docs/security.md, "Resource limits")."""
+    report = status.get("resource_limits") if status is not None else None
+    mechanisms = report["mechanisms"] if report is not None else None
+    if report is None or mechanisms is None:
+        return [("resource-limits", "note", "the daemon does not say how it enforces resource limits", "")]
+    mode = report["mode"] or "enforce"
+    missing = sorted(field for field, how in mechanisms.items() if not how)
+    held = ", ".join(f"{field} by {how}" for field, how in mechanisms.items() if how)
+    if not missing:
+        return [("resource-limits", "ok", f"every limit is enforced here: {held}", "")]
+    fix = (
+        "give the daemon a delegated cgroup with the missing controllers (systemd: Delegate=yes; on a "
+        "hybrid host, writable cgroup v1 hierarchies for them)"
+    )
+    if mode == "advisory":
+        detail = (
+            f'not enforced here: {", ".join(missing)} (resource_limits = "advisory": jobs declaring them run '
+            f"without them, listed in effective_grants.resource_limits); enforced: {held or 'nothing'}"
+        )
+    else:
+        detail = (
+            f"a launch declaring {', '.join(missing)} is refused here (no mechanism enforces it); "
+            f"enforced: {held or 'nothing'}"
+        )
+        fix += ', or set resource_limits = "advisory" to run such jobs with the limit not enforced'
+    return [("resource-limits", "warn", detail, fix)]
+
+
+def _check_cluster(f: _Findings, ctx: Context, config: ConfigView | None) -> None:
     """With ``launcher = "ray"``: the cluster answers, has nodes and free resources, and on each
     node with a keeper, the keeper is alive, the capsule command runs there (with ``--version``),
     the runtime is found, and the artifact cache is writable and intact (docs/operations.md)."""
     if (config or {}).get("launcher") != "ray":
         return
     try:
-        report = ctx.client.call("GET", "/cluster")
+        report: ClusterReport = ctx.client.call("GET", "/cluster")
     except CtlError as exc:
         f.add("ray-cluster", "fail", exc.message, "upgrade the daemon: it has no cluster report")
         return
@@ -220,7 +252,7 @@ def _check_cluster(f: _Findings, ctx: Context, config: dict[str, Any] | None) ->
         f.add(*item)
 
 
-def cluster_findings(report: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+def cluster_findings(report: ClusterReport) -> list[tuple[str, str, str, str]]:
     """Findings ``(check, status, detail, fix)`` from a ``GET /cluster`` report (pure)."""
     out: list[tuple[str, str, str, str]] = []
     where = str(report.get("address") or "embedded")
@@ -239,7 +271,7 @@ def cluster_findings(report: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             (
                 "ray-cluster",
                 "fail",
-                f"the Ray cluster ({where}) did not answer the daemon's query: {report['error']}",
+                f"the Ray cluster ({where}) did not answer the daemon's query: {report.get('error')}",
                 f"check that the head (GCS) at {where} is up; a daemon whose head stays away longer than "
                 "gcs_rpc_server_reconnect_timeout_s exits, and reconciles once restarted",
             )
@@ -373,23 +405,25 @@ def _unreachable_fix(where: str) -> str:
 def run(ctx: Context, args: argparse.Namespace) -> int:
     f = _Findings()
     path, source = ctx.socket_path
-    status: dict[str, Any] | None = None
-    config: dict[str, Any] | None = None
+    status: StatusAnswer | None = None
+    config: ConfigView | None = None
     try:
         status = ctx.client.call("GET", "/status")
         config = ctx.client.call("GET", "/config")
-        f.add("daemon", "ok", f"mur-roost {status.get('version')} answers at {path} ({source})")
+        f.add("daemon", "ok", f"mur-roost {status['version']} answers at {path} ({source})")
     except CtlError as exc:
         f.add("daemon", "fail", exc.message, "start it: mur-roost --config roost.toml (or systemctl start mur-roost)")
     _check_socket(f, path)
-    state_dir = Path(str(status["state_dir"])) if status else (Path(ctx.state_dir) if ctx.state_dir else path.parent)
-    _check_state(f, state_dir, bool(status and status.get("ephemeral_keys")))
+    state_dir = Path(status["state_dir"]) if status else (Path(ctx.state_dir) if ctx.state_dir else path.parent)
+    _check_state(f, state_dir, bool(status and status["ephemeral_keys"]))
     reg = args.registry_path or (config or {}).get("registry_path") or os.environ.get("ROOST_REGISTRY_PATH")
     _check_registry(f, Path(reg) if reg else None)
     _check_runtimes(f, config)
     _check_containment(f, config)
     if status is not None:
         f.add(*operator_jobs_finding(_daemon_uid(status), (config or {}).get("run_as")))
+        for finding in limits_findings(status):
+            f.add(*finding)
     _check_cluster(f, ctx, config)
     check_network(f.add, status, args.ca, timeout=ctx.timeout)
     ok = all(i["status"] != "fail" for i in f.items)

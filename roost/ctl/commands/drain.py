@@ -14,6 +14,7 @@ import argparse
 import time
 from typing import Any
 
+from roost.core.admin_models import DrainAnswer, DrainStatus
 from roost.ctl.context import Context
 from roost.ctl.errors import CtlError, Unreachable
 from roost.ctl.output import fmt_age
@@ -35,18 +36,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wait", action="store_true", help="wait until the daemon has stopped, showing what is left")
 
 
-def _waiting(ctx: Context, status: dict[str, Any]) -> list[str]:
-    jobs = status.get("jobs") or []
-    left = status.get("deadline_in_secs")
+def _waiting(ctx: Context, status: DrainStatus) -> list[str]:
+    jobs = status["jobs"]
+    left = status["deadline_in_secs"]
     stop = f"; it stops anyway in {left:.0f}s" if isinstance(left, (int, float)) else ""
     if not jobs:
-        return [f"draining: {status.get('running_sessions', 0)} session(s) still running{stop}"]
+        return [f"draining: {status['running_sessions']} session(s) still running{stop}"]
     lines = [f"draining: waiting for {len(jobs)} job(s){stop}"]
-    width = max(len(f"{j.get('name')}@{j.get('version')}") for j in jobs)
+    width = max(len(f"{j['name']}@{j['version']}") for j in jobs)
     for j in jobs:
-        capsule = f"{j.get('name')}@{j.get('version')}".ljust(width)
-        lines.append(f"  {j.get('job_id')}  {capsule}  {j.get('state')} for {fmt_age(j.get('created_ms'))}")
-        lines.append(f"    end it: roostctl cancel {j.get('job_id')}")
+        capsule = f"{j['name']}@{j['version']}".ljust(width)
+        lines.append(f"  {j['job_id']}  {capsule}  {j['state']} for {fmt_age(j['created_ms'])}")
+        lines.append(f"    end it: roostctl cancel {j['job_id']}")
     return lines
 
 
@@ -56,13 +57,13 @@ def _wait(ctx: Context) -> None:
     last_print = 0.0
     while True:
         try:
-            status = ctx.client.call("GET", "/drain")
+            status: DrainStatus = ctx.client.call("GET", "/drain")
         except Unreachable:
             return
         except CtlError:
             time.sleep(POLL_SECS)
             continue
-        key = (status.get("running_sessions"), tuple(j.get("job_id") for j in status.get("jobs") or []))
+        key = (status["running_sessions"], tuple(j["job_id"] for j in status["jobs"]))
         now = time.monotonic()
         if not out.as_json and (key != shown or now - last_print >= REMIND_SECS):
             if any(key[1]) or key[0]:
@@ -78,13 +79,13 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     body: dict[str, object] = {}
     if args.drain_timeout is not None:
         body["timeout_secs"] = args.drain_timeout
-    answer = ctx.client.call("POST", "/drain", body)
+    answer: DrainAnswer = ctx.client.call("POST", "/drain", body)
     out = ctx.out
     if not out.as_json:
-        again = "already draining; " if answer.get("already_draining") else ""
+        again = "already draining; " if answer["already_draining"] else ""
         out.info(
-            f"{again}no new spawns are granted; {answer.get('active_jobs', 0)} job(s) and "
-            f"{answer.get('running_sessions', 0)} session(s) to finish, then the daemon stops"
+            f"{again}no new spawns are granted; {answer['active_jobs']} job(s) and "
+            f"{answer['running_sessions']} session(s) to finish, then the daemon stops"
         )
         if not args.wait:
             for line in _waiting(ctx, answer)[1:]:
@@ -93,7 +94,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         _wait(ctx)
         if not out.as_json:
             out.info("the daemon has stopped")
-        answer["stopped"] = True
+    printed: dict[str, Any] = {**answer, "stopped": True} if args.wait else {**answer}
     if out.as_json:
-        out.json(answer)
+        out.json(printed)
     return 0

@@ -7,8 +7,9 @@ streams NDJSON. ``--json`` prints the object (or, with ``-f``, one event per lin
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from collections.abc import Iterator
 
+from roost.core.admin_models import EventList, ObserveEvent
 from roost.ctl.client import path_with_query
 from roost.ctl.context import Context
 from roost.ctl.output import fmt_ms
@@ -33,16 +34,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _render(ctx: Context, ev: dict[str, Any]) -> str:
+def _render(ctx: Context, ev: ObserveEvent) -> str:
     out = ctx.out
-    if ev.get("type") == "events.lagged":
+    if ev["type"] == "events.lagged":
         return out.paint(f"… {ev.get('dropped')} events dropped (reader too slow)", "yellow")
-    kind = str(ev.get("type", "")).removeprefix("operation.")
+    kind = ev["type"].removeprefix("operation.")
     color = {"failed": "red", "completed": "green"}.get(kind)
     attrs = " ".join(f"{k.split('.')[-1]}={v}" for k, v in (ev.get("attributes") or {}).items())
     extra = f" {ev['durationMs']}ms" if "durationMs" in ev else ""
     err = ev.get("error")
-    if isinstance(err, dict):
+    if err is not None:
         extra += f" error={err.get('name')}"
     return f"{fmt_ms(ev.get('timestamp'))} {ev.get('operation', '-')} {out.paint(kind, color)}{extra} {attrs}".rstrip()
 
@@ -51,16 +52,17 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     replay = args.replay if args.replay is not None else (0 if args.follow else 20)
     out = ctx.out
     if not args.follow:
-        body = ctx.client.call("GET", path_with_query("/events", replay=replay))
+        body: EventList = ctx.client.call("GET", path_with_query("/events", replay=replay))
         if out.as_json:
             out.json(body)
         else:
-            for ev in body.get("events", []):
+            for ev in body["events"]:
                 out.line(_render(ctx, ev))
-            if not body.get("events"):
+            if not body["events"]:
                 out.info("no events yet")
         return 0
-    for ev in ctx.client.stream(path_with_query("/events", follow=True, replay=replay)):
+    events: Iterator[ObserveEvent] = ctx.client.stream(path_with_query("/events", follow=True, replay=replay))
+    for ev in events:
         if out.as_json:
             out.json_line(ev)
         else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from roost.core.admin_models import JobView, NodeView
 from roost.ctl.client import quote_id
 from roost.ctl.context import Context
 from roost.ctl.output import fmt_age, fmt_ms
@@ -23,20 +24,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("job_id", metavar="JOB_ID", help="the job (job_…), as 'roostctl jobs' lists it")
 
 
-def _when(ms: object) -> str:
+def _when(ms: int | None) -> str:
     return "-" if not isinstance(ms, int) else f"{fmt_ms(ms)} ({fmt_age(ms)} ago)"
 
 
-def _node(node: object) -> str:
+def _node(node: NodeView | None) -> str:
     """Where the child runs: a cluster node's id and address, or this host."""
-    if not isinstance(node, dict):
+    if node is None:
         return "this host"
-    return f"{node.get('node_id')} ({node.get('address') or 'address unknown'})"
+    return f"{node['node_id']} ({node['address'] or 'address unknown'})"
 
 
-def _result_files(workdir: object) -> list[str]:
+def _result_files(workdir: str) -> list[str]:
     """The task's output files (``out/``), when this user can see them (roostctl runs on the host)."""
-    if not isinstance(workdir, str):
+    if not workdir:
         return []
     out = os.path.join(workdir, "out")
     try:
@@ -45,28 +46,28 @@ def _result_files(workdir: object) -> list[str]:
         return []
 
 
-def show(ctx: Context, body: dict[str, object]) -> None:
+def show(ctx: Context, body: JobView) -> None:
     out = ctx.out
     if out.as_json:
         out.json(body)
         return
     rows: list[tuple[str, object]] = [
-        ("job", body.get("job_id")),
-        ("capsule", f"{body.get('name')}@{body.get('version')}"),
-        ("state", out.state(body.get("state"))),
-        ("session", body.get("session_id")),
-        ("parent session", body.get("parent_session_id") or "- (top-level)"),
-        ("delegation", body.get("delegation_id")),
-        ("workdir", body.get("workdir")),
-        ("node", _node(body.get("node"))),
-        ("capsule url", body.get("capsule_url")),
-        ("created", _when(body.get("created_ms"))),
-        ("ready", _when(body.get("ready_ms"))),
-        ("ended", _when(body.get("ended_ms"))),
+        ("job", body["job_id"]),
+        ("capsule", f"{body['name']}@{body['version']}"),
+        ("state", out.state(body["state"])),
+        ("session", body["session_id"]),
+        ("parent session", body["parent_session_id"] or "- (top-level)"),
+        ("delegation", body["delegation_id"]),
+        ("workdir", body["workdir"]),
+        ("node", _node(body["node"])),
+        ("capsule url", body["capsule_url"]),
+        ("created", _when(body["created_ms"])),
+        ("ready", _when(body["ready_ms"])),
+        ("ended", _when(body["ended_ms"])),
     ]
-    if body.get("ended_ms") is not None:
-        rows += [("exit", body.get("exit_status")), ("outcome", body.get("outcome")), ("reason", body.get("reason"))]
-    comp = body.get("completion")
+    if body["ended_ms"] is not None:
+        rows += [("exit", body["exit_status"]), ("outcome", body["outcome"]), ("reason", body["reason"])]
+    comp = body["completion"]
     if isinstance(comp, dict):
         dur = comp.get("duration_ms")
         summary = f"{comp.get('status')}, reported by {comp.get('reported_by')}"
@@ -76,11 +77,11 @@ def show(ctx: Context, body: dict[str, object]) -> None:
         rows.append(("completion", summary))
         if comp.get("detail"):
             rows.append(("  detail", comp.get("detail")))
-    elif body.get("ended_ms") is not None:
+    elif body["ended_ms"] is not None:
         rows.append(("completion", "none recorded"))
     # A child on another node: its node listed them (relative to its workdir there).
     remote = body.get("out_files")
-    files = [str(f) for f in remote] if isinstance(remote, list) else _result_files(body.get("workdir"))
+    files = list(remote) if remote is not None else _result_files(body["workdir"])
     if files:
         rows.append(("result files", files[0]))
         rows += [("", f) for f in files[1:]]
@@ -88,5 +89,6 @@ def show(ctx: Context, body: dict[str, object]) -> None:
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
-    show(ctx, ctx.client.call("GET", f"/jobs/{quote_id(args.job_id)}"))
+    job: JobView = ctx.client.call("GET", f"/jobs/{quote_id(args.job_id)}")
+    show(ctx, job)
     return 0

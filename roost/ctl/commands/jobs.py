@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from roost.core.admin_models import JobList, JobView
 from roost.core.wire import JOB_STATES
 from roost.ctl.context import Context
 from roost.ctl.output import fmt_age, fmt_when
@@ -21,9 +22,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state", choices=JOB_STATES, help="only jobs in this state (" + ", ".join(JOB_STATES) + ")")
 
 
+def _node_id(job: JobView) -> str | None:
+    node = job["node"]
+    return node["node_id"][:12] or None if node is not None else None
+
+
 def run(ctx: Context, args: argparse.Namespace) -> int:
     path = "/jobs" + (f"?state={args.state}" if args.state else "")
-    body = ctx.client.call("GET", path)
+    body: JobList = ctx.client.call("GET", path)
     out = ctx.out
     if out.as_json:
         out.json(body)
@@ -31,14 +37,14 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     out.table(
         body["jobs"],
         [
-            ("job", lambda r: r.get("job_id")),
-            ("capsule", lambda r: f"{r.get('name')}@{r.get('version')}"),
-            ("state", lambda r: r.get("state")),
-            ("started", lambda r: fmt_when(r.get("created_ms"))),
-            ("age", lambda r: fmt_age(r.get("created_ms"))),
-            ("session", lambda r: r.get("session_id")),
-            ("parent", lambda r: r.get("parent_session_id")),
-            ("node", lambda r: (r.get("node") or {}).get("node_id", "")[:12] or None),
+            ("job", lambda r: r["job_id"]),
+            ("capsule", lambda r: f"{r['name']}@{r['version']}"),
+            ("state", lambda r: r["state"]),
+            ("started", lambda r: fmt_when(r["created_ms"])),
+            ("age", lambda r: fmt_age(r["created_ms"])),
+            ("session", lambda r: r["session_id"]),
+            ("parent", lambda r: r["parent_session_id"]),
+            ("node", _node_id),
         ],
         empty="no jobs" + (f" in state {args.state}" if args.state else ""),
         optional=("session", "parent", "node"),

@@ -8,7 +8,9 @@ objects until the job ends.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
 
+from roost.core.admin_models import LogLine, LogsAnswer
 from roost.ctl.client import path_with_query, quote_id
 from roost.ctl.context import Context
 
@@ -27,9 +29,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-n", "--tail", type=int, default=100, metavar="N", help="how many recent lines first (default 100)")
 
 
-def _render(ctx: Context, item: dict[str, object]) -> str:
-    stream = str(item.get("stream") or item.get("file") or "log")
-    return f"{ctx.out.paint(stream.ljust(6), _COLOR.get(stream, 'dim'))} | {item.get('line', '')}"
+def _render(ctx: Context, item: LogLine) -> str:
+    stream = item["stream"] or item["file"] or "log"
+    return f"{ctx.out.paint(stream.ljust(6), _COLOR.get(stream, 'dim'))} | {item['line']}"
 
 
 def _nothing_yet(ctx: Context, ident: str) -> str:
@@ -40,18 +42,19 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     out = ctx.out
     base = f"/logs/{quote_id(args.id)}"
     if not args.follow:
-        body = ctx.client.call("GET", path_with_query(base, tail=args.tail))
+        body: LogsAnswer = ctx.client.call("GET", path_with_query(base, tail=args.tail))
         if out.as_json:
             out.json(body)
             return 0
-        lines = body.get("lines", [])
+        lines = body["lines"]
         if not lines:
             out.info(_nothing_yet(ctx, args.id))
         for item in lines:
             out.line(_render(ctx, item))
         return 0
     seen = False
-    for item in ctx.client.stream(path_with_query(base, follow=True, tail=args.tail)):
+    items: Iterator[LogLine] = ctx.client.stream(path_with_query(base, follow=True, tail=args.tail))
+    for item in items:
         if out.as_json:
             out.json_line(item)
         else:

@@ -3,7 +3,9 @@
 The registry is ``--registry-path``, else ``$ROOST_REGISTRY_PATH``, else the daemon's
 ``registry_path`` when it answers, else ``~/.murmur/artifacts``.
 
-* ``ls``      → ``{"registry", "artifacts": [{name, version, size, sha256}]}``
+* ``ls``      → ``{"registry", "name", "artifacts": [{name, version, size, sha256}]}``: ``name``
+  is the registry's name (the daemon's ``registry_name``, else ``local``), the ``<registry>`` of
+  ``<registry>/<capsule>`` allow-list entries
 * ``add DIR`` → packs DIR (deterministic .mur.zip + .sha256) → ``{name, version, sha256, path,
   changed, daemon_notified}``; when the daemon answers it is told to forget its resolve cache
   (``POST /registry/forget``) so the new bytes are used at once
@@ -16,7 +18,10 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
+from roost.core.admin_models import ConfigView
+from roost.core.allownames import DEFAULT_REGISTRY_NAME
 from roost.ctl.context import Context
 from roost.ctl.errors import CtlError, Unreachable
 
@@ -37,6 +42,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _registry_name(ctx: Context) -> str:
+    """The registry's name as the daemon knows it (``registry_name``), else the default."""
+    try:
+        config: ConfigView = ctx.client.call("GET", "/config")
+        return config.get("registry_name") or DEFAULT_REGISTRY_NAME
+    except CtlError:
+        return DEFAULT_REGISTRY_NAME
+
+
 def _registry_path(ctx: Context, args: argparse.Namespace) -> tuple[Path, bool]:
     """The registry root and whether the daemon answered while finding it."""
     if args.registry_path:
@@ -45,7 +59,8 @@ def _registry_path(ctx: Context, args: argparse.Namespace) -> tuple[Path, bool]:
     if env:
         return Path(env).expanduser().absolute(), False
     try:
-        return Path(ctx.client.call("GET", "/config")["registry_path"]), True
+        config: ConfigView = ctx.client.call("GET", "/config")
+        return Path(config["registry_path"]), True
     except CtlError:
         home = os.environ.get("HOME", "")
         if not home:
@@ -66,15 +81,16 @@ def _ls(ctx: Context, root: Path) -> int:
     from roost.state.registry.catalog import Catalog
 
     _exists(root)
-    items = [
+    items: list[dict[str, Any]] = [
         {"name": a.name, "version": a.version, "size": a.size, "sha256": a.sidecar_sha256, "path": str(a.path)}
         for a in Catalog(root).list()
     ]
     out = ctx.out
+    name = _registry_name(ctx)
     if out.as_json:
-        out.json({"registry": str(root), "artifacts": items})
+        out.json({"registry": str(root), "name": name, "artifacts": items})
     else:
-        out.info(f"registry {root}")
+        out.info(f"registry '{name}' at {root} (an allow-list entry '{name}/<capsule>' names its capsules)")
         out.table(
             items,
             [

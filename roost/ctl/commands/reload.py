@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from roost.core.admin_models import ReloadAnswer
 from roost.ctl.context import Context
 from roost.ctl.errors import CtlError
 
@@ -24,14 +25,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
-    body = ctx.client.call("POST", "/reload")
+    body: ReloadAnswer = ctx.client.call("POST", "/reload")
     out = ctx.out
-    if not body.get("reloaded", False):
+    if not body["reloaded"]:
         raise CtlError(f"reload failed, the old configuration stays: {body.get('error')}")
     if out.as_json:
         out.json(body)
     else:
-        out.info("reloaded; changed: " + (", ".join(body.get("changed", [])) or "nothing"))
-        if body.get("needs_restart"):
+        out.info("reloaded; changed: " + (", ".join(body["changed"]) or "nothing"))
+        if body["needs_restart"]:
             out.info("these settings need a restart to apply: " + ", ".join(body["needs_restart"]))
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from roost.core.admin_models import SessionDetail, SessionList, SessionView
 from roost.core.wire import SESSION_STATES
 from roost.ctl.client import quote_id
 from roost.ctl.context import Context
@@ -43,7 +44,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         if not args.target:
             raise Usage("sessions end needs a session id: roostctl sessions end ID [--reason TEXT]")
         body = {"reason": args.reason} if args.reason else {}
-        ended = ctx.client.call("POST", f"/sessions/{quote_id(args.target)}/end", body)
+        ended: SessionView = ctx.client.call("POST", f"/sessions/{quote_id(args.target)}/end", body)
         if out.as_json:
             out.json(ended)
         else:
@@ -52,11 +53,11 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     if args.target or args.reason:
         raise Usage("only 'roostctl sessions end ID' takes a second id or --reason")
     if args.session_id:
-        one = ctx.client.call("GET", f"/sessions/{quote_id(args.session_id)}")
+        one: SessionDetail = ctx.client.call("GET", f"/sessions/{quote_id(args.session_id)}")
         if out.as_json:
             out.json(one)
         else:
-            rows = [("capsule", f"{one.get('name')}@{one.get('version')}")]
+            rows: list[tuple[str, object]] = [("capsule", f"{one['name']}@{one['version']}")]
             rows += [
                 (label_of(k), fmt_ms(v) if k.endswith("_ms") else ", ".join(v) if isinstance(v, list) else v)
                 for k, v in one.items()
@@ -65,25 +66,26 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
             out.pairs(rows)
         return 0
     state = "all" if args.all else args.state
-    body = ctx.client.call("GET", f"/sessions?state={state}")
+    listed: SessionList = ctx.client.call("GET", f"/sessions?state={state}")
     if out.as_json:
-        out.json(body)
+        out.json(listed)
         return 0
     out.table(
-        body["sessions"],
+        listed["sessions"],
         [
             ("session", lambda r: r["session_id"]),
             ("capsule", lambda r: f"{r['name']}@{r['version']}"),
             ("status", lambda r: r["status"]),
-            ("started", lambda r: fmt_when(r.get("created_ms"))),
-            ("workdir", lambda r: r.get("workdir")),
-            ("parent", lambda r: r.get("parent_id")),
-            ("job", lambda r: r.get("job_id")),
-            ("kids", lambda r: r.get("live_children")),
-            ("trust", lambda r: r.get("trust")),
+            ("started", lambda r: fmt_when(r["created_ms"])),
+            ("workdir", lambda r: r["workdir"]),
+            ("parent", lambda r: r["parent_id"]),
+            ("job", lambda r: r["job_id"]),
+            ("kids", lambda r: r["live_children"]),
+            ("trust", lambda r: r["trust"]),
+            ("why ended", lambda r: r["end_reason"]),
         ],
         empty=f"no {state if state != 'all' else ''} sessions".replace("  ", " "),
-        optional=("started", "workdir", "parent", "job", "kids", "trust"),
+        optional=("started", "workdir", "parent", "job", "kids", "trust", "why ended"),
         keep=("session", "parent", "job"),
     )
     return 0

@@ -1,6 +1,6 @@
 """Launch a capsule top-level, on the operator's behalf (the daemon's spawn_allow still decides).
 
-Calls ``POST /jobs`` with ``{name, version, task, workdir?, deadline_secs?}`` and prints the job
+Calls ``POST /jobs`` with ``{name, version, task, workdir?, deadline_secs?, formation_id?}`` and prints the job
 (201). With ``--wait`` it then polls ``GET /jobs/{id}`` and reports progress on stderr (state
 changes, delegations started under it) until the job ends; exit 0 when it completed, 1 when it
 failed, crashed or was terminated. ``--json`` prints only the final job object.
@@ -16,8 +16,8 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
+from roost.core.admin_models import ConfigView, JobView, TreeAnswer, TreeNode
 from roost.core.wire import FINAL_JOB_STATES
 from roost.ctl.client import quote_id
 from roost.ctl.commands.job import show
@@ -40,6 +40,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", metavar="TEXT", help="task text ('-' reads it from stdin)")
     p.add_argument("--workdir", metavar="DIR", help="absolute working directory for the session")
     p.add_argument("--deadline", type=float, metavar="SECS", help="end the job after SECS seconds")
+    p.add_argument(
+        "--formation-id",
+        metavar="frm_<32 hex>",
+        help="the formation the job joins (its MURMUR_FORMATION_ID; its delegated children join it too)",
+    )
     p.add_argument("--wait", action="store_true", help="wait for the job to end, with progress on stderr")
 
 
@@ -57,39 +62,39 @@ def split_capsule(capsule: str, version: str | None) -> tuple[str, str]:
     return capsule, version
 
 
-def _count(nodes: list[dict[str, Any]]) -> int:
-    return sum(1 + _count(n.get("children", [])) for n in nodes)
+def _count(nodes: list[TreeNode]) -> int:
+    return sum(1 + _count(n["children"]) for n in nodes)
 
 
-def _find(nodes: list[dict[str, Any]], session_id: str) -> dict[str, Any] | None:
+def _find(nodes: list[TreeNode], session_id: str) -> TreeNode | None:
     for n in nodes:
-        if n.get("session_id") == session_id:
+        if n["session_id"] == session_id:
             return n
-        hit = _find(n.get("children", []), session_id)
+        hit = _find(n["children"], session_id)
         if hit is not None:
             return hit
     return None
 
 
-def wait(ctx: Context, job: dict[str, Any]) -> dict[str, Any]:
-    job_id = str(job["job_id"])
+def wait(ctx: Context, job: JobView) -> JobView:
+    job_id = job["job_id"]
     started = time.monotonic()
     last_state = None
     last_kids = 0
     while True:
-        state = job.get("state")
+        state = job["state"]
         elapsed = time.monotonic() - started
         if state != last_state:
             ctx.out.info(f"[{elapsed:6.1f}s] {job_id} {state}")
             last_state = state
         if state in FINAL_JOB_STATES:
             return job
-        sid = job.get("session_id")
-        if isinstance(sid, str):
+        sid = job["session_id"]
+        if sid is not None:
             try:
-                roots = ctx.client.call("GET", "/tree?state=all")["roots"]
-                node = _find(roots, sid)
-                kids = _count(node.get("children", [])) if node else 0
+                tree: TreeAnswer = ctx.client.call("GET", "/tree?state=all")
+                node = _find(tree["roots"], sid)
+                kids = _count(node["children"]) if node else 0
             except CtlError:
                 kids = last_kids
             if kids != last_kids:
@@ -102,10 +107,10 @@ def wait(ctx: Context, job: dict[str, Any]) -> dict[str, Any]:
 def explain_refusal(ctx: Context, name: str, version: str, exc: ApiError) -> CtlError:
     """The daemon's sentence plus what an operator needs: unknown or not allowed, and what is."""
     try:
-        config = ctx.client.call("GET", "/config")
+        config: ConfigView = ctx.client.call("GET", "/config")
     except CtlError:
         return exc
-    allowed = sorted(str(a) for a in config.get("spawn_allow") or [])
+    allowed = sorted(config.get("spawn_allow") or [])
     root = Path(str(config.get("registry_path", "")))
     try:
         from roost.state.registry.catalog import Catalog
@@ -152,8 +157,10 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         body["workdir"] = args.workdir
     if args.deadline is not None:
         body["deadline_secs"] = args.deadline
+    if args.formation_id is not None:
+        body["formation_id"] = args.formation_id
     try:
-        job = ctx.client.call("POST", "/jobs", body)
+        job: JobView = ctx.client.call("POST", "/jobs", body)
     except ApiError as exc:
         if exc.status not in (429, 503):  # busy or draining: the daemon's sentence says it all
             raise explain_refusal(ctx, name, version, exc) from None
@@ -162,7 +169,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         show(ctx, job)
         return 0
     if not ctx.out.as_json:
-        ctx.out.info(f"launched {job.get('job_id')} ({name}@{version}); waiting")
+        ctx.out.info(f"launched {job['job_id']} ({name}@{version}); waiting")
     final = wait(ctx, job)
     show(ctx, final)
-    return 0 if final.get("state") == "complete" else 1
+    return 0 if final["state"] == "complete" else 1

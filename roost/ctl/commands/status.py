@@ -6,8 +6,8 @@ Calls ``GET /status``. ``--json`` prints that object as is.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
+from roost.core.admin_models import StatusAnswer
 from roost.ctl.context import Context
 
 NAME = "status"
@@ -20,27 +20,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
-    body: dict[str, Any] = ctx.client.call("GET", "/status")
+    body: StatusAnswer = ctx.client.call("GET", "/status")
     out = ctx.out
     if out.as_json:
         out.json(body)
         return 0
-    sessions = body.get("sessions", {})
-    jobs = body.get("jobs", {})
+    sessions = body["sessions"]
+    jobs = body["jobs"]
     job_text = ", ".join(f"{n} {s}" for s, n in sorted(jobs.items())) or "none"
     out.pairs(
         [
-            ("daemon", f"mur-roost {body.get('version')} (pid {body.get('pid')})"),
-            ("state", out.paint("draining", "yellow") if body.get("draining") else out.paint("serving", "green")),
-            ("uptime", f"{body.get('uptime_secs', 0):.0f}s"),
-            ("tcp", body.get("url")),
-            ("admin socket", body.get("admin_socket")),
-            ("state dir", str(body.get("state_dir")) + (" (ephemeral keys)" if body.get("ephemeral_keys") else "")),
-            ("key id", body.get("key_id")),
+            ("daemon", f"mur-roost {body['version']} (pid {body['pid']})"),
+            ("state", out.paint("draining", "yellow") if body["draining"] else out.paint("serving", "green")),
+            ("uptime", f"{body['uptime_secs']:.0f}s"),
+            ("tcp", body["url"]),
+            ("admin socket", body["admin_socket"]),
+            ("state dir", body["state_dir"] + (" (ephemeral keys)" if body["ephemeral_keys"] else "")),
+            ("key id", body["key_id"]),
             (
                 "sessions",
-                f"{sessions.get('running', 0)} running of {sessions.get('total', 0)}, "
-                f"{sessions.get('reserved_slots', 0)} slots reserved (ceiling {body.get('max_live_capsules')})",
+                f"{sessions['running']} running of {sessions['total']}, "
+                f"{sessions['reserved_slots']} slots reserved (ceiling {body['max_live_capsules']})",
             ),
             ("jobs", job_text),
         ]

@@ -2,14 +2,14 @@
 
 Calls ``GET /tree?state=running|all`` (default: running sessions with their family);
 ``--json`` prints ``{"roots": [{session_id, name, version, status, trust, job_id, job_state?,
-outcome?, reason?, created_ms, ended_ms, depth, children: [...]}]}``.
+outcome?, reason?, created_ms, ended_ms, end_reason, depth, children: [...]}]}``.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
+from roost.core.admin_models import TreeAnswer, TreeNode
 from roost.ctl.context import Context
 from roost.ctl.output import fmt_age
 
@@ -26,61 +26,74 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all", action="store_true", help="include sessions that ended")
 
 
-def _count(nodes: list[dict[str, Any]]) -> int:
-    return sum(1 + _count(n.get("children", [])) for n in nodes)
+def _count(nodes: list[TreeNode]) -> int:
+    return sum(1 + _count(n["children"]) for n in nodes)
 
 
-def node_state(node: dict[str, Any]) -> str:
+def node_state(node: TreeNode) -> str:
     """The state people mean: the job's (``terminated``, ``crashed``, …) when the session has a
     job, else the session's status."""
-    return str(node.get("job_state") or node.get("status") or "-")
+    return node.get("job_state") or node["status"] or "-"
 
 
-def _label(ctx: Context, node: dict[str, Any]) -> str:
+def _label(ctx: Context, node: TreeNode) -> str:
     out = ctx.out
     state = node_state(node)
-    ended = node.get("ended_ms")
-    age = fmt_age(node.get("created_ms"))
+    ended = node["ended_ms"]
+    age = fmt_age(node["created_ms"])
     when = f"ran {_span(node)}" if ended else f"up {age}"
     sid = out.paint(node["session_id"], "dim")
     text = f"{node['name']}@{node['version']} {out.state(state)} {out.paint(when, 'dim')} {sid}"
-    if node.get("job_state") and node.get("status") not in (node.get("job_state"), "running", "complete"):
-        text += out.paint(f" (session {node['status']})", "dim")
-    if node.get("trust") == "untrusted":
+    why = ended_why(node)
+    if why:
+        text += out.paint(f" — {why}", "dim")
+    if node["trust"] == "untrusted":
         text += " " + out.paint("untrusted", "yellow")
     return text
 
 
-def _span(node: dict[str, Any]) -> str:
-    start, end = node.get("created_ms"), node.get("ended_ms")
+def ended_why(node: TreeNode) -> str | None:
+    """Why an ended node ended, in the words of whatever ended it: its job's reason (an operator's
+    cancel, its parent's, a deadline), else its session's recorded end (a lease lapse, an
+    operator's ``sessions end``). A session that ended because its job was stopped is not shown as
+    if it had failed on its own."""
+    reason = node.get("reason")
+    if not node["ended_ms"] and not reason:
+        return None
+    return reason or node["end_reason"] or None
+
+
+def _span(node: TreeNode) -> str:
+    start, end = node["created_ms"], node["ended_ms"]
     if not isinstance(start, int) or not isinstance(end, int):
         return "-"
     return fmt_age(start, end)
 
 
-def _draw(ctx: Context, nodes: list[dict[str, Any]], prefix: str) -> None:
+def _draw(ctx: Context, nodes: list[TreeNode], prefix: str) -> None:
     for i, node in enumerate(nodes):
         last = i == len(nodes) - 1
         ctx.out.line(f"{prefix}{'└── ' if last else '├── '}{_label(ctx, node)}")
-        _draw(ctx, node.get("children", []), prefix + ("    " if last else "│   "))
+        _draw(ctx, node["children"], prefix + ("    " if last else "│   "))
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
-    body = ctx.client.call("GET", "/tree?state=" + ("all" if args.all else "running"))
+    body: TreeAnswer = ctx.client.call("GET", "/tree?state=" + ("all" if args.all else "running"))
     out = ctx.out
     if out.as_json:
         out.json(body)
         return 0
-    roots = body.get("roots", [])
+    roots = body["roots"]
     if not roots:
         if args.all:
             out.line("no sessions yet: start one with 'roostctl spawn NAME@VERSION --task TEXT'")
         else:
-            ended = _count(ctx.client.call("GET", "/tree?state=all").get("roots", []))
+            every: TreeAnswer = ctx.client.call("GET", "/tree?state=all")
+            ended = _count(every["roots"])
             more = f"; {ended} ended ('roostctl tree --all' shows them)" if ended else ""
             out.line(f"no running sessions{more}")
         return 0
     for root in roots:
         out.line(_label(ctx, root))
-        _draw(ctx, root.get("children", []), "")
+        _draw(ctx, root["children"], "")
     return 0

@@ -28,6 +28,32 @@
       m.style.left = m.dataset.left + "%";
       if (m.classList.contains("bar")) m.style.width = Math.max(0.4, Number(m.dataset.width)) + "%";
     });
+    root.querySelectorAll(".indent[data-depth]").forEach(function (i) {
+      i.style.width = (Number(i.dataset.depth) * 0.9) + "rem";
+    });
+    paintTree(root);
+  }
+
+  // The delegation tree's timeline: bars of running jobs grow to now.
+  function paintTree(root) {
+    const now = Date.now();
+    root.querySelectorAll(".timeline[data-t0]").forEach(function (fig) {
+      const t0 = Number(fig.dataset.t0);
+      const t1 = fig.hasAttribute("data-live") ? now : Number(fig.dataset.t1);
+      const span = Math.max(1, t1 - t0);
+      fig.querySelectorAll(".tl-bar").forEach(function (bar) {
+        const start = Number(bar.dataset.start);
+        const end = bar.dataset.end ? Number(bar.dataset.end) : now;
+        bar.style.left = (100 * (start - t0) / span) + "%";
+        bar.style.width = Math.max(0.4, 100 * (end - start) / span) + "%";
+        bar.dataset.growing = bar.dataset.end ? "no" : "yes";
+      });
+      fig.querySelectorAll(".mark.point[data-start]").forEach(function (p) {
+        p.style.left = (100 * (Number(p.dataset.start) - t0) / span) + "%";
+      });
+      const label = fig.querySelector(".tl-span");
+      if (label) label.textContent = "+" + ((t1 - t0) / 1000).toFixed(1) + " s";
+    });
   }
   function paintAges(root) {
     const now = Date.now();
@@ -60,7 +86,7 @@
             if (again) again.focus();
           }
         })
-        .catch(function () { conn.textContent = "disconnected"; });
+        .catch(function () { conn.textContent = "disconnected"; conn.dataset.state = "retry"; });
     }, 250);
   }
 
@@ -88,12 +114,78 @@
       .finally(function () { btn.disabled = false; });
   });
 
+  // The daemon's state, said in the header; a daemon that stopped, said in a sentence.
+  const daemon = document.getElementById("daemon");
+  function banner(text) {
+    const shown = document.querySelector("main .error");
+    if (shown && shown.textContent === text) return;  // the page already says it
+    let gone = document.getElementById("gone");
+    if (!gone) {
+      gone = document.createElement("p");
+      gone.id = "gone";
+      gone.setAttribute("role", "alert");
+      document.getElementById("main").prepend(gone);
+    }
+    gone.textContent = text;
+  }
+  function showState(state) {
+    daemon.textContent = state === "gone" ? "daemon stopped" : state;
+    daemon.dataset.state = state;
+  }
+
+  // The events page: live rows, filtered as the page was.
+  const evlist = document.getElementById("events");
+  function addEvent(ev) {
+    if (!evlist) return;
+    const text = (ev.operation || "") + " " + (ev.type || "") + " " + JSON.stringify(ev.attributes || {});
+    if (evlist.dataset.q && text.indexOf(evlist.dataset.q) < 0) return;
+    const none = document.getElementById("no-events");
+    if (none) none.remove();
+    const row = document.createElement("li");
+    row.className = "ev";
+    row.dataset.type = ev.type || "";
+    row.dataset.operation = ev.operation || "";
+    const t = document.createElement("time");
+    t.className = "when";
+    t.dataset.ms = String(ev.timestamp || Date.now());
+    t.textContent = new Date(Number(t.dataset.ms)).toLocaleString();
+    const op = document.createElement("strong");
+    op.textContent = ev.operation || ev.type;
+    const kind = document.createElement("span");
+    kind.className = "badge";
+    kind.textContent = (ev.type || "").replace("operation.", "");
+    kind.dataset.state = kind.textContent;
+    const attrs = document.createElement("span");
+    attrs.className = "meta";
+    attrs.textContent = Object.keys(ev.attributes || {}).map(function (k) {
+      return k.split(".").pop() + "=" + ev.attributes[k];
+    }).join(" ");
+    row.append(t, " ", op, " ", kind, " ", attrs);
+    evlist.prepend(row);
+  }
+
   // Live: every daemon event may change what is shown.
   function connect() {
     const es = new EventSource("/events");
-    es.addEventListener("hello", function () { conn.textContent = "live"; conn.dataset.state = "live"; refresh(); });
-    es.addEventListener("roost", refresh);
-    es.addEventListener("gone", function () { conn.textContent = "daemon stopped"; conn.dataset.state = "gone"; es.close(); });
+    es.addEventListener("hello", function () {
+      conn.textContent = "live"; conn.dataset.state = "live";
+      const gone = document.getElementById("gone");
+      if (gone) { gone.remove(); }
+      refresh();
+    });
+    es.addEventListener("roost", function (ev) { addEvent(JSON.parse(ev.data)); refresh(); });
+    es.addEventListener("status", function (ev) {
+      const s = JSON.parse(ev.data);
+      showState(s.draining ? "draining" : "serving");
+      refresh();
+    });
+    es.addEventListener("gone", function (ev) {
+      conn.textContent = "daemon stopped"; conn.dataset.state = "gone";
+      showState("gone");
+      banner(JSON.parse(ev.data).message);
+      es.close();
+      setTimeout(connect, 3000);  // it may come back
+    });
     es.onerror = function () { conn.textContent = "reconnecting…"; conn.dataset.state = "retry"; };
   }
 
@@ -126,7 +218,9 @@
   }
 
   paintTimes(document);
-  setInterval(function () { paintAges(document); }, 1000);
+  setInterval(function () { paintAges(document); paintTree(document); }, 1000);
+  // A page with charts is redrawn as the daemon takes new samples, events or not.
+  if (live && live.dataset.every) setInterval(refresh, Number(live.dataset.every));
   connect();
   followLog();
 })();

@@ -23,6 +23,17 @@ def parse_drain(body: Body) -> float | None:
     return timeout
 
 
+MAX_GRACE_SECS = 7 * 86400
+
+
+def parse_rotate(body: Body) -> float:
+    """``POST /keys/rotate``: how long the replaced key keeps verifying (0: revoke at once)."""
+    grace = body.get("grace_secs", 0)
+    if not is_number(grace) or not 0 <= grace <= MAX_GRACE_SECS:
+        raise BadRequest(f"grace_secs must be a number of seconds from 0 to {MAX_GRACE_SECS}")
+    return float(grace)
+
+
 def parse_end_reason(body: Body) -> str:
     """``POST /sessions/{id}/end``: why the operator ends the session (recorded with it)."""
     reason = body.get("reason", OPERATOR_REASON)

@@ -8,7 +8,7 @@ mistake gets one sentence (400).
 from __future__ import annotations
 
 from roost.core.errors import BadRequest
-from roost.core.fields import Body, is_number, optional_abspath, require_str
+from roost.core.fields import Body, is_number, optional_abspath, optional_formation, require_str
 from roost.core.ids import require_id
 from roost.core.requests import LaunchRequest
 from roost.services.launcher.childrecords import TASK_FIELDS
@@ -40,9 +40,9 @@ def parse_task(task: object) -> dict[str, str | None] | None:
     return payload
 
 
-def parse_launch(body: Body) -> LaunchRequest:
+def parse_launch(body: Body, *, traceparent: str | None = None) -> LaunchRequest:
     """Validate a ``POST /jobs`` body: both coordinates' presence and type, then their grammar,
-    then the optional fields (one sentence per mistake)."""
+    then the optional fields (one sentence per mistake); ``traceparent`` is the header's."""
     name = require_str(body, "name", null_is_missing=True)
     version = require_str(body, "version", null_is_missing=True)
     require_id("name", name)
@@ -54,6 +54,7 @@ def parse_launch(body: Body) -> LaunchRequest:
     if not isinstance(untrusted, bool):
         raise BadRequest("untrusted must be true or false")
     workdir = optional_abspath(body, "workdir")
+    formation = optional_formation(body, "formation_id")
     return LaunchRequest(
         name=name,
         version=version,
@@ -61,4 +62,6 @@ def parse_launch(body: Body) -> LaunchRequest:
         deadline_secs=float(deadline) if deadline is not None else None,
         untrusted=untrusted,
         workdir=workdir,
+        traceparent=traceparent,
+        formation_id=formation,
     )

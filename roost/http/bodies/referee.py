@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from roost.core.api_models import DeregisterRequest, RegisterRequest, SpawnRequest
 from roost.core.errors import BadRequest
-from roost.core.fields import Body, optional_abspath, require_ident
+from roost.core.fields import Body, optional_abspath, optional_formation, require_ident
 from roost.core.manifest import CONTAINMENT_ORDER
 
 __all__ = ["parse_deregister", "parse_register", "parse_spawn"]
@@ -69,6 +69,7 @@ def parse_register(body: Body) -> RegisterRequest:
         pid=_pid(body),
         capsule_url=_capsule_url(body),
         containment=_containment(body),
+        formation_id=optional_formation(body, "formation_id"),
     )
 
 

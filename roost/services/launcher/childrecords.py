@@ -50,6 +50,8 @@ __all__ = [
 JOB_ID_FILE = "meta/job_id.txt"
 INPUT_FILE = "input.json"
 LOG_FILE = ".murmur/launcher.log"
+ROTATED_LOG = "launcher.log.1"
+"""What :func:`rotate_log` keeps of the log, beside it in ``.murmur``."""
 STDOUT_PREFIX = "stdout: "
 TASK_FIELDS = ("objective", "instructions", "context", "output_format")
 
@@ -150,6 +152,34 @@ def append_log(place: Place, lines: list[str]) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
+
+
+def rotate_log(place: Place, max_bytes: int) -> bool:
+    """Past ``max_bytes``, keep the log's last ``max_bytes`` in ``launcher.log.1`` and empty
+    ``launcher.log`` in place (copy, then truncate: the child's stderr descriptor is ``O_APPEND``,
+    so it goes on writing at the new end). Lines written between the copy and the truncation are
+    lost; a log is bounded by about twice ``max_bytes`` plus what it gains between two checks."""
+    logs = place.open_dir((".murmur",))
+    try:
+        try:
+            fd = os.open("launcher.log", os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=logs)
+        except FileNotFoundError:
+            return False
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size <= max_bytes:
+                return False
+            keep = os.pread(fd, max_bytes, st.st_size - max_bytes)
+            cut = keep.find(b"\n")
+            if 0 <= cut < len(keep) - 1:
+                keep = keep[cut + 1 :]  # start at a line
+            write_atomic_at(logs, ROTATED_LOG, keep, durable=False, owner=place.owner())
+            os.ftruncate(fd, 0)
+            return True
+        finally:
+            os.close(fd)
+    finally:
+        os.close(logs)
 
 
 def stderr_tail(place: Place, n: int = STDERR_LINES, max_bytes: int = 64 * 1024) -> list[str]:

@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 
 from a2a.client import A2AClient
+from a2a.protocol import traceparent
 from roost.backends.base import ChildDir, ProcessBackend
 from roost.core.completion import CompletionRecord, SpawnerHandle, Status, crash_detail, cut_detail
 from roost.core.finalize import Decision, Existing, Facts, decide, wants_own_session_end
@@ -46,13 +47,16 @@ def child_dir(job: Job) -> ChildDir:
 
 
 def process_attrs(job: Job, **more: Any) -> dict[str, Any]:
-    """A job's ``roost.process.*`` event attributes."""
+    """A job's ``roost.process.*`` event attributes, and (``trace``) the job's span as the
+    parent of the span they start (roost/observe/jobspans.py)."""
     out: dict[str, Any] = {
         "roost.process.job_id": job.job_id,
         "roost.process.delegation_id": job.delegation_id,
         "roost.process.capsule": f"{job.name}@{job.version}",
     }
     out.update({f"roost.process.{k}": v for k, v in more.items()})
+    if job.traceparent is not None:
+        out["trace"] = traceparent.parse(job.traceparent)
     return out
 
 
@@ -108,7 +112,7 @@ class Completer:
         self.set_state = set_state
         self.delivery_window_secs = 30.0
 
-    async def complete(self, job: Job, own_end: str | None, *, readopted: bool) -> None:
+    async def complete(self, job: Job, own_end: str | None, *, readopted: bool, self_ended: bool = False) -> None:
         backend = self.backend
         existing = await backend.read_completion(child_dir(job))
         handle = SpawnerHandle.parse(job.handle) if job.handle else None
@@ -130,6 +134,7 @@ class Completer:
             deadline_secs=job.deadline_secs,
             has_session=job.session_id is not None,
             end_written=job.end_written,
+            self_ended=self_ended,
         )
         if wants_own_session_end(facts) and job.session_id is not None:
             # A re-adopted child's exit status is not ours to read: its own records say how it ended.

@@ -33,13 +33,16 @@ from typing import Any
 import structlog
 
 from a2a.client import A2AClient
-from roost.backends.base import ChildRef
+from a2a.protocol import traceparent
+from a2a.protocol.traceparent import TraceParent
+from roost.backends.base import ChildRef, ReportsLimits, RotatesLogs
 from roost.backends.process.cgroups import HoldsJobCgroups, JobCgroups
 from roost.core import ids
 from roost.core.authz import may_see_job
 from roost.core.errors import Conflict, IdentityRefused, NotFound
 from roost.core.finalize import PARENT_ENDED_REASON
 from roost.core.jobs import Job, StopReason
+from roost.core.limits import HostMechanisms
 from roost.core.requests import LaunchRequest
 from roost.observe.events import ObservedError
 from roost.services.launcher.context import LaunchServices
@@ -49,6 +52,7 @@ from roost.services.launcher.index import JobIndex, session_of
 from roost.services.launcher.reconcile import ReachesLater, reconcile
 from roost.services.launcher.runner import JobRunner
 from roost.services.launcher.starter import LaunchTimeout, Starter
+from roost.services.periodic import every
 from roost.services.referee.service import wall_ms
 from roost.state.config import Config
 from roost.state.repos.jobs import JobRepository
@@ -58,6 +62,9 @@ from roost.state.sessions import SessionRecord
 __all__ = ["PARENT_ENDED_REASON", "LaunchServices", "LaunchTimeout", "Launcher", "Viewer"]
 
 log = structlog.get_logger("roost.launcher")
+
+LOG_CHECK_SECS = 5.0
+"""How often running children's ``launcher.log`` sizes are checked (``launcher_log_max_bytes``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +123,11 @@ class Launcher:
             on_running=self._on_running,
         )
         self._tasks: set[asyncio.Task[Any]] = set()
+        # Where a session's work goes in its delegation tree: its job's span (the bus asks).
+        services.events.session_trace = self.session_trace
         self.last_reconcile: dict[str, int] | None = None
         self._deferred: asyncio.Task[None] | None = None
+        self._log_cap: asyncio.Task[None] | None = None
 
     @property
     def config(self) -> Config:
@@ -138,10 +148,20 @@ class Launcher:
         holds none here)."""
         return self.backend.cgroups if isinstance(self.backend, HoldsJobCgroups) else None
 
+    def limit_mechanisms(self) -> HostMechanisms | None:
+        """How each resource limit is enforced where children run (None: the backend cannot say)."""
+        return self.backend.limit_mechanisms() if isinstance(self.backend, ReportsLimits) else None
+
     @property
     def jobs(self) -> dict[str, Job]:
         """Jobs in memory by id (the running ones and the newest finished ones)."""
         return self.index.jobs
+
+    def session_trace(self, session_id: str) -> TraceParent | None:
+        """The trace context of a session's work: the span of the job that runs it, if any."""
+        rec = self.table.get(session_id)
+        job = self.jobs.get(rec.job_id) if rec is not None and rec.job_id is not None else None
+        return traceparent.parse(job.traceparent) if job is not None else None
 
     def launched_pid(self, pid: int) -> bool:
         """Whether ``pid`` is a child this launcher started and is already watching."""
@@ -167,6 +187,12 @@ class Launcher:
     # -- service lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
         await self.backend.open()
+        if isinstance(self.backend, RotatesLogs):
+            self._log_cap = asyncio.get_running_loop().create_task(
+                every(
+                    lambda: LOG_CHECK_SECS, self._cap_logs, failed="launcher_log_rotate_failed", logger="roost.launcher"
+                )
+            )
         self.referee.on_session_end.append(self._on_session_end)
         if isinstance(self.backend, ReachesLater) and not self.backend.reachable:
             # What still runs there cannot be asked yet: a child that merely could not be asked
@@ -199,8 +225,23 @@ class Launcher:
             raise Conflict(why)
         raise Conflict(f"{what} refused for now: the daemon is still reconciling the jobs that ran before its restart")
 
+    async def _cap_logs(self) -> None:
+        """Rotate the ``launcher.log`` of every child still running past ``launcher_log_max_bytes``."""
+        cap = self.config.launcher_log_max_bytes
+        backend = self.backend
+        if cap <= 0 or not isinstance(backend, RotatesLogs):
+            return
+        for job_id in list(self.index.runners):
+            job = self.jobs.get(job_id)
+            if job is not None and job.node is None:
+                with contextlib.suppress(OSError):
+                    if await backend.rotate_log(child_dir(job), cap):
+                        log.info("launcher_log_rotated", job_id=job_id, max_bytes=cap)
+
     async def stop(self) -> None:
         """End every running job (``terminated``, posted to nobody), then the backend."""
+        if self._log_cap is not None:
+            self._log_cap.cancel()
         if self._deferred is not None and not self._deferred.done():
             self._deferred.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -298,7 +339,8 @@ class Launcher:
             # which closes the lifelines of its own children (the cascade).
             await self.referee.end_session(rec, "failed")
         try:
-            await self.completer.complete(job, own_end, readopted=job.readopted)
+            self_ended = own_end is not None and rec is not None and rec.end_reason is None
+            await self.completer.complete(job, own_end, readopted=job.readopted, self_ended=self_ended)
         except Exception:
             log.exception("completion_failed", job_id=job.job_id)
             if not job.final:
@@ -308,6 +350,7 @@ class Launcher:
             await self.store.commit([JobRepository.upsert_op(job)])
         self.index.remember(job)
         job.done.set()
+        self.starter.job_spans.closed(job)
         self.metrics.capsule_exits.labels(reason=job.state).inc()
         ended: dict[str, Any] = {"roost.process.state": job.state, "roost.process.outcome": job.outcome}
         span.completed(**ended)

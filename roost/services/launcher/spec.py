@@ -16,6 +16,7 @@ from roost.backends.base import StartSpec
 from roost.backends.process.spawn import capsule_host_env, child_argv, child_env
 from roost.core import ids
 from roost.core.completion import SpawnerHandle
+from roost.core.formation import FORMATION_ID_ENV
 from roost.core.jobs import Job
 from roost.core.requests import LaunchRequest
 from roost.services.launcher.finalizer import child_dir
@@ -37,8 +38,10 @@ def new_job(
     trust: str,
     workdir: str,
     uid: int | None,
+    formation_id: str | None = None,
 ) -> Job:
-    """The record of a job about to start: its ids, where its directory goes, its spawner handle."""
+    """The record of a job about to start: its ids, where its directory goes, its spawner handle,
+    the formation it joins."""
     dlg = ids.delegation_id()
     handle: SpawnerHandle | None = None
     if parent is not None:
@@ -66,6 +69,7 @@ def new_job(
         parent_workdir=parent.workdir if parent is not None else None,
         handle=handle.to_env() if handle is not None else None,
         uid=parent.uid if parent is not None else uid,
+        formation_id=formation_id,
     )
 
 
@@ -94,6 +98,13 @@ def start_spec(
         spawner=job.handle,
     )
     env["MURMUR_ROOST_INSTANCE"] = instance
+    if job.formation_id is not None:
+        # Never through env.allow (child_env drops MURMUR_* names): the launcher hands it on.
+        env[FORMATION_ID_ENV] = job.formation_id
+    if job.traceparent is not None:
+        # The job's span: the child's own spans and its delegations continue its trace.
+        env["TRACEPARENT"] = job.traceparent
+        env["OTEL_SERVICE_NAME"] = job.name
     if artifact.manifest.entrypoint:
         env.update(capsule_host_env(cfg))
     return StartSpec(
@@ -109,4 +120,5 @@ def start_spec(
         instance=instance,
         sha256=job.sha256,
         containment=artifact.manifest.capabilities.containment,
+        limits_mode=cfg.resource_limits,
     )

@@ -27,17 +27,19 @@ import structlog
 from roost.backends.base import (
     CannotRunAs,
     ChildDirError,
+    LimitsRefused,
     PlacementRefused,
     StartFailed,
 )
 from roost.core import ids
 from roost.core.admission import Draining, admit_top_level
 from roost.core.authz import launch_allowed
-from roost.core.errors import BadGateway, Conflict, IdentityRefused, NotFound, Refused, RoostError
+from roost.core.errors import BadGateway, BadRequest, Conflict, IdentityRefused, NotFound, Refused, RoostError
 from roost.core.jobs import Job
 from roost.core.refusals import for_launch
 from roost.core.requests import LaunchRequest
 from roost.observe.events import ObservedError, Span
+from roost.observe.jobspans import JobSpans, decided, spawn_decision
 from roost.services.launcher.context import Admitted, LaunchServices
 from roost.services.launcher.delegation import DelegationTrace
 from roost.services.launcher.finalizer import child_dir, process_attrs
@@ -110,6 +112,7 @@ class Starter:
         self._spawn_task = spawn_task
         self._on_running = on_running
         self.tickets = RegistrationTickets()
+        self.job_spans = JobSpans(services.events)
 
     @property
     def config(self) -> Config:
@@ -132,15 +135,20 @@ class Starter:
         """
         job_id = ids.job_id()
         t0 = time.monotonic()
+        started = False
         try:
             if credential is not None:
                 cleared = await self._clear_delegated(req, credential, job_id, t0)
             else:
                 cleared = await self._clear_top_level(req, job_id, loopback=loopback, uid=uid, operator=operator)
-            job = new_job(job_id, req, cleared.artifact, cleared.parent, cleared.trust, cleared.workdir, uid)
+            formation = self._formation_of(cleared.parent) if cleared.parent is not None else req.formation_id
+            job = new_job(job_id, req, cleared.artifact, cleared.parent, cleared.trust, cleared.workdir, uid, formation)
             job.run_uid = cleared.run_uid
+            self.job_spans.opened(job, req.traceparent)
             artifact, parent, approval, jti = cleared.artifact, cleared.parent, cleared.approval, cleared.jti
-            return await self._start(Admitted(job, artifact, parent, approval, jti, t0, cleared.fresh, req.task))
+            job = await self._start(Admitted(job, artifact, parent, approval, jti, t0, cleared.fresh, req.task))
+            started = True
+            return job
         except ArtifactNotFound as exc:
             # Upstream's /spawn and /register keep their 500 sentence; a launch is ours, and a
             # capsule nobody published is the caller's mistake, not a server error.
@@ -149,6 +157,8 @@ class Starter:
             ) from None
         finally:
             self.index.launched(job_id)
+            if not started:
+                self.job_spans.abandoned(job_id)  # a launch that failed after its span opened
 
     async def _clear_delegated(self, req: LaunchRequest, credential: str, job_id: str, t0: float) -> Cleared:
         """A session delegating: its quota, then the referee's spawn (the same refusals as
@@ -162,6 +172,10 @@ class Starter:
                 "launches (POST /jobs); the operator may add the uid to launch_uids",
                 "launch_uids",
             )
+        if req.formation_id is not None:
+            raise BadRequest(
+                "formation_id is for top-level launches only: a delegated child joins its parent's formation"
+            )
         self._check_switch(parent.uid)
         self.index.take_quota(job_id, parent.uid, self.config.uid_live_jobs_limit)
         if parent.workdir is None:
@@ -169,14 +183,19 @@ class Starter:
                 "this session registered without a workdir, so roost has nowhere to put a child "
                 "directory; register with 'workdir' to delegate through POST /jobs"
             )
+        decision = spawn_decision(
+            self.events, f"{req.name}@{req.version}", self.events.session_trace(parent.session_id)
+        )
         try:
             grant = await self.referee.spawn(credential, req.name, req.version, untrusted=req.untrusted, job_id=job_id)
         except Refused as exc:
+            decided(decision, parent.session_id, (getattr(exc, "kind", "refused"), exc.message))
             self.metrics.spawn_decision(getattr(exc, "kind", "refused"))
             if not isinstance(exc, IdentityRefused):
                 await self.trace.not_started(parent, req.name, req.version, t0, "refused", exc.message)
             raise
         self.metrics.spawn_decision("granted")
+        decided(decision, parent.session_id, None)
         artifact = grant.artifact
         workdir = Path(parent.workdir) / ".murmur" / "children" / f"{artifact.name}-{ids.child_suffix()}"
         trust = "untrusted" if req.untrusted else parent.trust
@@ -203,6 +222,7 @@ class Starter:
             spawn_allow=cfg.spawn_allow,
             live_capsules=self.table.live_capsules() + self.index.starting_top,
             max_live_capsules=cfg.max_live_capsules,
+            registry=cfg.registry_name,
         )
         if refusal is not None:
             raise for_launch(refusal)
@@ -283,6 +303,14 @@ class Starter:
             except RunAsError:
                 continue
         return False
+
+    def _formation_of(self, parent: SessionRecord) -> str | None:
+        """A delegated child joins its parent's formation: the one the parent registered with,
+        else the one of the job that launched the parent (roost/core/formation.py)."""
+        if parent.formation_id is not None:
+            return parent.formation_id
+        job = self.index.jobs.get(parent.job_id) if parent.job_id is not None else None
+        return job.formation_id if job is not None else None
 
     def _check_switch(self, uid: int | None) -> None:
         """Refuse at once (409, as a node that cannot take the child) a job whose uid the
@@ -384,7 +412,7 @@ class Starter:
                 instance=self.events.run_id,
             )
             child = await runner.start(spec)
-        except CannotRunAs as exc:
+        except (CannotRunAs, LimitsRefused) as exc:
             self._release(launch.jti)
             await self._fail_start(launch, span, str(exc), exit_status=None)
             raise Conflict(str(exc)) from None

@@ -33,6 +33,11 @@ class PeerServices(Protocol):
     def keys(self) -> KeyRing: ...
 
     @property
+    def verifying(self) -> tuple[KeyRing, ...]:
+        """The rings a handle may verify under: the one in force, and a replaced one in its grace."""
+        ...
+
+    @property
     def table(self) -> SessionTable: ...
 
     @property

@@ -78,7 +78,11 @@ async def mint(plane: PeerServices, rec: SessionRecord, req: HandleRequest) -> d
     (:func:`_exported`), the peer's card (:func:`_audience_of`), the path (:func:`_target`), the
     token (:func:`_issue`). The session is checked to be still running after each await.
     """
-    span = plane.events.start("roost.peer.mint", **span_attrs({"roost.session_id": rec.session_id}))
+    span = plane.events.start(
+        "roost.peer.mint",
+        trace=plane.events.session_trace(rec.session_id),
+        **span_attrs({"roost.session_id": rec.session_id}),
+    )
     audience = ""
     try:
         export, max_ttl = _exported(rec, req.peer)

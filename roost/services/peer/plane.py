@@ -89,6 +89,11 @@ class PeerPlane:
         """The key ring in force: handles are MACed with its per-session handle keys."""
         return self._keys.ring
 
+    @property
+    def verifying(self) -> tuple[KeyRing, ...]:
+        """The rings a redeem verifies under (a replaced one during a rotation's grace)."""
+        return self._keys.rings()
+
     async def start(self) -> None:
         """Nothing to open eagerly: the fetch client is created on first use."""
 

@@ -27,9 +27,12 @@ MAC learns it (in practice never: a session without a plane cannot mint).
 
 Trace records (``peer_handle_redeem``, minter's trace): every answer from check 2 on is
 recorded in the trace of the running session the token's ``iss`` names, when there is one (so
-probes against a session are visible to it, as upstream records them); ``path`` only once the
-MAC verified; ``generation`` is always 0 — the daemon does not see a session's task
-completions, and a number it made up would be mistaken for one.
+probes against a session are visible to it, as upstream's listener records every answer, served
+or refused); ``path`` is ``null`` until the MAC verified (seed 000: a payload that failed it is
+caller-controlled and not recorded as fact), and ``audience_asserted`` is the header as sent
+(``null`` when none was); ``generation`` is always 0 — the daemon does not see a session's task
+completions, and a number it made up would be mistaken for one. A refusal before the MAC costs a
+forger one trace line in the session it names and nothing else: no file is opened.
 
 Nothing decided before an ``await`` is acted on after it unchecked: once the file is open (and,
 for a large one, once it is hashed and once it is sent) checks 4–9 run again, so a session that
@@ -62,7 +65,7 @@ from roost.observe.events import Category, ObservedError, Span
 from roost.services.peer import span_attrs
 from roost.services.peer.errors import HandleNotValid, IoError, MethodNotAllowed, NotFound, PeerError
 from roost.services.peer.files import LargeBody, SmallBody, export_of
-from roost.services.peer.verify import Verified, verified_claimant, verify
+from roost.services.peer.verify import MAX_AUDIENCE, Verified, claimed_path, claimed_session, verified_claimant, verify
 from roost.state.sessions import SessionRecord
 
 if TYPE_CHECKING:
@@ -84,6 +87,10 @@ class RedeemRequest:
     """The raw path below ``/resources/peer/`` (empty when there is none)."""
     audience_values: Sequence[str]
     """Every ``x-murmur-audience`` header sent (more than one is as good as none)."""
+    door: SessionRecord | None = None
+    """The session whose capsule door passed this redeem on (with that session's credential):
+    the door serves its own session's handles only, and its session's trace records the answer,
+    as upstream's listener of the minting capsule does (docs/peer-plane.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +132,9 @@ class _Redemption:
         self.plane = plane
         self.req = req
         self.handle_id = token_id(req.token)
-        self.asserted = req.audience_values[0] if req.audience_values else None
+        asserted = req.audience_values[0] if req.audience_values else None
+        # Longer than any audience is no audience (verify.MAX_AUDIENCE): not copied into a trace.
+        self.asserted = asserted if asserted is not None and len(asserted) <= MAX_AUDIENCE else None
         self.span: Span = plane.events.start(
             "roost.peer.redeem", **span_attrs({"roost.peer.handle_id": self.handle_id})
         )
@@ -140,7 +149,7 @@ class _Redemption:
             self.req.token,
             self.req.audience_values,
             lookup=self.lookup,
-            key_for=lambda rec: plane.keys.handle_key(rec.session_id, rec.handle_salt),
+            keys_for=lambda rec: [ring.handle_key(rec.session_id, rec.handle_salt) for ring in plane.verifying],
             now_ms=plane.clock(),
         )
 
@@ -157,7 +166,7 @@ class _Redemption:
         return None
 
     def claimant(self) -> SessionRecord | None:
-        return verified_claimant(self.req.token, self.req.audience_values, self.lookup, self.plane.keys)
+        return verified_claimant(self.req.token, self.req.audience_values, self.lookup, self.plane.verifying)
 
     def record(
         self,
@@ -170,6 +179,8 @@ class _Redemption:
         """Count and observe the outcome; the trace line for ``rec`` (None: no trace)."""
         outcome = "ok" if err is None else err.code
         self.plane.metrics.handle_redemptions.labels(outcome=outcome).inc()
+        if rec is not None:  # the minter's delegation tree is where this redeem belongs
+            self.span.within(self.plane.events.session_trace(rec.session_id))
         if err is None:
             self.span.completed(**span_attrs({"roost.peer.outcome": "ok", "roost.peer.bytes": size}))
         else:
@@ -262,11 +273,22 @@ async def redeem(plane: PeerServices, req: RedeemRequest) -> Refusal | SmallFile
     if not req.token:
         return Refusal(NotFound(), None)
     r = _Redemption(plane, req)
+    door = req.door
     try:
         v = r.verify()
     except PeerError as err:
-        # A forgery costs nothing: no trace line, no file, unless the MAC verified.
-        return await r.refuse(r.claimant(), None, err)
+        # Recorded where upstream's listener would: the session the token names (or the door's
+        # that received it), the path only once its MAC verified. Nothing else happens for a
+        # forgery: no file is opened.
+        claimant = r.claimant()
+        if door is not None:
+            return await r.refuse(door, claimed_path(req.token) if claimant is door else None, err)
+        if claimant is not None:
+            return await r.refuse(claimant, claimed_path(req.token), err)
+        return await r.refuse(claimed_session(req.token, r.lookup), None, err)
+    if door is not None and v.rec is not door:
+        # Another session's handle, at this session's door: its MAC is not this door's to verify.
+        return await r.refuse(door, None, HandleNotValid())
 
     rec, path = v.rec, v.claims.p
     export = export_of(rec)

@@ -26,7 +26,7 @@ from roost.services.peer.errors import (
 from roost.state.keys import KeyRing
 from roost.state.sessions import SessionRecord
 
-__all__ = ["MAX_AUDIENCE", "Verified", "claimed_session", "verified_claimant", "verify"]
+__all__ = ["MAX_AUDIENCE", "Verified", "claimed_path", "claimed_session", "verified_claimant", "verify"]
 
 MAX_AUDIENCE: Final = 512
 """Longest ``x-murmur-audience`` considered (``name@host:port``); a longer one is no audience."""
@@ -60,8 +60,20 @@ def claimed_session(token: str, lookup: Callable[[str], SessionRecord | None]) -
     return lookup(iss) if iss is not None else None
 
 
+def claimed_path(token: str) -> str | None:
+    """The handle's ``p`` as its payload carries it: only for a token whose MAC verified (a
+    payload that failed it is caller-controlled and is not recorded as fact)."""
+    try:
+        return tokens.parse_handle_payload(tokens.split(token, tokens.HANDLE_TAG).payload_bytes).p
+    except tokens.Malformed:
+        return None
+
+
 def verified_claimant(
-    token: str, audience_values: Sequence[str], lookup: Callable[[str], SessionRecord | None], keys: KeyRing
+    token: str,
+    audience_values: Sequence[str],
+    lookup: Callable[[str], SessionRecord | None],
+    rings: Sequence[KeyRing],
 ) -> SessionRecord | None:
     """The session a refused token names, only if its MAC verifies (so its trace may record it)."""
     rec = claimed_session(token, lookup)
@@ -71,9 +83,12 @@ def verified_claimant(
         parts = tokens.split(token, tokens.HANDLE_TAG)
     except tokens.Malformed:
         return None
-    key = keys.handle_key(rec.session_id, rec.handle_salt)
     audience = audience_values[0].strip()
-    return rec if tokens.mac_ok(key, tokens.HANDLE_DOMAIN, parts.payload_segment, parts.mac, audience) else None
+    for ring in rings:
+        key = ring.handle_key(rec.session_id, rec.handle_salt)
+        if tokens.mac_ok(key, tokens.HANDLE_DOMAIN, parts.payload_segment, parts.mac, audience):
+            return rec
+    return None
 
 
 def verify(
@@ -81,7 +96,7 @@ def verify(
     audience_values: Sequence[str],
     *,
     lookup: Callable[[str], SessionRecord | None],
-    key_for: Callable[[SessionRecord], bytes],
+    keys_for: Callable[[SessionRecord], Sequence[bytes]],
     now_ms: int,
 ) -> Verified:
     """Checks 2–10 (pure half) in order; raise the :class:`PeerError` of the first that fails.
@@ -100,7 +115,8 @@ def verify(
     rec = lookup(iss) if iss is not None else None
     if rec is None:
         raise HandleNotValid()
-    if not tokens.mac_ok(key_for(rec), tokens.HANDLE_DOMAIN, parts.payload_segment, parts.mac, audience):
+    segment, mac = parts.payload_segment, parts.mac
+    if not any(tokens.mac_ok(k, tokens.HANDLE_DOMAIN, segment, mac, audience) for k in keys_for(rec)):
         raise HandleNotValid()
     if rec.manifest.exports.peer_files is None:
         raise NoPeerPlane()

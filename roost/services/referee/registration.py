@@ -124,12 +124,14 @@ class Registrar:
 
     def _verified(self, approval: str, now_ms: int) -> tokens.ApprovalClaims:
         """The approval's claims (its MAC and expiry checked; whether it was spent is not)."""
-        try:
-            return tokens.verify_approval(self._keys.ring.approval_key, approval, now_ms=now_ms)
-        except tokens.ApprovalExpired:
-            raise Refused(refusals.EXPIRED, "approval_expired") from None
-        except tokens.TokenError:
-            raise IdentityRefused() from None
+        for ring in self._keys.rings():  # a replaced ring verifies during its grace (roost/state/keys.py)
+            try:
+                return tokens.verify_approval(ring.approval_key, approval, now_ms=now_ms)
+            except tokens.ApprovalExpired:
+                raise Refused(refusals.EXPIRED, "approval_expired") from None
+            except tokens.TokenError:
+                continue
+        raise IdentityRefused()
 
     def _approver(self, approval: str) -> tuple[int | None, str | None]:
         """The uid of the running session an approval was granted to (verified, not spent), and
@@ -144,7 +146,10 @@ class Registrar:
 
     def _check_top_level(self, name: str) -> None:
         """A top-level registration's admission (no ceiling: upstream bounds spawns, not these)."""
-        refusal = admit_top_level(name, draining=self._draining(), spawn_allow=self._settings.config.spawn_allow)
+        cfg = self._settings.config
+        refusal = admit_top_level(
+            name, draining=self._draining(), spawn_allow=cfg.spawn_allow, registry=cfg.registry_name
+        )
         if refusal is not None:
             raise for_register(refusal)
 
@@ -268,6 +273,7 @@ class Registrar:
             job_id=admitted.job_id,
             uid=admitted.uid,
             containment=req.containment,
+            formation_id=req.formation_id,
         )
 
     async def _insert(self, rec: SessionRecord, admitted: Admission) -> None:

@@ -24,12 +24,14 @@ import structlog
 
 from roost.core import tokens
 from roost.core.admission import SpawnLimits, admit_spawn
+from roost.core.allownames import allows
 from roost.core.api_models import DeregisterRequest, RegisterRequest
 from roost.core.envelope import violation
 from roost.core.errors import IdentityRefused, Refused
 from roost.core.ids import require_id, token_id
 from roost.core.refusals import for_spawn, refusals
 from roost.observe import logs
+from roost.services.periodic import every
 from roost.services.referee.leases import Leases
 from roost.services.referee.registration import RegisterCaller, Registrar, WorkdirCheck
 from roost.services.referee.reservelog import ReservationJournal, replay
@@ -43,7 +45,6 @@ from roost.state.sessions import Reservation, SessionRecord, SessionTable, Slot
 from roost.state.settings import Settings
 from roost.state.store import Store
 from roost.system.blocking import BlockingExecutor
-from roost.system.periodic import every
 from roost.system.workdirs import registered_workdir
 
 __all__ = ["APPROVAL_TTL_MS", "Grant", "Referee", "refusals"]
@@ -103,7 +104,7 @@ class Referee:
         self.on_session_end: list[SessionEndHook] = []
         self.artifacts = ArtifactCache(lambda: self.registry, executor, lambda: self.config.registry_recheck_secs)
         self._verified: dict[str, tuple[KeyRing, tokens.CredentialClaims]] = {}
-        self._violations: dict[tuple[str, str], str | None] = {}
+        self._violations: dict[tuple[str, str, str], str | None] = {}
         self.draining = False
         self._leases = Leases()
         self.registrar = Registrar(
@@ -147,15 +148,12 @@ class Referee:
             raise IdentityRefused()
         keys = self.keys
         cached = self._verified.get(credential)
-        if cached is not None and cached[0] is keys:
+        if cached is not None and (cached[0] is keys or cached[0] in self._keys.rings()):
             claims = cached[1]
         else:
-            try:
-                claims = tokens.verify_credential(keys.credential_key, credential)
-            except tokens.TokenError:
-                raise IdentityRefused() from None
+            claims, keys = self._verify_credential(credential)
             # Only a fully verified token is remembered, and only under the key ring that
-            # verified it: a rotation makes every entry miss.
+            # verified it: a rotation makes every entry miss (after its grace, if it has one).
             if len(self._verified) >= 4096:
                 self._verified.clear()
             self._verified[credential] = (keys, claims)
@@ -165,6 +163,16 @@ class Referee:
         if claims.sid in self._leases.until:
             self._leases.grant(claims.sid, self.clock(), self.lease_ms)
         return rec
+
+    def _verify_credential(self, credential: str) -> tuple[tokens.CredentialClaims, KeyRing]:
+        """The claims and the ring that verified them: the one in force, or a replaced one in
+        its grace (roost/state/keys.py); the identity refusal otherwise."""
+        for ring in self._keys.rings():
+            try:
+                return tokens.verify_credential(ring.credential_key, credential), ring
+            except tokens.TokenError:
+                continue
+        raise IdentityRefused()
 
     # -- artifacts (roost/services/referee/resolvecache.py) ------------------------------------------------
     async def resolve(self, name: str, version: str) -> Artifact:
@@ -191,7 +199,8 @@ class Referee:
         parent = self.authenticate(credential)
         if self.draining:
             raise Refused(refusals.DRAINING_SPAWN, "draining")
-        if name not in parent.envelope.spawn_allow:
+        registry = self.config.registry_name
+        if not allows(parent.envelope.spawn_allow, name, registry):
             raise Refused(refusals.not_in_parent_allow(name), "spawn_allow")
         now = self.clock()
         self._check_bounds(parent, now)
@@ -208,11 +217,11 @@ class Referee:
             self._check_bounds(parent, now)
         # From here to the reservation nothing awaits: the bounds just checked still hold.
         # A session's envelope is a function of its artifact, so the pair of digests keys it.
-        pair = (parent.sha256, artifact.sha256)
+        pair = (parent.sha256, artifact.sha256, registry)
         if pair in self._violations:
             why = self._violations[pair]
         else:
-            why = violation(parent.envelope, self.artifacts.envelope_of(artifact))
+            why = violation(parent.envelope, self.artifacts.envelope_of(artifact), registry)
             if len(self._violations) >= 4096:
                 self._violations.clear()
             self._violations[pair] = why
@@ -259,7 +268,7 @@ class Referee:
     async def expire_forever(self, every_secs: float = EXPIRY_SWEEP_SECS) -> None:
         """Drop expired slots every ``every_secs`` even when no request comes to do it, and end
         lapsed leases every :data:`LEASE_CHECK_TICKS` of those; a failed tick is logged and the
-        next one runs (:func:`roost.system.periodic.every`).
+        next one runs (:func:`roost.services.periodic.every`).
 
         Each /spawn prunes what expired since the one before it; after a flood of grants and then
         quiet, the first request would otherwise pay for every slot that lapsed meanwhile (a

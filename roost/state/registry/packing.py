@@ -7,8 +7,9 @@ order) reaches the zip. That is what lets a checked-in registry be tested agains
 and lets an approval's pinned digest survive a rebuild of unchanged sources.
 
 Written with the registry's own rules in mind, so whatever is packed here resolves there:
-``murmur.yaml`` is validated, an entrypoint's relative first word must be an executable file of
-the capsule, and the registry's ceilings (manifest size, total size, entry count) are applied.
+``murmur.yaml`` is validated, an entrypoint's relative first word with a ``/`` in it must be an
+executable file of the capsule (a bare word is one, or a command on ``PATH``, found again at launch),
+and the registry's ceilings (manifest size, total size, entry count) are applied.
 The zip and its ``.sha256`` sidecar are written atomically (temp file, fsync, ``os.replace``).
 
 CLI: ``python -m roost.state.registry.packing SRC... --registry DIR`` prints ``name@version sha256`` per capsule.
@@ -21,6 +22,7 @@ import contextlib
 import hashlib
 import io
 import os
+import shutil
 import stat
 import sys
 import zipfile
@@ -28,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from roost.core.limits import KNOWN_RESOURCE_FIELDS
 from roost.core.manifest import Manifest, ManifestError, parse_manifest
 from roost.state.registry.layout import (
     DEFAULT_MAX_EXTRACT_BYTES,
@@ -126,8 +129,11 @@ def _check_entrypoint(manifest: Manifest, src_dir: Path, arcnames: set[str]) -> 
     if ".." in parts or not parts:
         raise PackError(f"entrypoint '{first}' must name a file inside the capsule directory")
     rel = "/".join(parts)
+    if rel not in arcnames and "/" not in first and shutil.which(first) is not None:
+        return  # a command the host finds on PATH at launch (``python3 -c …``; roost/capsule/entrypoint.py)
     if rel not in arcnames:
-        raise PackError(f"entrypoint '{first}' is not a file of the capsule directory {src_dir}")
+        where = "" if "/" in first else " nor a command on this host's PATH"
+        raise PackError(f"entrypoint '{first}' is not a file of the capsule directory {src_dir}{where}")
     if not os.stat(src_dir / rel).st_mode & 0o111:
         raise PackError(f"entrypoint '{first}' is not executable; run chmod +x on it before packing")
 
@@ -143,9 +149,17 @@ def _load_manifest(src_dir: Path) -> Manifest:
     if st.st_size > DEFAULT_MAX_MANIFEST_BYTES:
         raise PackError(f"{mpath} is larger than the registry's 1 MiB manifest ceiling")
     try:
-        return parse_manifest(mpath.read_bytes())
+        manifest = parse_manifest(mpath.read_bytes())
     except ManifestError as exc:
         raise PackError(f"{mpath}: {exc}") from None
+    unknown = manifest.capabilities.resources.unknown_keys
+    if unknown:
+        raise PackError(
+            f"{mpath}: capabilities.resources.{unknown[0]} is not a resource limit this daemon knows "
+            f"(it knows {', '.join(KNOWN_RESOURCE_FIELDS)}), so it could never be enforced; remove it "
+            "or use one of those"
+        )
+    return manifest
 
 
 def pack_capsule(src_dir: Path, registry_root: Path) -> PackResult:

@@ -42,6 +42,8 @@ COLUMNS = (
     "end_written",
     "uid",
     "node",
+    "traceparent",
+    "formation_id",
     "run_uid",
 )
 UPSERT = f"INSERT OR REPLACE INTO jobs ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
@@ -59,11 +61,12 @@ _FINAL = ", ".join(f"'{s}'" for s in sorted(FINAL_JOB_STATES))
 
 def prune_sql(batch: int) -> str:
     """Delete up to ``batch`` finished jobs that ended at or before the bound parameter; each
-    deleted job's id and workdir come back (its directory may be the daemon's to remove)."""
+    deleted job's id, workdir and parent's workdir come back (its directory may be the daemon's
+    to remove: a top-level job's under the state dir, a delegated child's under its parent's)."""
     return (
         "DELETE FROM jobs WHERE rowid IN (SELECT rowid FROM jobs"
         f" WHERE ended_ms IS NOT NULL AND ended_ms <= ? AND state IN ({_FINAL}) LIMIT {int(batch)})"
-        " RETURNING job_id, workdir"
+        " RETURNING job_id, workdir, parent_workdir"
     )
 
 
@@ -125,6 +128,8 @@ class JobRepository:
                     job.end_written,
                     job.uid,
                     json.dumps(job.node.to_dict()) if job.node is not None else None,
+                    job.traceparent,
+                    job.formation_id,
                     job.run_uid,
                 )
             ),

@@ -11,7 +11,8 @@ __all__ = ["SessionRepository"]
 INSERT = (
     "INSERT INTO sessions (session_id, name, version, sha256, status, parent_id, depth_remaining,"
     " envelope, manifest, trust, cred_nonce, handle_salt, workdir, pid, pid_start, capsule_url,"
-    " job_id, created_ms, ended_ms, uid, containment) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    " job_id, created_ms, ended_ms, uid, containment, formation_id)"
+    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 SET_STATUS = "UPDATE sessions SET status = ?, ended_ms = ?, end_reason = ? WHERE session_id = ?"
 SET_JOB = "UPDATE sessions SET job_id = ? WHERE session_id = ?"
@@ -72,6 +73,7 @@ class SessionRepository:
                 rec.ended_ms,
                 rec.uid,
                 rec.containment,
+                rec.formation_id,
             ),
         )
 

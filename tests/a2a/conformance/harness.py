@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +68,8 @@ class Dialect:
             "get": ("GetTask", "tasks/get"),
             "list": ("ListTasks", "tasks/list"),
             "cancel": ("CancelTask", "tasks/cancel"),
+            "stream": ("SendStreamingMessage", "message/stream"),
+            "subscribe": ("SubscribeToTask", "tasks/resubscribe"),
         }
         return names[op][0 if self.v1 else 1]
 
@@ -145,7 +148,7 @@ class Caller:
         return result
 
     async def error(self, op: str, params: Any = None, **kw: Any) -> dict[str, Any]:
-        method = self.d.method(op) if op in ("send", "get", "list", "cancel") else op
+        method = self.d.method(op) if op in ("send", "get", "list", "cancel", "stream", "subscribe") else op
         r = await self.call(method, params, **kw)
         assert "error" in r, r
         assert set(r["error"]) <= {"code", "message", "data"}
@@ -166,3 +169,33 @@ class Caller:
                 return task
             await asyncio.sleep(0.01)
         raise AssertionError(f"task {task_id} never reached {want}: {task}")
+
+    async def stream(self, op: str, params: Any, *, rid: Any = "s1") -> AsyncIterator[dict[str, Any]]:
+        """Each ``result`` of a streaming method's SSE answer, as it arrives (asserts the framing:
+        ``text/event-stream``, JSON-RPC responses with this request's id, comments skipped)."""
+        body = {"jsonrpc": "2.0", "id": rid, "method": self.d.method(op), "params": params}
+        async with self.http.post(self.url + "/", data=json.dumps(body), headers=self.d.headers()) as resp:
+            assert resp.status == 200, resp.status
+            assert resp.headers["Content-Type"].startswith("text/event-stream"), resp.headers
+            async for line in resp.content:
+                text = line.decode().rstrip("\r\n")
+                if not text.startswith("data:"):
+                    continue
+                item = json.loads(text[5:])
+                assert item["jsonrpc"] == "2.0" and item["id"] == rid and "result" in item, item
+                yield item["result"]
+
+    def kind(self, item: dict[str, Any]) -> str:
+        """``task``, ``status`` or ``artifact``: which stream item this is (checked per dialect)."""
+        if self.d.v1:
+            (key,) = item.keys()
+            return {"task": "task", "statusUpdate": "status", "artifactUpdate": "artifact"}[key]
+        return {"task": "task", "status-update": "status", "artifact-update": "artifact"}[item["kind"]]
+
+    def body(self, item: dict[str, Any]) -> dict[str, Any]:
+        """The item without its 1.0 wrapper."""
+        if self.d.v1:
+            (inner,) = item.values()
+            out: dict[str, Any] = inner
+            return out
+        return item

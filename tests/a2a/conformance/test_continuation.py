@@ -6,8 +6,6 @@ message as its input and runs again; a contextId that is not the task's → -326
 
 from __future__ import annotations
 
-import asyncio
-
 from a2a.protocol.models import TaskState
 from tests.a2a.conformance.harness import Caller, Script
 
@@ -50,15 +48,6 @@ async def test_terminal_task_is_unsupported(caller: Caller) -> None:
     await caller.ok("cancel", {"id": held["id"]})
     err = await caller.error("send", caller.d.send_params("late", taskId=held["id"]))
     assert err["code"] == -32004 and "canceled" in err["message"]
-
-
-async def test_working_task_takes_no_message(caller: Caller, script: Script) -> None:
-    task = await caller.send("hold")
-    await asyncio.wait_for(script.started.get(), 5)
-    err = await caller.error("send", caller.d.send_params("more", taskId=task["id"]))
-    assert err["code"] == -32004 and "input-required" in err["message"]
-    script.release.set()
-    await caller.wait(task["id"], TaskState.COMPLETED)
 
 
 async def test_context_mismatch_is_invalid(caller: Caller) -> None:

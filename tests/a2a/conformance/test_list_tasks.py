@@ -93,10 +93,24 @@ async def test_bad_fields_are_invalid_params(caller: Caller, params: dict[str, o
     assert err["code"] == -32602 and needle in err["message"]
 
 
-async def test_page_size_is_bounded(caller: Caller) -> None:
+@pytest.mark.parametrize("size", [0, 101, 150, 10_000])
+async def test_page_size_out_of_bounds_is_invalid_params(caller: Caller, size: int) -> None:
+    # A2A 1.0 ListTasksRequest.page_size: "The minimum value is 1. The maximum value is 100".
+    err = await caller.error("list", {"pageSize": size})
+    assert err["code"] == -32602 and f"pageSize must be between 1 and 100 (got {size})" in err["message"]
+
+
+async def test_page_size_bounds_are_served(caller: Caller) -> None:
     await _fill(caller, 2)
-    page = await caller.ok("list", {"pageSize": 10_000})
-    assert page["pageSize"] == 100 and len(page["tasks"]) == 2
+    for size in (1, 100):
+        page = await caller.ok("list", {"pageSize": size})
+        assert page["pageSize"] == size and len(page["tasks"]) == min(size, 2)
+
+
+async def test_unrecognized_status_is_no_filter(caller: Caller) -> None:
+    await _fill(caller, 2)  # the official JS SDK's listTasks({}) sends its protobuf default
+    page = await caller.ok("list", {"status": "UNRECOGNIZED"})
+    assert page["totalSize"] == 2
 
 
 async def test_list_method_needs_matching_version() -> None:

@@ -34,7 +34,7 @@ async def test_notifications_get_no_response(caller: Caller, door: Door, script:
     params = caller.d.send_params("from a notification") if op == "send" else {"id": "tsk_nope"}
     assert await _post(caller, _note(caller, op, params)) == (204, b"")
     if op == "send":  # carried out all the same
-        await asyncio.wait_for(door.wait_idle(), 5)
+        await asyncio.wait_for(door.queue.wait_idle(), 5)
         assert [t.text for t in script.seen] == ["from a notification"]
 
 
@@ -65,7 +65,7 @@ async def test_a_broken_notification_is_not_answered(
     if params == "bad-send":
         params = _bad_send(caller)
     assert await _post(caller, _note(caller, op, params)) == (204, b"")
-    assert script.seen == [] and not door.records()
+    assert script.seen == [] and not door.queue.records()
 
 
 async def test_the_same_broken_requests_are_answered(caller: Caller) -> None:
@@ -81,10 +81,10 @@ async def test_a_blocking_send_notification_returns_at_once(caller: Caller, door
     params = caller.d.send_params("hold", immediate=False)  # blocking in both dialects
     status, body = await asyncio.wait_for(_post(caller, _note(caller, "send", params)), 30)
     assert (status, body) == (204, b"")
-    (rec,) = door.records()
+    (rec,) = door.queue.records()
     assert rec.state in (TaskState.SUBMITTED, TaskState.WORKING)  # still held by the runner
     script.release.set()
-    await asyncio.wait_for(door.wait_idle(), 5)
+    await asyncio.wait_for(door.queue.wait_idle(), 5)
     assert rec.state is TaskState.COMPLETED
 
 
@@ -93,7 +93,7 @@ async def test_a_batch_of_notifications_gets_nothing_back(caller: Caller, door: 
     batch.append(_note(caller, "get", {"id": "tsk_nope"}))
     batch.append(_note(caller, "send", []))  # broken, and still a notification
     assert await _post(caller, batch) == (204, b"")
-    await asyncio.wait_for(door.wait_idle(), 5)
+    await asyncio.wait_for(door.queue.wait_idle(), 5)
     assert sorted(t.text for t in script.seen) == ["n0", "n1", "n2"]
 
 
@@ -112,8 +112,8 @@ async def test_a_mixed_batch_answers_its_requests(caller: Caller, door: Door) ->
     assert [a["id"] for a in answers] == ["r-send", 2, None, None, "r-bad"]
     assert "result" in answers[0]
     assert [a["error"]["code"] for a in answers[1:]] == [-32001, -32600, -32600, -32602]
-    await asyncio.wait_for(door.wait_idle(), 5)
-    assert len(door.records()) == 2
+    await asyncio.wait_for(door.queue.wait_idle(), 5)
+    assert len(door.queue.records()) == 2
 
 
 @pytest.mark.parametrize(

@@ -21,9 +21,9 @@ async def test_the_same_message_twice_is_one_task(caller: Caller, door: Door, sc
     assert again["id"] == first["id"] and again["status"]["state"] == caller.d.state(TaskState.COMPLETED)
     changed = await caller.send("changed body", message_id="m-retry")  # the id decides, as a key would
     assert changed["id"] == first["id"]
-    await asyncio.wait_for(door.wait_idle(), 5)
+    await asyncio.wait_for(door.queue.wait_idle(), 5)
     assert [t.text for t in script.seen] == ["once"]
-    assert len(door.records()) == 1
+    assert len(door.queue.records()) == 1
 
 
 async def test_a_replayed_continuation_runs_once(caller: Caller, script: Script) -> None:
@@ -58,9 +58,9 @@ async def test_owners_and_rejections_are_not_conflated(script: Script, dialect: 
         assert other["status"]["state"] == c.d.state(TaskState.REJECTED)  # its own message, and no room
         assert other["id"] != held["id"]
         script.release.set()
-        await asyncio.wait_for(door.wait_idle(), 5)
+        await asyncio.wait_for(door.queue.wait_idle(), 5)
         retried = await send("uid:1", "busy", "m-3")  # after "busy", a retry is a new attempt
         assert retried["id"] != busy["id"]
-        await asyncio.wait_for(door.wait_idle(), 5)
+        await asyncio.wait_for(door.queue.wait_idle(), 5)
         assert [t.text for t in script.seen] == ["hold", "queued", "busy"]
         assert queued["id"] != held["id"]

@@ -69,12 +69,12 @@ async def test_a_waiting_task_expires_after_the_retention(script: Script, dialec
         asked = await a.send("ask:colour?", immediate=False)
         tid = str(asked["id"])
         assert await a.state(tid) == dialect.state(TaskState.INPUT_REQUIRED)  # kept while young
-        door.retention_secs = 0.0  # now it has waited longer than the retention
+        door.queue.retention_secs = 0.0  # now it has waited longer than the retention
         r = await a.get(tid)
         status = r["result"]["status"]  # type: ignore[index]
         assert status["state"] == dialect.state(TaskState.CANCELED)
         assert status["message"]["parts"][0]["text"] == "task canceled: it waited for input longer than 0 s"
-        door.retention_secs = 3600.0  # the canceled task is kept as finished tasks are
+        door.queue.retention_secs = 3600.0  # the canceled task is kept as finished tasks are
         late = await a.c.error(
             "send", dialect.send_params("blue", taskId=tid, message_id="late"), headers={OWNER: a.name}
         )
@@ -89,11 +89,11 @@ async def test_an_expired_waiting_task_tells_the_cancel_hook(script: Script) -> 
         seen.append((task.id, phase))  # type: ignore[attr-defined]
 
     door = _door(script, on_cancel=on_cancel)
-    rec = door.submit_local("ask:anyone?")
-    await asyncio.wait_for(door.wait_idle(), 5)
+    rec = door.queue.submit_local("ask:anyone?")
+    await asyncio.wait_for(door.queue.wait_idle(), 5)
     assert rec.state is TaskState.INPUT_REQUIRED
-    door.retention_secs = 0.0
-    assert door.record(rec.task.id) is rec and rec.state is TaskState.CANCELED
+    door.queue.retention_secs = 0.0
+    assert door.queue.record(rec.task.id) is rec and rec.state is TaskState.CANCELED
     for _ in range(100):
         if seen:
             break
@@ -135,8 +135,8 @@ async def test_a_flood_of_rejected_sends_keeps_other_owners_tasks(
         assert [await a.state(t) for t in a_ids[-3:]] == [rejected] * 3
         gone = await a.get(a_ids[1])
         assert gone["error"] == {"code": -32001, "message": "Task not found"}  # A's own oldest were dropped
-        assert len([r for r in door.records() if r.task.owner == "uid:1" and r.state.terminal]) == 3
+        assert len([r for r in door.queue.records() if r.task.owner == "uid:1" and r.state.terminal]) == 3
         script.release.set()
-        await asyncio.wait_for(door.wait_idle(), 5)
+        await asyncio.wait_for(door.queue.wait_idle(), 5)
         assert [await b.state(t) for t in b_ids] == [completed] * 2
         assert await a.state(str(holding["id"])) == completed

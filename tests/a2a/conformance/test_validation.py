@@ -140,7 +140,7 @@ async def test_good_parts_of_every_kind(caller: Caller, door: Door, script: Scri
     params = caller.d.send_params("x")
     params["message"]["parts"] = parts
     await caller.ok("send", params)
-    await asyncio.wait_for(door.wait_idle(), 5)
+    await asyncio.wait_for(door.queue.wait_idle(), 5)
     (task,) = script.seen
     assert task.text == "a\nb"
     assert [p.kind for p in task.parts] == ["text", "data", "file", "text"]

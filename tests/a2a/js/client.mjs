@@ -1,9 +1,9 @@
-// The official A2A JS SDK's client against a door: node client.mjs <door url> <1.0|0.3>
+// The official A2A JS SDK's client against a door: node client.mjs <door url> <1.0|0.3> [webhook url]
 // Prints one JSON line with what it saw; tests/a2a/test_js_interop.py asserts on it.
 import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 import { Role, TaskState } from '@a2a-js/sdk';
 
-const [url, dialect] = process.argv.slice(2);
+const [url, dialect, hook] = process.argv.slice(2);
 const text = (t) => ({ content: { $case: 'text', value: t } });
 const message = (id, body, extra = {}) => ({
   messageId: id, contextId: '', taskId: '', role: Role.ROLE_USER, parts: [text(body)],
@@ -30,6 +30,29 @@ if (dialect === '0.3') {
   client = await factory.createFromUrl(url);
 }
 const out = {};
+if (hook) {
+  // Streaming, subscribing and push notifications (the door streams; its card says so).
+  const shown = (ev) => {
+    const p = ev.payload;
+    if (p?.$case === 'task') return ['task', stateName(p.value.status.state)];
+    if (p?.$case === 'statusUpdate') return ['status', stateName(p.value.status.state)];
+    if (p?.$case === 'artifactUpdate') return ['artifact', textOf(p.value.artifact.parts), p.value.append, p.value.lastChunk];
+    return [p?.$case];
+  };
+  out.stream = [];
+  for await (const ev of client.sendMessageStream({ tenant: '', message: message('js-s1', 'one two three'), configuration: config(false), metadata: undefined })) {
+    out.stream.push(shown(ev));
+  }
+  const slow = await send(client, message('js-s2', 'slow a b c'), true);
+  await client.createTaskPushNotificationConfig({ tenant: '', id: 'hook', taskId: slow.id, url: hook, token: 'js-token', authentication: undefined });
+  out.subscribe = [];
+  for await (const ev of client.resubscribeTask({ tenant: '', id: slow.id })) {
+    out.subscribe.push(shown(ev));
+  }
+  if (dialect === '1.0') out.unfiltered = (await client.listTasks({})).tasks.length;  // status UNRECOGNIZED
+  console.log(JSON.stringify(out));
+  process.exit(0);
+}
 const blocked = await send(client, message('js-1', 'hello from js'), false);
 out.blocking = { id: blocked.id, state: stateName(blocked.status.state), artifact: textOf(blocked.artifacts?.[0]?.parts) };
 const quick = await send(client, message('js-2', 'hold'), true);

@@ -16,7 +16,7 @@ const server = app.listen(0, '127.0.0.1', () => {
   const card = {
     name: 'js-echo', description: 'The A2A JS SDK echoing its input', version: '1.0.0',
     supportedInterfaces: [{ url: base, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: mode }],
-    provider: undefined, capabilities: { streaming: false, pushNotifications: false, extensions: [], extendedAgentCard: false },
+    provider: undefined, capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false },
     securitySchemes: {}, securityRequirements: [], defaultInputModes: ['text/plain'], defaultOutputModes: ['text/plain'],
     skills: [{ id: 'echo', name: 'echo', description: 'echo', tags: ['echo'], examples: [], inputModes: [], outputModes: [], securityRequirements: [] }],
     signatures: [],

@@ -14,12 +14,17 @@ from typing import Any
 
 import structlog
 
-from roost.daemon.network import url_for
 from roost.state.config import Config
 
-__all__ = ["Lifecycle"]
+__all__ = ["Lifecycle", "url_for"]
 
 log = structlog.get_logger("roost.daemon")
+
+
+def url_for(host: str, port: int, *, tls: bool) -> str:
+    """``http(s)://host:port`` with an IPv6 host in brackets."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"{'https' if tls else 'http'}://{shown}:{port}"
 
 
 class Lifecycle:
