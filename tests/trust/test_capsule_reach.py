@@ -17,6 +17,7 @@ import pytest
 
 from roost.capsule.probe import probe_host
 from roost.core.authz import ADMIN_IN_JOB, NOT_ENTRYPOINT
+from roost.observe.tracelines import read_trace, trace_path
 from tests.support.launcher import wait_for
 from tests.support.registry import RegistryBuilder
 
@@ -147,14 +148,21 @@ async def test_a_hostile_scoped_capsule_of_root_reaches_nothing_it_was_not_given
     assert (await d.call("POST", f"/jobs/{other['job_id']}/cancel"))[0] == 200
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the limits policy (pids controller / v1 cgroup of the job's own) is another issue's: "
-    "RLIMIT_NPROC does not bind uid 0",
-)
+def _limit_evidence(job: dict[str, Any], name: str) -> tuple[object, object]:
+    """What the records say of a limit: how ``effective_grants`` says it was enforced (under the
+    name the manifest used), and the field the ``shell`` line names as hit."""
+    lines = read_trace(trace_path(Path(job["workdir"]), job["session_id"]))
+    enforced = lines[0]["effective_grants"]["resource_limits"]["enforced"].get(name)
+    shells = [ln for ln in lines if ln["event_type"] == "shell"]
+    return enforced, shells[-1].get("resource_limit") if shells else None
+
+
+@pytest.mark.parametrize("name", ["max_processes", "cgroup_pids_max"])
 async def test_a_root_child_cannot_fork_past_max_processes(
-    daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path
+    daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path, name: str
 ) -> None:
+    """What was seen: a scoped capsule of root forked 120 times under ``max_processes: 40``
+    (``RLIMIT_NPROC`` exempts uid 0). The limits policy binds it with a pids controller."""
     fork = (
         "import os, sys, time\nsys.stdin.read()\nn = 0\n"
         "for _ in range(120):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
@@ -163,29 +171,42 @@ async def test_a_root_child_cannot_fork_past_max_processes(
     registry.add(
         "forker",
         script=fork,
-        capabilities={"containment": "scoped", "filesystem": {"scope": "out"}, "resources": {"max_processes": 40}},
+        capabilities={"containment": "scoped", "filesystem": {"scope": "out"}, "resources": {name: 40}},
         extra={"lifecycle": {"after_task": "exit"}},
     )
     d = await daemon_factory(registry.root, spawn_allow=("forker",), launch_timeout_secs=30.0)
     status, job, _, _ = await d.call("POST", "/jobs", json={"name": "forker", "version": "0.1.0", "task": "go"})
-    assert status == 201, job
+    assert status == 201, job  # this host has a pids controller (else the launch is refused: compat tests)
+    assert job["uid"] == 0 and d.roost.launcher.jobs[job["job_id"]].process_uid == 0  # root's own child
     out = Path(job["workdir"]) / "out" / "result.txt"
     await wait_for(lambda: out.exists() and out.read_text().strip().isdigit(), 60)
     assert int(out.read_text()) < 40
+    await wait_for(lambda: d.roost.launcher.jobs[job["job_id"]].final, 30)
+    enforced, hit = _limit_evidence(job, name)
+    assert str(enforced).startswith("cgroup v") and str(enforced).endswith("pids"), enforced
+    assert hit == "cgroup_pids_max"
 
 
-@pytest.mark.xfail(strict=True, reason="the limits policy (memory controller / v1 cgroup) is another issue's")
-async def test_memory_bytes_binds(daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path) -> None:
-    hog = "import sys\nsys.stdin.read()\nblocks = [bytearray(64 << 20) for _ in range(10)]\nprint(len(blocks))\n"
+@pytest.mark.parametrize("name", ["memory_bytes", "cgroup_memory_bytes"])
+async def test_memory_bytes_binds(daemon_factory: Any, registry: RegistryBuilder, tmp_path: Path, name: str) -> None:
+    """What was seen: 600 MiB allocated under ``memory_bytes: 256 MiB`` (no controller, nothing
+    said). Now a memory controller holds the job to it and the ``shell`` line names the limit."""
+    hog = (
+        "import sys\nsys.stdin.read()\nblocks = [bytearray(64 << 20) for _ in range(10)]\n"
+        "for b in blocks:\n    b[::4096] = b'x' * len(b[::4096])\nprint(len(blocks))\n"
+    )
     registry.add(
         "hog",
         script=hog,
-        capabilities={"filesystem": {"scope": "out"}, "resources": {"memory_bytes": 256 << 20}},
+        capabilities={"filesystem": {"scope": "out"}, "resources": {name: 256 << 20}},
         extra={"lifecycle": {"after_task": "exit"}},
     )
     d = await daemon_factory(registry.root, spawn_allow=("hog",), launch_timeout_secs=30.0)
     status, job, _, _ = await d.call("POST", "/jobs", json={"name": "hog", "version": "0.1.0", "task": "go"})
     assert status == 201, job
     out = Path(job["workdir"]) / "out" / "result.txt"
-    await wait_for(lambda: out.exists() and out.read_text().strip() != "", 60)
-    assert out.read_text().strip() != "10"  # 640 MiB were never held under a 256 MiB limit
+    await wait_for(lambda: d.roost.launcher.jobs[job["job_id"]].final, 60)
+    assert out.exists() and out.read_text().strip() != "10"  # 640 MiB were never held under a 256 MiB limit
+    enforced, hit = _limit_evidence(job, name)
+    assert str(enforced).startswith("cgroup v") and str(enforced).endswith("memory"), enforced
+    assert hit == "cgroup_memory_bytes"
