@@ -67,11 +67,18 @@ def test_a_service_user_daemon_refuses_another_uids_child(scratch: Path) -> None
     state = scratch / "state"
     state.mkdir(mode=0o700)
     os.chown(state, NOBODY, NOBODY)
+    # Root's self-registered session may obtain launches only from a daemon whose launch_uids name
+    # root (docs/security.md); here they do, so the refusal tested is the uid switch's.
+    config = scratch / "roost.toml"
+    config.write_text(f"launch_uids = [0, {NOBODY}]\n")
+    config.chmod(0o644)
     cmd = [
         system_python(),
         "-I",
         "-c",
         _BOOT.format(repo=str(REPO), site=site),
+        "--config",
+        str(config),
         "--port",
         "0",
         "--log-format",
