@@ -48,8 +48,8 @@ def _link_refusal(workdir: str) -> str:
     )
 
 
-def _other_refusal(workdir: str) -> str:
-    return f"the workdir {workdir}/theirs belongs to uid {OTHER_UID}, not to the calling uid {os.geteuid()}"
+def _other_refusal(theirs: Path) -> str:
+    return f"the workdir {theirs} belongs to uid {OTHER_UID}, not to the calling uid {os.geteuid()}"
 
 
 def _refused(workdir: str) -> Any:
@@ -96,8 +96,12 @@ async def test_remote_workdirs_are_checked_on_their_node_and_planted_ones_refuse
             "POST", "/jobs", json={"name": "mid", "version": "0.1.0", "task": "sleep 60 delegate kid plant-link"}
         )
         assert status == 201, mid2
+        # Planted beside w2's root by the test: a child holds no capability to chown one itself.
+        theirs = ray_cluster.base / "theirs"
+        theirs.mkdir(mode=0o755)
+        os.chown(theirs, OTHER_UID, OTHER_UID)
         status, top, _, _ = await d.call(
-            "POST", "/jobs", json={"name": "kid", "version": "0.1.0", "task": "plant-other"}
+            "POST", "/jobs", json={"name": "kid", "version": "0.1.0", "task": f"plant-other={theirs}"}
         )
         assert status == 502, top
         linked = await wait_for(lambda: kid_with(mid2["session_id"]), timeout=60)
@@ -107,7 +111,7 @@ async def test_remote_workdirs_are_checked_on_their_node_and_planted_ones_refuse
         assert job.node is not None and job.node.node_id == ray_cluster.nodes["w2"]
         assert job.session_id is None and job.state == "failed", job.view()
     assert _refused(linked.workdir) == {"status": 403, "body": {"error": _link_refusal(linked.workdir)}}
-    assert _refused(other.workdir) == {"status": 403, "body": {"error": _other_refusal(other.workdir)}}
+    assert _refused(other.workdir) == {"status": 403, "body": {"error": _other_refusal(theirs)}}
     for sid in (mid["session_id"], mid2["session_id"]):
         rec = d.roost.table.get(sid)
         assert rec is not None and rec.workdir is not None and Path(rec.workdir).is_relative_to(ray_cluster.roots["w1"])

@@ -15,9 +15,10 @@ session_id, name, version, workdir, pid), prints the ready line, then does what 
 * ``no-pid`` — register without a pid (an external runtime roost cannot watch by pid);
 * ``linger`` — after its own deregistration, stay until a file ``go`` appears in its directory;
 * ``delegate NAME TASK…`` — launch NAME through ``POST /jobs`` with its own credential;
-* ``plant-link`` / ``plant-other`` — an attacker: register a workdir it planted in its directory
-  instead (``evil``, a symbolic link to ``/etc``; ``theirs``, a directory owned by uid 65534);
-  when refused, write the answer to ``refused.json`` and exit 3;
+* ``plant-link`` / ``plant-other=PATH`` — an attacker: register a workdir it planted instead of its
+  own (``evil`` in its directory, a symbolic link to ``/etc``; ``PATH``, a directory of another
+  uid the test planted, since a child holds no capability to chown); when refused, write the
+  answer to ``refused.json`` and exit 3;
 * ``chatter`` — after the ready line print ``chatter: first`` on stdout, wait until a file
   ``go`` appears in its directory, print ``chatter: last``, then finish like ``sleep 0``;
 * ``garbled`` — finish as usual (its own deregistration), but leave a ``completion.json`` that
@@ -96,10 +97,10 @@ def main():
     if "plant-link" in own:
         named = os.path.join(workdir, "evil")
         os.symlink("/etc", named)
-    if "plant-other" in own:
-        named = os.path.join(workdir, "theirs")
-        os.mkdir(named, 0o755)
-        os.chown(named, 65534, 65534)
+    other = next((w.split("=", 1)[1] for w in own if w.startswith("plant-other=")), None)
+    if other is not None:
+        # A directory of another uid that the test planted (a child holds no capability to chown).
+        named = other
     try:
         body = {"session_id": sid, "name": name, "version": version, "workdir": named}
         if "no-pid" not in own:
