@@ -6,7 +6,10 @@ local owner; its plain handler ``Door.handle``, no Application) with an instant 
 benchmark measures the door — parse, validate, classify, admit, answer — not a capsule's work), so
 every request is a real admission: a task is minted, queued, run and retired. Every request carries
 a message id of its own (the door answers a message id it has seen with that message's task, which
-would be no admission at all).
+would be no admission at all). A second door server ("hosted") puts in front of it what the
+capsule host does (``roost/capsule/host.py``): the authorization table's guard (the caller's
+class, ``Host``/``Origin``, the body deadline) and the peer-file routes; the targets are reported
+for the plain door, as they were set, and the hosted door's figures beside them.
 
 The baseline is a JSON endpoint as an aiohttp user writes it: ``await request.json()``, answer a
 Task-sized ``web.json_response``. A second one, with orjson on both sides, is printed for
@@ -101,6 +104,39 @@ DOOR_SERVER = app_script(
         return DOOR.app
     """
 )
+
+HOSTED_SERVER = app_script(
+    """
+    import os
+    from a2a.door import Door, TaskOutcome
+    from roost.capsule.serving import loopback_owner
+
+    async def runner(task):
+        return TaskOutcome.completed("ok")
+
+    DOOR = Door(name="bench", version="0.1.0", session_id="ses_bench", runner=runner,
+                queue_depth=10000, peer_tasks_accept=True, seal_key=bytes(32),
+                identify=loopback_owner, local_owner=f"uid:{os.getuid()}")
+
+    def build_handler():  # as roost/capsule/host.py serves it: the table's guard, the peer routes
+        try:
+            from roost.capsule.peerdoor import PeerDoor
+            from roost.core.authz import Listener
+            from roost.http.authz import EdgeNames, guard_handler
+        except ImportError:  # a checkout before the authorization table: its door as it served it
+            return getattr(DOOR, "handle", None)
+        peer = PeerDoor(None, credential=lambda: None, http=lambda: None)
+        return guard_handler(Listener.DOOR, peer.wrap(DOOR.handle), names=EdgeNames(lambda: (DOOR.url,)))
+
+    def build_app():
+        return DOOR.app
+
+    def on_port(port):
+        DOOR.url = f"http://127.0.0.1:{port}"
+    """
+)
+"""The same door behind what the capsule host puts in front of it (the authorization table's
+check of the caller, Host and Origin, the body deadline, the peer-file routes)."""
 
 _TASK = """
         task = {"id": "tsk_01a22f5b4b34707bb3ae2fc6fe3075c3", "contextId": "ctx_01a22f5b4b34707bb3ae2fc6fe3075c4",
@@ -346,9 +382,14 @@ def instructions(before: str | None, small: int, large: int, cache_sim: bool = F
         raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
     if large <= small:
         raise SystemExit("--large must be more requests than --small")
-    servers: dict[str, tuple[str, str | None]] = {"door": (DOOR_SERVER, None), "bare": (BARE_SERVER, None)}
+    servers: dict[str, tuple[str, str | None]] = {
+        "door": (DOOR_SERVER, None),
+        "hosted": (HOSTED_SERVER, None),
+        "bare": (BARE_SERVER, None),
+    }
     if before:
         servers["before"] = (DOOR_SERVER, before)
+        servers["hosted-b"] = (HOSTED_SERVER, before)
     per: dict[str, float] = {}
     events: dict[str, dict[str, float]] = {}
     for name, (code, tree) in servers.items():
@@ -366,8 +407,10 @@ def instructions(before: str | None, small: int, large: int, cache_sim: bool = F
         print(f"{name:7} : {count / 1000:8.1f}k instructions/request  (bare/this {per['bare'] / count:4.2f})")
     ratio = per["bare"] / per["door"]
     print(f"ratio door/bare (instructions): {ratio:5.2f}  (target >= 0.7: {'met' if ratio >= 0.7 else 'NOT met'})")
+    print(f"ratio hosted/bare (instructions): {per['bare'] / per['hosted']:5.2f}  (the door as the host serves it)")
     if before:
-        print(f"this/before (instructions)    : {per['door'] / per['before']:5.2f}")
+        print(f"this/before (instructions)    : {per['door'] / per['before']:5.3f}")
+        print(f"hosted this/before            : {per['hosted'] / per['hosted-b']:5.3f}")
 
 
 def main() -> None:
@@ -399,6 +442,7 @@ def main() -> None:
         return
     servers = {
         "door": start_script(DOOR_SERVER),
+        "hosted": start_script(HOSTED_SERVER),
         "bare": start_script(BARE_SERVER),
         "orjson": start_script(BARE_ORJSON_SERVER),
     }
@@ -434,6 +478,7 @@ def main() -> None:
     labels = {
         "door": "door SendMessage (immediate)",
         "before": "door, --before checkout",
+        "hosted": "door as the capsule host serves",
         "bare": "bare aiohttp JSON handler",
         "orjson": "bare handler, orjson (info)",
         "sdk-py": "official Python SDK server",
@@ -452,6 +497,11 @@ def main() -> None:
     paired = statistics.median(per_round)
     print(f"ratio door/bare per round    : {[round(x, 2) for x in per_round]}")
     print(f"cpu bare/door per round      : {[round(x, 2) for x in cpu_round]}")
+    hosted_round = [b / d for d, b in zip(cpu["hosted"], cpu["bare"], strict=True)]
+    print(
+        f"cpu bare/hosted per round    : {[round(x, 2) for x in hosted_round]}  median"
+        f" {statistics.median(hosted_round):.2f} (the door behind the capsule host's guard)"
+    )
     print(f"ratio door/bare              : {ratio:6.2f}  (of the medians)")
     print(f"ratio door/bare, paired      : {paired:6.2f}  (median of the rounds' ratios)")
     verdict = "met" if min(ratio, paired) >= 0.7 else "met by the medians only" if ratio >= 0.7 else "NOT met"

@@ -17,24 +17,108 @@ it; a quiet spell after a flood used to leave a backlog of expiries) show up in 
 run from its sources with this interpreter, so a change is measured before/after in the same run;
 the servers' order rotates every round, and each daemon's CPU per request (from ``/proc``) is printed.
 
+``--instructions`` counts instead of timing: the daemon (and ``--before``'s) runs under valgrind's
+callgrind and answers ``--small`` and then, in a second process, ``--large`` grants one at a time
+over one kept-alive connection; the difference of the two totals over the difference of the
+counts is what one ``/spawn`` costs the daemon (start-up, registration and shutdown cancel out).
+The machine's load does not move it, so it tells a real change per request from noise.
+
 Run: python bench/bench_referee.py [--seconds 5] [--rounds 3] [--before PATH]
+     python bench/bench_referee.py --instructions [--small 500] [--large 2500] [--before PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import BARE_JSON_SERVER, WrkResult, make_registry, median_by, post_json, start_daemon, start_script, wrk
+from _harness import (
+    BARE_JSON_SERVER,
+    WrkResult,
+    callgrind_totals,
+    make_registry,
+    median_by,
+    post_json,
+    start_daemon,
+    start_script,
+    wrk,
+)
 from bench_door import cpu_secs
+from bench_relay import _finish, _send_all
 
 SESSIONS = 8
 CREDENTIAL = "x-murmur-spawn-credential"
+
+
+def daemon_args(root: Path, state: Path) -> list[str]:
+    return [
+        "--registry-path",
+        str(root),
+        "--state-dir",
+        str(state),
+        "--spawn-allow",
+        "orchestrator",
+        "--max-concurrent",
+        "100000",
+        "--max-live-capsules",
+        "1000000",
+    ]
+
+
+def make_capsules(root: Path) -> None:
+    make_registry(
+        root,
+        {
+            "orchestrator": {"capabilities": {"spawn": {"allow": ["worker"]}, "network": {"allow": ["localhost"]}}},
+            "worker": {"capabilities": {"network": {"allow": ["localhost:8080"]}}},
+        },
+    )
+
+
+def callgrind_spawns(tmp: Path, root: Path, n: int, tree: str | None) -> int:
+    """The instructions a daemon executes from its start to its end, granting ``n`` spawns."""
+    run = tmp / f"{'before' if tree else 'roost'}-{n}"
+    run.mkdir()
+    out = run / "callgrind.out"
+    grind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+    daemon = start_daemon(daemon_args(root, run / "state"), cpu="0-1", prefix=grind, timeout=600, tree=tree)
+    try:
+        cred = post_json(
+            daemon.url + "/register", {"session_id": "ses_bench0", "name": "orchestrator", "version": "0.1.0"}
+        )["credential"]
+        body = json.dumps({"name": "worker", "version": "0.1.0"})
+        _send_all(daemon.port, "/spawn", body, {"content-type": "application/json", CREDENTIAL: cred}, n)
+    finally:
+        _finish(daemon.proc)
+    return callgrind_totals(out)
+
+
+def instructions(before: str | None, small: int, large: int) -> None:
+    """Instructions per ``/spawn`` of this checkout's daemon (and ``before``'s), by callgrind."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+    if large <= small:
+        raise SystemExit("--large must be more requests than --small")
+    trees: dict[str, str | None] = {"roost": None, **({"before": before} if before else {})}
+    per: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        root = tmp / "registry"
+        make_capsules(root)
+        for name, tree in trees.items():
+            low, high = (callgrind_spawns(tmp, root, n, tree) for n in (small, large))
+            per[name] = (high - low) / (large - small)
+            print(f"  {name:7}: {low:,} instructions for {small} grants, {high:,} for {large}", flush=True)
+    for name, count in per.items():
+        print(f"{name:7} : {count / 1000:8.1f}k instructions per /spawn")
+    if before:
+        print(f"this/before (instructions): {per['roost'] / per['before']:5.3f}")
 
 
 def main() -> None:
@@ -43,35 +127,20 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--connections", type=int, default=50)
     ap.add_argument("--before", help="another checkout whose daemon is measured in the same run, rounds rotating")
+    ap.add_argument("--instructions", action="store_true", help="instructions per /spawn, counted by callgrind")
+    ap.add_argument("--small", type=int, default=500, help="--instructions: grants in the first count")
+    ap.add_argument("--large", type=int, default=2500, help="--instructions: grants in the second count")
     args = ap.parse_args()
+    if args.instructions:
+        instructions(args.before, args.small, args.large)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "registry"
-        make_registry(
-            root,
-            {
-                "orchestrator": {"capabilities": {"spawn": {"allow": ["worker"]}, "network": {"allow": ["localhost"]}}},
-                "worker": {"capabilities": {"network": {"allow": ["localhost:8080"]}}},
-            },
-        )
-
-        def daemon_args(name: str) -> list[str]:
-            return [
-                "--registry-path",
-                str(root),
-                "--state-dir",
-                str(Path(tmp) / name),
-                "--spawn-allow",
-                "orchestrator",
-                "--max-concurrent",
-                "100000",
-                "--max-live-capsules",
-                "1000000",
-            ]
-
-        daemon = start_daemon(daemon_args("state"))
+        make_capsules(root)
+        daemon = start_daemon(daemon_args(root, Path(tmp) / "state"))
         before = None
         if args.before:
-            before = start_daemon(daemon_args("state-before"), tree=args.before)
+            before = start_daemon(daemon_args(root, Path(tmp) / "state-before"), tree=args.before)
         bare = start_script(BARE_JSON_SERVER)
         servers = [("bare", bare)] + [("roost", daemon)] + ([("before", before)] if before is not None else [])
         results: dict[str, list[WrkResult]] = {name: [] for name, _ in servers}

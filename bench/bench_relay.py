@@ -47,8 +47,12 @@ kept-alive connection; the difference of the two totals over the difference of t
 what one send costs that process (start-up, registration and shutdown cancel out). It counts
 work, not waiting: the executor hop's thread switches cost time the count does not show.
 
+``--instructions --streamed`` counts the streamed send instead (``Accept: text/event-stream``) and
+its floor (the bare proxy passing the door's SSE answer on chunk by chunk, with the same
+``a2a_send`` hop when the Task arrives).
+
 Run: python bench/bench_relay.py [--seconds 1] [--rounds 20] [--layout shared|split|none] [--before PATH]
-     python bench/bench_relay.py --instructions [--small 200] [--large 1000] [--before PATH]
+     python bench/bench_relay.py --instructions [--streamed] [--small 200] [--large 1000] [--before PATH]
 """
 
 from __future__ import annotations
@@ -434,12 +438,15 @@ def callgrind_sends(name: str, tmp: Path, registry: Path, n: int, tree: str | No
     grind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
     door = start_door(None)
     try:
-        if name in ("roost", "before"):
+        streamed = name.endswith("-s")
+        if name in ("roost", "before", "roost-s", "before-s"):
             daemon_args = ["--registry-path", str(registry), "--state-dir", str(run / "state")]
             daemon_args += ["--spawn-allow", "sender", "--spawn-allow", "receiver"]
             daemon = start_daemon(daemon_args, cpu="0-1", prefix=grind, timeout=600, tree=tree)
             try:
                 body, headers, _ = relay_target(daemon, door, run / "work")
+                if streamed:
+                    headers = {**headers, "Accept": "text/event-stream"}
                 _send_all(daemon.port, "/a2a/send", body, headers, n)
             finally:
                 _finish(daemon.proc)
@@ -449,6 +456,7 @@ def callgrind_sends(name: str, tmp: Path, registry: Path, n: int, tree: str | No
                 "traced": traced_proxy_server,
                 "pooled": pool_proxy_server,
                 "pooled+g": traced_pool_proxy_server,
+                "traced-s": traced_stream_proxy_server,
             }[name]
             proc = subprocess.Popen(
                 [*grind, sys.executable, "-c", code(door.url)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
@@ -456,7 +464,10 @@ def callgrind_sends(name: str, tmp: Path, registry: Path, n: int, tree: str | No
             assert proc.stdout is not None
             try:
                 port = int(proc.stdout.readline().decode().strip())
-                _send_all(port, "/", DIRECT_BODY, DIRECT_HEADERS, n)
+                if streamed:
+                    _send_all(port, "/", STREAM_DIRECT_BODY, STREAM_DIRECT_HEADERS, n)
+                else:
+                    _send_all(port, "/", DIRECT_BODY, DIRECT_HEADERS, n)
             finally:
                 _finish(proc)
     finally:
@@ -464,13 +475,15 @@ def callgrind_sends(name: str, tmp: Path, registry: Path, n: int, tree: str | No
     return callgrind_totals(out)
 
 
-def instructions(before: str | None, small: int, large: int) -> None:
+def instructions(before: str | None, small: int, large: int, streamed: bool = False) -> None:
     """Instructions per send of each front server, by callgrind (see the module's docstring)."""
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
     if large <= small:
         raise SystemExit("--large must be more sends than --small")
     names = ["floor", "traced", "pooled", "pooled+g", "roost", *(["before"] if before else [])]
+    if streamed:
+        names = ["traced-s", "roost-s", *(["before-s"] if before else [])]
     per: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         registry = Path(tmp) / "registry"
@@ -478,11 +491,22 @@ def instructions(before: str | None, small: int, large: int) -> None:
         make_registry(registry, {"sender": allow, "receiver": allow})
         for name in names:
             low, high = (
-                callgrind_sends(name, Path(tmp), registry, n, before if name == "before" else None)
+                callgrind_sends(name, Path(tmp), registry, n, before if name.startswith("before") else None)
                 for n in (small, large)
             )
             per[name] = (high - low) / (large - small)
             print(f"  {name:8}: {low:,} instructions for {small} sends, {high:,} for {large}", flush=True)
+    if streamed:
+        for name in names:
+            print(f"{name:8} : {per[name] / 1000:7.1f}k instructions/streamed send")
+        ratio = per["roost-s"] / per["traced-s"]
+        print(
+            f"streamed relay/(streamed bare proxy + a2a_send hop), instructions: {ratio:5.2f}  (target <= 1.25: "
+            f"{'met' if ratio <= 1.25 else 'NOT met'})"
+        )
+        if before:
+            print(f"this/before (instructions, streamed): {per['roost-s'] / per['before-s']:5.3f}")
+        return
     for name in names:
         print(f"{name:8} : {per[name] / 1000:7.1f}k instructions/send  (this/floor {per[name] / per['floor']:4.2f})")
     restated = per["roost"] / per["traced"]
@@ -513,9 +537,10 @@ def main() -> None:
     ap.add_argument("--instructions", action="store_true", help="instructions per send, counted by callgrind")
     ap.add_argument("--small", type=int, default=200, help="--instructions: sends in the first count")
     ap.add_argument("--large", type=int, default=1000, help="--instructions: sends in the second count")
+    ap.add_argument("--streamed", action="store_true", help="--instructions: the streamed send and its floor")
     args = ap.parse_args()
     if args.instructions:
-        instructions(args.before, args.small, args.large)
+        instructions(args.before, args.small, args.large, args.streamed)
         return
     front: str | None = None if args.layout == "none" else FRONT_CPU
     door_cpu: str | None = {"split": "1", "shared": FRONT_CPU, "none": None}[args.layout]

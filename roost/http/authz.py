@@ -13,6 +13,7 @@ route without an entry fails the build. docs/security.md, "Who may call what".
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -312,6 +313,13 @@ def _keeper(request: web.BaseRequest) -> bool:
     return scheme.lower() == "bearer" and token.strip() != ""
 
 
+@functools.lru_cache(maxsize=1024)
+def _local_facts(uid: int | None, owner_uid: int, foreign: bool, host_ok: bool) -> CallerFacts:
+    """A caller on this host's facts, made once per distinct value (they are frozen: one object
+    serves every request that has them, instead of a new one per request)."""
+    return CallerFacts(uid, True, owner_uid, cross_site=foreign, host_ok=host_ok)
+
+
 def facts_of(request: web.BaseRequest, names: EdgeNames | None, *, owner_uid: int) -> CallerFacts:
     """What the connection and the headers say about the caller (no I/O but the cached uid)."""
     caller = caller_of(request)
@@ -324,7 +332,7 @@ def facts_of(request: web.BaseRequest, names: EdgeNames | None, *, owner_uid: in
         if origin is not None or fetch_site is not None:
             foreign = cross_site(origin, fetch_site, names.origins)
     if caller.loopback:  # which token is presented matters only to a caller from another host
-        return CallerFacts(caller.uid, True, owner_uid, cross_site=foreign, host_ok=host_ok)
+        return _local_facts(caller.uid, owner_uid, foreign, host_ok)
     return CallerFacts(
         uid=caller.uid,
         local=False,

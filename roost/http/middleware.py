@@ -100,7 +100,12 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 async def read_body(request: web.BaseRequest) -> bytes:
     """The whole request body within :data:`BODY_DEADLINE_SECS` (else 408, the connection closed),
-    so a body trickled a byte at a time holds no handler for long."""
+    so a body trickled a byte at a time holds no handler for long.
+
+    A body that has wholly arrived (the usual case: it came with the head) is read without the
+    deadline's timer and task: reading it cannot wait."""
+    if request.content.is_eof():
+        return await request.read()
     try:
         return await asyncio.wait_for(request.read(), BODY_DEADLINE_SECS)
     except TimeoutError:
