@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from roost.ctl.commands.doctor import cluster_findings
+from typing import Any
+
+from roost.ctl.commands.doctor import cluster_findings, limits_findings
 
 
 def test_an_unreachable_cluster_fails_with_the_fix() -> None:
@@ -180,3 +182,11 @@ def test_each_node_says_what_enforces_each_resource_limit_there() -> None:
     keeper["resource_limits"] = {"cpu_seconds": "rlimit RLIMIT_CPU"}
     found = {c: s for c, s, _d, _f in cluster_findings(report)}
     assert found["ray-node gggggggggggg resource-limits"] == "ok"
+
+
+def test_with_ray_the_daemons_own_limits_finding_points_at_the_nodes() -> None:
+    status: Any = {"resource_limits": {"mode": "enforce", "mechanisms": None}}
+    ((check, state, detail, _fix),) = limits_findings(status, "ray")
+    assert (check, state) == ("resource-limits", "note")
+    assert "each node's keeper enforces their limits there" in detail
+    assert "does not say" in limits_findings(status, "local")[0][2]
