@@ -232,6 +232,7 @@ class Host:
             credential=lambda: self.link.credential,
             callers=self.tasks.trust_of_caller,
             traceparent=self.tasks.traceparent,
+            jobs=self.tasks.job_seen,
         )
         await self.hostsock.start()
         self.tasks.socket_path = self.hostsock.path

@@ -15,6 +15,10 @@ socket cannot act as this session. What the host forwards carries ``x-roost-task
 trust of the task that process runs, which the daemon uses only to lower what it stamps.
 Errors the host itself produces (no daemon, daemon unreachable) carry ``x-roost-capsule-error``
 so the client can tell them from the daemon's answers.
+
+The job views the daemon answers (``/delegate``'s new job, ``GET /jobs/{id}``) are also shown to
+the host, with the asking process: that is how the host knows which task started which delegation,
+and which of them are still in flight (seed 000's ``task_canceled.delegation_ids``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -41,7 +46,11 @@ from roost.http.server import QuietRunner
 from roost.system.jobpeer import peer_pid
 from roost.system.tlsclient import context_for, untrusted_sentence
 
-__all__ = ["HOST_ERROR_HEADER", "ROUTES", "HostSocket", "socket_dir"]
+__all__ = ["HOST_ERROR_HEADER", "ROUTES", "HostSocket", "JobSeen", "socket_dir"]
+
+JobSeen = Callable[[int | None, dict[str, Any], bool], None]
+"""Told of each job view the daemon answered: the asking process's pid, the view, and whether it
+is the answer to a ``/delegate`` (a delegation that process's task just started)."""
 
 SOCKET_NAME = "host.sock"
 STREAM_IDLE_SECS = 90.0
@@ -81,6 +90,7 @@ class HostSocket:
         credential: Callable[[], str | None],
         callers: Callable[[int | None], str | None],
         traceparent: Callable[[], str | None] = lambda: None,
+        jobs: JobSeen | None = None,
         timeout_secs: float = 60.0,
     ) -> None:
         self.dir = socket_dir(records)
@@ -90,6 +100,7 @@ class HostSocket:
         self._credential = credential
         self._callers = callers
         self._traceparent = traceparent
+        self._jobs = jobs
         self._timeout = aiohttp.ClientTimeout(total=timeout_secs, sock_connect=5.0)
         self._http: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
@@ -134,8 +145,24 @@ class HostSocket:
         return replace(facts, entrypoint=self._task_trust(request) is not None)
 
     def _task_trust(self, request: web.BaseRequest) -> str | None:
+        return self._callers(self._peer(request))
+
+    @staticmethod
+    def _peer(request: web.BaseRequest) -> int | None:
         transport = request.transport
-        return self._callers(peer_pid(transport.get_extra_info("socket") if transport is not None else None))
+        return peer_pid(transport.get_extra_info("socket") if transport is not None else None)
+
+    def _job_answer(self, request: web.Request, status: int, data: bytes) -> None:
+        """Show the host a job view the daemon answered (``/delegate`` 201, ``GET /jobs`` 200)."""
+        delegate = request.path == "/delegate"
+        if self._jobs is None or status != (201 if delegate else 200) or not (delegate or request.method == "GET"):
+            return
+        try:
+            view = json.loads(data)
+        except (ValueError, UnicodeDecodeError):
+            return
+        if isinstance(view, dict):
+            self._jobs(self._peer(request), view, delegate)
 
     @staticmethod
     def _host_error(status: int, sentence: str) -> web.Response:
@@ -171,6 +198,7 @@ class HostSocket:
             async with self._http.request(method, self._daemon_url + path, data=body, headers=headers) as resp:
                 data = await resp.read()
                 ctype = resp.headers.get("Content-Type", "application/json")
+                self._job_answer(request, resp.status, data)
                 return web.Response(status=resp.status, body=data, headers={"Content-Type": ctype})
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             reason = untrusted_sentence(exc, self._daemon_url) or str(exc) or type(exc).__name__

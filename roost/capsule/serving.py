@@ -21,6 +21,7 @@ import signal
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -39,7 +40,7 @@ from roost.capsule.shellline import shell_line
 from roost.capsule.taskinput import write_results
 from roost.capsule.writecap import WriteWatch, over_sentence
 from roost.core.limits import declared, which_limit
-from roost.core.wire import BLOCKING_CAP_ENV
+from roost.core.wire import BLOCKING_CAP_ENV, FINAL_JOB_STATES
 from roost.http.caller import caller_of
 from roost.observe.tracelines import TraceWriter
 from roost.system.jobpeer import descends_from
@@ -101,6 +102,9 @@ class TaskServer:
         self.totals = dict.fromkeys(("turns", "input_tokens", "output_tokens", "tool_calls", "shell_calls"), 0)
         self.entry_pids: set[int] = set()
         self.entry_trust: dict[int, str] = {}  # entrypoint pid -> the trust of the task it runs
+        self.entry_tasks: dict[int, str] = {}  # entrypoint pid -> the id of the task it runs
+        # Per task, the delegations it started that have not ended yet (ordered: a dict of ids).
+        self.in_flight: dict[str, dict[str, None]] = {}
         self.spawning = 0  # entrypoints started whose pid is not known yet
         self.shell_calls: dict[str, int] = {}  # entrypoint runs (``shell`` lines) per task
         self.last_returncode: int | None = None  # the last entrypoint's exit status (negative: signal)
@@ -136,6 +140,7 @@ class TaskServer:
         }
         if task.origin is Origin.COMPLETION and task.delegation_id:
             payload["delegation_id"] = task.delegation_id
+            self._delegation_over(task.delegation_id)  # its outcome is here: no longer in flight
         payload["message_parts_bytes"] = task.message_parts_bytes
         eid = self.trace.write("task_start", payload)
         self.task_nodes[task.id] = (eid, time.monotonic())
@@ -167,6 +172,7 @@ class TaskServer:
             pids.append(pid)
             self.entry_pids.add(pid)
             self.entry_trust[pid] = task.trust.value
+            self.entry_tasks[pid] = task.id
             self.spawning -= 1
 
         def output(text: str) -> None:
@@ -196,6 +202,7 @@ class TaskServer:
             self.entry_pids.difference_update(pids)
             for pid in pids:
                 self.entry_trust.pop(pid, None)
+                self.entry_tasks.pop(pid, None)
         self._shell_line(task, result, t0, read_counters(caps).since(before))
         self.last_returncode = result.returncode
         self.output_used[task.id] = used + len(result.stdout.encode())
@@ -267,6 +274,7 @@ class TaskServer:
             self.current = None  # the task waits for its next message; it has not ended
             return
         self.output_used.pop(task.id, None)
+        self.in_flight.pop(task.id, None)
         await asyncio.to_thread(_forget_turns, self.p.records / TURNS_DIR / f"{task.id}.jsonl")
         self.task_end(task.id, outcome.state)
         if self.spans is not None:
@@ -288,7 +296,8 @@ class TaskServer:
         payload: dict[str, object] = {"task_id": task.id}
         if started:
             payload["turn"] = max(0, task.turn - 1)
-        payload |= {"phase": where, "detached_work_ids": [], "delegation_ids": []}
+        # A script capsule demotes no shell command, so it has no detached work to name.
+        payload |= {"phase": where, "detached_work_ids": [], "delegation_ids": list(self.in_flight.get(task.id, ()))}
         if node is not None:
             self.trace.write("task_canceled", payload, parent_id=node[0])
         else:
@@ -311,6 +320,26 @@ class TaskServer:
         )
         for key, value in counts.items():
             self.totals[key] += value
+
+    def job_seen(self, pid: int | None, view: dict[str, Any], started: bool) -> None:
+        """The host socket's hook (roost/capsule/hostsock.py): a job view the daemon answered to
+        the process ``pid``. A delegation it ``started`` is in flight for the task that process
+        runs (or descends from); one seen in a final state is no longer in flight for any task."""
+        dlg, state = view.get("delegation_id"), view.get("state")
+        if not isinstance(dlg, str) or not dlg:
+            return
+        if state in FINAL_JOB_STATES:
+            self._delegation_over(dlg)
+            return
+        if started:
+            found = descends_from(pid, self.entry_tasks.keys())
+            task_id = self.entry_tasks.get(found) if found is not None else None
+            if task_id is not None:
+                self.in_flight.setdefault(task_id, {})[dlg] = None
+
+    def _delegation_over(self, delegation_id: str) -> None:
+        for ids in self.in_flight.values():
+            ids.pop(delegation_id, None)
 
     def trust_of_caller(self, pid: int | None) -> str | None:
         """The trust of the task whose running entrypoint ``pid`` is or descends from; None when

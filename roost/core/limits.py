@@ -109,11 +109,16 @@ def declared(caps: ResourceCaps) -> list[Declared]:
 @dataclass(frozen=True, slots=True)
 class HostMechanisms:
     """What can bind a job here: the v2 controllers enabled in its cgroup, the v1 controllers
-    whose hierarchy the daemon can write, and whether job cgroups are used at all."""
+    whose hierarchy the daemon can write, and whether job cgroups are used at all.
+
+    ``where`` names the host in a sentence and ``holder`` the process that makes the job cgroups
+    there: this host and the daemon, or a Ray node and its keeper."""
 
     cgroup2: frozenset[str] = frozenset()
     cgroup1: frozenset[str] = frozenset()
     cgroups_off: bool = False
+    where: str = "this host"
+    holder: str = "the daemon"
 
     def mechanism(self, field: str) -> str | None:
         """How ``field`` is enforced here (``"cgroup v2 pids"``, ``"rlimit RLIMIT_CPU"``…), or None."""
@@ -136,7 +141,7 @@ class HostMechanisms:
         if self.cgroups_off:
             return f'job cgroups are off (job_cgroups = "off"), and only a {controller} controller can enforce it'
         return (
-            f"this host gives the daemon no {controller} controller: its job cgroups (cgroup v2) have none "
+            f"{self.where} gives {self.holder} no {controller} controller: its job cgroups (cgroup v2) have none "
             f"enabled and no writable cgroup v1 {controller} hierarchy was found"
         )
 
@@ -193,16 +198,18 @@ def plan_limits(caps: ResourceCaps, host: HostMechanisms, mode: Mode) -> LimitPl
     return LimitPlan(mode, enforced, not_enforced, v2, v1, refused)
 
 
-def refusal(plan: LimitPlan, coords: str) -> str | None:
-    """The launch's refusal under ``enforce`` (one sentence naming the field), else None."""
+def refusal(plan: LimitPlan, coords: str, host: HostMechanisms | None = None) -> str | None:
+    """The launch's refusal under ``enforce`` (one sentence naming the field and the host the
+    child was to run on), else None."""
     if plan.mode != "enforce" or plan.refused is None:
         return None
+    host = host or HostMechanisms()
     name, why = plan.refused
     field = ALIASES.get(name, name)
     controller = CGROUP_FIELDS.get(field, "")
     return (
-        f"{coords} declares capabilities.resources.{name}, which this host cannot enforce ({why}); a launch "
-        "whose limit cannot be enforced is refused rather than run unlimited — give the daemon a delegated "
+        f"{coords} declares capabilities.resources.{name}, which {host.where} cannot enforce ({why}); a launch "
+        f"whose limit cannot be enforced is refused rather than run unlimited — give {host.holder} a delegated "
         f'cgroup with the {controller} controller (systemd: Delegate=yes), or set resource_limits = "advisory" '
         "to run it with the limit listed as not enforced"
     )

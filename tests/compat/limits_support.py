@@ -10,7 +10,28 @@ from roost.observe.tracelines import read_trace, trace_path
 from tests.support.capsules import wait_for
 from tests.support.daemon import RunningDaemon
 
-__all__ = ["finished_job", "run_job", "session_lines"]
+__all__ = ["FORKS", "completion", "finished_job", "run_job", "session_lines"]
+
+FORKS = """
+import os, sys, time
+ok = 0
+kids = []
+for _ in range(60):
+    try:
+        pid = os.fork()
+    except OSError:
+        continue
+    if pid == 0:
+        time.sleep(2)
+        os._exit(0)
+    kids.append(pid)
+    ok += 1
+for pid in kids:
+    os.waitpid(pid, 0)
+print(f"forked {ok} as uid {os.getuid()}")
+sys.exit(0 if ok == 60 else 3)
+"""
+"""An entrypoint that tries 60 forks at once: ``forked N as uid U``, exit 3 when any was refused."""
 
 
 async def run_job(d: RunningDaemon, name: str, task: str = "go", **extra: Any) -> dict[str, Any]:

@@ -19,29 +19,9 @@ from typing import Any
 import pytest
 
 from roost.state.registry.packing import PackError
-from tests.compat.limits_support import finished_job, run_job, session_lines
+from tests.compat.limits_support import FORKS, finished_job, run_job, session_lines
 from tests.ops.support import admin_http, roostctl
 from tests.support.registry import RegistryBuilder
-
-FORKS = """
-import os, sys, time
-ok = 0
-kids = []
-for _ in range(60):
-    try:
-        pid = os.fork()
-    except OSError:
-        continue
-    if pid == 0:
-        time.sleep(2)
-        os._exit(0)
-    kids.append(pid)
-    ok += 1
-for pid in kids:
-    os.waitpid(pid, 0)
-print(f"forked {ok}")
-sys.exit(0 if ok == 60 else 3)
-"""
 
 ALLOCATES = """
 import sys

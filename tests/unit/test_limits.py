@@ -79,6 +79,19 @@ def test_a_plan_splits_the_cgroup_versions_and_refuses_under_enforce() -> None:
     assert advisory.report()["not_enforced"] == {"cpu_percent": HYBRID.why_not("cpu_percent")}
 
 
+def test_a_refusal_names_the_host_that_runs_the_child_and_who_needs_the_cgroup() -> None:
+    """A Ray node decides with its own mechanisms: the sentence names it, not "this host"."""
+    node = HostMechanisms(cgroup1=frozenset({"memory"}), where="Ray node abc", holder="the node keeper")
+    plan = plan_limits(caps(cgroup_pids_max=20), node, "enforce")
+    sentence = refusal(plan, "f@1", node)
+    assert sentence is not None
+    assert sentence.startswith(
+        "f@1 declares capabilities.resources.cgroup_pids_max, which Ray node abc cannot enforce "
+        "(Ray node abc gives the node keeper no pids controller: "
+    ), sentence
+    assert "give the node keeper a delegated cgroup with the pids controller" in sentence
+
+
 def test_an_unknown_key_is_reported_never_refused_at_a_spawn() -> None:
     plan = plan_limits(caps(gpu_count=1), HostMechanisms(), "enforce")
     assert refusal(plan, "x@1") is None

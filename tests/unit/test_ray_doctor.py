@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from roost.ctl.commands.doctor import cluster_findings
+from typing import Any
+
+from roost.ctl.commands.doctor import cluster_findings, limits_findings
 
 
 def test_an_unreachable_cluster_fails_with_the_fix() -> None:
@@ -154,3 +156,37 @@ def test_another_version_missing_runtime_and_a_damaged_or_readonly_cache() -> No
 def test_no_free_cpu_is_a_warning() -> None:
     found = cluster_findings({"connected": True, "available": {"CPU": 0}, "nodes": [{"node_id": "x", "keeper": None}]})
     assert found[0][1] == "warn"
+
+
+def test_each_node_says_what_enforces_each_resource_limit_there() -> None:
+    """The keeper's own answer (roost/backends/process/joblimits.py on its node): a limit nothing
+    there enforces is a warning, refused under ``enforce`` and run unenforced under ``advisory``."""
+    keeper = _keeper()
+    keeper["resource_limits"] = {
+        "cpu_seconds": "rlimit RLIMIT_CPU",
+        "cgroup_pids_max": "cgroup v1 pids",
+        "cgroup_memory_bytes": None,
+    }
+    report = {"connected": True, "available": {"CPU": 1}, "nodes": [_node("g", keeper)]}
+    by_mode = {
+        mode: {c: (s, d, f) for c, s, d, f in cluster_findings(report, mode)}["ray-node gggggggggggg resource-limits"]
+        for mode in ("enforce", "advisory")
+    }
+    status, detail, fix = by_mode["enforce"]
+    assert status == "warn"
+    assert detail.startswith("a launch declaring cgroup_memory_bytes is refused on 10.0.0.9"), detail
+    assert "cgroup_pids_max by cgroup v1 pids" in detail
+    assert fix.startswith("give the node's Ray") and 'resource_limits = "advisory"' in fix
+    status, detail, fix = by_mode["advisory"]
+    assert status == "warn" and detail.startswith("not enforced on 10.0.0.9: cgroup_memory_bytes"), detail
+    keeper["resource_limits"] = {"cpu_seconds": "rlimit RLIMIT_CPU"}
+    found = {c: s for c, s, _d, _f in cluster_findings(report)}
+    assert found["ray-node gggggggggggg resource-limits"] == "ok"
+
+
+def test_with_ray_the_daemons_own_limits_finding_points_at_the_nodes() -> None:
+    status: Any = {"resource_limits": {"mode": "enforce", "mechanisms": None}}
+    ((check, state, detail, _fix),) = limits_findings(status, "ray")
+    assert (check, state) == ("resource-limits", "note")
+    assert "each node's keeper enforces their limits there" in detail
+    assert "does not say" in limits_findings(status, "local")[0][2]

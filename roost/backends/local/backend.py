@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -28,15 +27,14 @@ from roost.backends.base import (
     ChildDir,
     ChildDirError,
     ChildRef,
-    LimitsRefused,
     NodeRef,
     RunningChild,
     StartFailed,
     StartSpec,
 )
 from roost.backends.local.lifeline import HolderClient, HolderError, connect_holder, make_pipe, stop_holder
-from roost.backends.process.cgroups import JobCgroups, sweep_marked
-from roost.backends.process.cgroupv1 import V1Cgroups
+from roost.backends.process.cgroups import JobCgroups
+from roost.backends.process.joblimits import JobLimits, unbound_sentence
 from roost.backends.process.privdrop import find_setpriv
 from roost.backends.process.spawn import (
     CannotSwitchUser,
@@ -53,7 +51,7 @@ from roost.backends.process.spawn import (
 from roost.backends.process.supervise import ProcessWatch, signal_group, stop_group
 from roost.core.completion import CompletionRecord
 from roost.core.ids import JOB_ID_RE
-from roost.core.limits import ALIASES, LIMITS_ENV, HostMechanisms, LimitPlan, Mode, plan_limits, refusal
+from roost.core.limits import LIMITS_ENV, HostMechanisms, LimitPlan
 from roost.core.manifest import ResourceCaps
 from roost.observe.tracelines import append_lines
 from roost.services.completionfile import read_completion, write_completion
@@ -157,10 +155,10 @@ def _prepare(place: Place, job_id: str, task: dict[str, str | None] | None, fres
 
 
 def _before_start(
-    place: Place, spec: StartSpec, cgroups: JobCgroups | None, v1: V1Cgroups | None, plan: LimitPlan
+    place: Place, spec: StartSpec, limits: JobLimits, plan: LimitPlan
 ) -> tuple[RunAs | None, int, JobCgroups | None, LimitPlan]:
     """Blocking: who the child runs as, its log opened for stderr, its cgroups made with their
-    limits (the plan, less what could not be written)."""
+    limits (the plan, less what could not be written: roost/backends/process/joblimits.py)."""
     try:
         user = run_as(spec.uid)
     except CannotSwitchUser as exc:
@@ -169,44 +167,9 @@ def _before_start(
         require_command(spec.argv[0], spec.env.get("PATH", os.defpath))
     except FileNotFoundError as exc:
         raise StartFailed(f"{spec.argv[0]}: {exc.strerror}") from None
-    job_id = spec.dir.job_id
-    if cgroups is not None:
-        try:
-            unset = cgroups.create(job_id, spec.resources)
-            if unset:
-                log.warning("cgroup_limits_not_applied", job_id=job_id, limits=",".join(unset))
-        except OSError as exc:
-            log.warning("cgroup_create_failed", job_id=job_id, error=exc.strerror)
-            cgroups = None
-    if v1 is not None and plan.cgroup1:
-        failed = v1.create(job_id, plan.cgroup1)
-        if failed:
-            log.warning("cgroup_v1_limits_not_applied", job_id=job_id, limits=",".join(failed))
-            plan = _unapplied(plan, failed, spec.capsule)
+    cgroups, plan = limits.make(spec.dir.job_id, spec.resources, plan, spec.capsule)
     log_fd = childrecords.open_log(place)
     return user, log_fd, cgroups, plan
-
-
-def _unapplied(plan: LimitPlan, fields: list[str], coords: str) -> LimitPlan:
-    """The plan once the v1 limits of ``fields`` (canonical) turned out not to be writable;
-    refused under ``enforce``."""
-    enforced = dict(plan.enforced)
-    not_enforced = dict(plan.not_enforced)
-    names = [n for n in plan.enforced if ALIASES.get(n, n) in fields]
-    for name in names:
-        not_enforced[name] = f"its limit ({enforced.pop(name)}) could not be written"
-    refused = plan.refused if plan.refused is not None or not names else (names[0], not_enforced[names[0]])
-    out = replace(
-        plan,
-        enforced=enforced,
-        not_enforced=not_enforced,
-        cgroup1={k: v for k, v in plan.cgroup1.items() if k not in fields},
-        refused=refused,
-    )
-    sentence = refusal(out, coords)
-    if sentence is not None:
-        raise LimitsRefused(sentence)
-    return out
 
 
 class LocalBackend:
@@ -218,9 +181,8 @@ class LocalBackend:
         self._state_dir = state_dir
         self._job_cgroups = job_cgroups
         self.holder: HolderClient | None = None
-        self.cgroups: JobCgroups | None = None
-        # Controllers the v2 job cgroups lack, in v1 hierarchies of their own (hybrid hosts).
-        self.v1: V1Cgroups | None = None
+        # The job cgroups (v2, and v1 for what v2 lacks on a hybrid host), found at open.
+        self.limits = JobLimits(None, None, off=job_cgroups == "off")
         # Root with CAP_SETUID/CAP_SETGID (read at open); a job of another uid is refused up front without.
         self._can_switch = True
         self._setpriv: str | None = None  # the privilege-dropping exec step, found at open
@@ -230,9 +192,7 @@ class LocalBackend:
 
     # -- lifecycle ----------------------------------------------------------------------------
     async def open(self) -> None:
-        self.cgroups = await self._executor.run(JobCgroups.discover, self._job_cgroups)
-        skip = self.cgroups.controllers if self.cgroups is not None else frozenset()
-        self.v1 = await self._executor.run(V1Cgroups.discover, self._job_cgroups, skip)
+        self.limits = await self._executor.run(JobLimits.discover, self._job_cgroups)
         self._can_switch = await self._executor.run(can_switch_users)
         self._setpriv = await self._executor.run(find_setpriv)
         self._setpcap = await self._executor.run(daemon_holds_setpcap)
@@ -244,16 +204,8 @@ class LocalBackend:
                 why="a uid-0 child keeps the daemon's bounding set; add CAP_SETPCAP to CapabilityBoundingSet",
             )
         # Empty cgroups of jobs that ended without removing theirs (roost/backends/process/cgroups.py).
-        swept = await self._executor.run(self.cgroups.sweep_empty) if self.cgroups is not None else 0
-        if self.v1 is not None:
-            swept += await self._executor.run(self.v1.sweep_empty)
-        log.info(
-            "job_containment",
-            cgroups=str(self.cgroups.root) if self.cgroups else None,
-            controllers=",".join(sorted(self.cgroups.controllers)) if self.cgroups else "",
-            cgroup_v1=",".join(sorted(self.v1.controllers)) if self.v1 else "",
-            swept=swept,
-        )
+        swept = await self._executor.run(self.limits.sweep_empty)
+        log.info("job_containment", **self.limits.describe(), swept=swept)
         try:
             self.holder = await connect_holder(self._state_dir, self._executor)
         except (HolderError, OSError, TimeoutError) as exc:
@@ -271,16 +223,17 @@ class LocalBackend:
         self._own_lifelines = {}
 
     @property
+    def cgroups(self) -> JobCgroups | None:
+        """The v2 job cgroups on this host (None: the marker sweep finishes jobs off)."""
+        return self.limits.cgroups
+
+    @property
     def containment(self) -> str | None:
         return str(self.cgroups.root) if self.cgroups is not None else None
 
     def limit_mechanisms(self) -> HostMechanisms:
         """How each resource limit is enforced on this host (roost/core/limits.py)."""
-        return HostMechanisms(
-            cgroup2=self.cgroups.controllers if self.cgroups is not None else frozenset(),
-            cgroup1=self.v1.controllers if self.v1 is not None else frozenset(),
-            cgroups_off=self._job_cgroups == "off",
-        )
+        return self.limits.mechanisms()
 
     # -- placement ------------------------------------------------------------------------------
     async def place(self, job_id: str, capsule: str, resources: ResourceCaps, uid: int | None) -> NodeRef | None:
@@ -341,13 +294,9 @@ class LocalBackend:
     async def start(self, spec: StartSpec) -> LocalChild:
         job_id = spec.dir.job_id
         # The limits policy first: a limit nothing here can enforce refuses before anything is made.
-        mode: Mode = "advisory" if spec.limits_mode == "advisory" else "enforce"
-        plan = plan_limits(spec.resources, self.limit_mechanisms(), mode)
-        sentence = refusal(plan, spec.capsule)
-        if sentence is not None:
-            raise LimitsRefused(sentence)
+        plan = self.limits.decide(spec.resources, spec.limits_mode, spec.capsule)
         user, log_fd, cgroups, plan = await self._executor.run(
-            _before_start, place_of(spec.dir), spec, self.cgroups, self.v1, plan
+            _before_start, place_of(spec.dir), spec, self.limits, plan
         )
         read_fd, write_fd = make_pipe()
         env = dict(spec.env)
@@ -367,25 +316,22 @@ class LocalBackend:
         )
         try:
             popen = start_process(child)
-            if cgroups is not None:
-                # Inline, before anything else can run on this loop: the child has only just
-                # exec'd its host, which forks nothing before it has registered. A cgroupfs
-                # write touches no disk.
-                cgroups.enter(job_id, popen.pid)
-            unlimited = self.v1.enter(job_id, popen.pid) if self.v1 is not None and plan.cgroup1 else []
+            # Inline, before anything else can run on this loop: the child has only just exec'd
+            # its host, which forks nothing before it has registered.
+            unlimited = self.limits.enter(job_id, popen.pid, cgroups, plan)
         except OSError as exc:
             os.close(write_fd)
             raise StartFailed(f"{spec.argv[0]}: {exc.strerror or exc}") from None
         finally:
             os.close(read_fd)
             os.close(log_fd)
-        if unlimited and mode == "enforce":
+        if unlimited and plan.mode == "enforce":
             # Its limits would not bind it: end it before it has done anything.
             signal_group(popen.pid, signal.SIGKILL)
             os.close(write_fd)
             with contextlib.suppress(OSError, subprocess.TimeoutExpired):
                 popen.wait(timeout=5)
-            raise StartFailed(f"the child could not be moved into its cgroup v1 {', '.join(unlimited)} limits")
+            raise StartFailed(unbound_sentence(unlimited))
         # Its start in clock ticks since boot: a wall-clock step cannot make it a stranger.
         pid_start = process_identity(popen.pid)
         # A script capsule's host sets its entrypoint's rlimits itself, just before exec; limiting
@@ -436,16 +382,8 @@ class LocalBackend:
         ``MURMUR_JOB_ID`` (roost/backends/process/cgroups.py)."""
         if pid is not None:
             signal_group(pid, signal.SIGKILL)  # whatever it left behind in its group
-        executor = self._executor
         try:
-            if self.cgroups is not None and await executor.run(self.cgroups.exists, job_id):
-                left = await executor.run(self.cgroups.finish, job_id)
-                how = "cgroup"
-            else:
-                left = await executor.run(sweep_marked, job_id)
-                how = "sweep"
-            if self.v1 is not None and await executor.run(self.v1.exists, job_id):
-                left += await executor.run(self.v1.finish, job_id)
+            left, how = await self._executor.run(self.limits.finish, job_id)
         except OSError as exc:
             log.warning("job_finish_off_failed", job_id=job_id, error=exc.strerror)
             return

@@ -37,6 +37,7 @@ from roost.backends.base import (
     CannotRunAs,
     ChildDir,
     ChildRef,
+    LimitsRefused,
     NodeRef,
     RunningChild,
     StartFailed,
@@ -212,10 +213,16 @@ class RayBackend:
                 spec.stdin,
                 not spec.limits_in_child,
                 spec.containment,
+                spec.limits_mode,
+                spec.capsule,
             )
         except RayActorError as exc:
             raise StartFailed(await self.keepers.gone_sentence(node, exc)) from None
         except RayError as exc:
+            inner = getattr(exc, "cause", None)
+            if isinstance(inner, LimitsRefused):
+                # The node's keeper applied the limits policy there: a limit it cannot enforce.
+                raise LimitsRefused(str(inner)) from None
             why = cause(exc)
             if "cannot start a child as uid" in why:
                 raise CannotRunAs(why) from None

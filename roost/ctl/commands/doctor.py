@@ -207,37 +207,46 @@ def _daemon_uid(status: StatusAnswer | None) -> int | None:
         return None
 
 
-def limits_findings(status: StatusAnswer | None) -> list[tuple[str, str, str, str]]:
+def limits_findings(status: StatusAnswer | None, launcher: str | None = None) -> list[tuple[str, str, str, str]]:
     """What enforces each ``capabilities.resources`` limit here, and what does not (pure; from
     ``GET /status``'s ``resource_limits``; docs/security.md, "Resource limits")."""
     report = status.get("resource_limits") if status is not None else None
     mechanisms = report["mechanisms"] if report is not None else None
+    if report is not None and mechanisms is None and launcher == "ray":
+        detail = "children run on Ray nodes: each node's keeper enforces their limits there (its resource-limits)"
+        return [("resource-limits", "note", detail, "")]
     if report is None or mechanisms is None:
         return [("resource-limits", "note", "the daemon does not say how it enforces resource limits", "")]
-    mode = report["mode"] or "enforce"
+    return [mechanisms_finding("resource-limits", mechanisms, report["mode"] or "enforce", "here", "the daemon")]
+
+
+def mechanisms_finding(
+    check: str, mechanisms: dict[str, str | None], mode: str, where: str, holder: str
+) -> tuple[str, str, str, str]:
+    """``(check, status, detail, fix)`` for what enforces each limit ``where`` (pure)."""
     missing = sorted(field for field, how in mechanisms.items() if not how)
     held = ", ".join(f"{field} by {how}" for field, how in mechanisms.items() if how)
     if not missing:
-        return [("resource-limits", "ok", f"every limit is enforced here: {held}", "")]
+        return (check, "ok", f"every limit is enforced {where}: {held}", "")
     fix = (
-        "give the daemon a delegated cgroup with the missing controllers (systemd: Delegate=yes; on a "
+        f"give {holder} a delegated cgroup with the missing controllers (systemd: Delegate=yes; on a "
         "hybrid host, writable cgroup v1 hierarchies for them)"
     )
     if mode == "advisory":
         detail = (
-            f'not enforced here: {", ".join(missing)} (resource_limits = "advisory": jobs declaring them run '
+            f'not enforced {where}: {", ".join(missing)} (resource_limits = "advisory": jobs declaring them run '
             f"without them, listed in effective_grants.resource_limits); enforced: {held or 'nothing'}"
         )
     else:
         detail = (
-            f"a launch declaring {', '.join(missing)} is refused here (no mechanism enforces it); "
+            f"a launch declaring {', '.join(missing)} is refused {where} (no mechanism enforces it); "
             f"enforced: {held or 'nothing'}"
         )
         fix += ', or set resource_limits = "advisory" to run such jobs with the limit not enforced'
-    return [("resource-limits", "warn", detail, fix)]
+    return (check, "warn", detail, fix)
 
 
-def _check_cluster(f: _Findings, ctx: Context, config: ConfigView | None) -> None:
+def _check_cluster(f: _Findings, ctx: Context, config: ConfigView | None, limits_mode: str) -> None:
     """With ``launcher = "ray"``: the cluster answers, has nodes and free resources, and on each
     node with a keeper, the keeper is alive, the capsule command runs there (with ``--version``),
     the runtime is found, and the artifact cache is writable and intact (docs/operations.md)."""
@@ -248,12 +257,13 @@ def _check_cluster(f: _Findings, ctx: Context, config: ConfigView | None) -> Non
     except CtlError as exc:
         f.add("ray-cluster", "fail", exc.message, "upgrade the daemon: it has no cluster report")
         return
-    for item in cluster_findings(report):
+    for item in cluster_findings(report, limits_mode):
         f.add(*item)
 
 
-def cluster_findings(report: ClusterReport) -> list[tuple[str, str, str, str]]:
-    """Findings ``(check, status, detail, fix)`` from a ``GET /cluster`` report (pure)."""
+def cluster_findings(report: ClusterReport, limits_mode: str = "enforce") -> list[tuple[str, str, str, str]]:
+    """Findings ``(check, status, detail, fix)`` from a ``GET /cluster`` report (pure);
+    ``limits_mode`` is the daemon's ``resource_limits``."""
     out: list[tuple[str, str, str, str]] = []
     where = str(report.get("address") or "embedded")
     if not report.get("connected"):
@@ -289,13 +299,16 @@ def cluster_findings(report: ClusterReport) -> list[tuple[str, str, str, str]]:
         )
     )
     for node in nodes:
-        out.extend(node_findings(node, str(report.get("version") or "")))
+        out.extend(node_findings(node, str(report.get("version") or ""), limits_mode))
     return out
 
 
-def node_findings(node: dict[str, Any], daemon_version: str) -> list[tuple[str, str, str, str]]:
+def node_findings(
+    node: dict[str, Any], daemon_version: str, limits_mode: str = "enforce"
+) -> list[tuple[str, str, str, str]]:
     """One node's findings: its keeper, the capsule command and the runtime as a child there
-    would be started, and its artifact cache (pure; the keeper checked them on the node)."""
+    would be started, its artifact cache, and what enforces each resource limit there (pure;
+    the keeper checked them on the node)."""
     name = f"ray-node {str(node.get('node_id', '?'))[:12]}"
     addr = node.get("address") or "?"
     keeper = node.get("keeper")
@@ -323,6 +336,10 @@ def node_findings(node: dict[str, Any], daemon_version: str) -> list[tuple[str, 
     cache = keeper.get("cache")
     if cache is not None:
         out.append(_cache_finding(name, addr, cache))
+    limits = keeper.get("resource_limits")
+    if limits is not None:
+        holder = "the node's Ray (its keeper runs under the raylet)"
+        out.append(mechanisms_finding(f"{name} resource-limits", limits, limits_mode, f"on {addr}", holder))
     return out
 
 
@@ -422,9 +439,10 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     _check_containment(f, config)
     if status is not None:
         f.add(*operator_jobs_finding(_daemon_uid(status), (config or {}).get("run_as")))
-        for finding in limits_findings(status):
+        for finding in limits_findings(status, (config or {}).get("launcher")):
             f.add(*finding)
-    _check_cluster(f, ctx, config)
+    mode = status["resource_limits"]["mode"] if status is not None and status.get("resource_limits") else "enforce"
+    _check_cluster(f, ctx, config, mode)
     check_network(f.add, status, args.ca, timeout=ctx.timeout)
     ok = all(i["status"] != "fail" for i in f.items)
     out = ctx.out

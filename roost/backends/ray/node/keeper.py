@@ -14,6 +14,12 @@ backend starts one; only the keeper is a Ray worker. The keeper
 * gives each job its own cgroup (``cgroup.kill``) where the node has a writable cgroup v2
   hierarchy, else the ``MURMUR_JOB_ID`` sweep (roost/backends/process/cgroups.py), so no process
   outlives its job on this node;
+* applies the limits policy on its own node, as the local backend does on the daemon's host
+  (roost/backends/process/joblimits.py): each declared limit is enforced by the best mechanism
+  this node has (its v2 controller, else a v1 cgroup of the job's own, else an rlimit), a limit
+  nothing here enforces refuses the start before anything runs (``LimitsRefused``, unless the
+  daemon's ``resource_limits`` is ``advisory``), and a capsule host is told in
+  ``MURMUR_RESOURCE_LIMITS`` what enforces each of its limits here;
 * owns this node's root for child directories (nodes share no filesystem; ``$MURMUR_ROOST_NODE_ROOT``
   on the node, else the daemon's ``ray_node_root``): ``<root>/jobs/<job>``
   with ``meta/job_id.txt``, ``input.json``, ``completion.json``, the child's log, the trace lines
@@ -53,7 +59,8 @@ from typing import Any
 
 import psutil
 
-from roost.backends.process.cgroups import JobCgroups, sweep_marked
+from roost.backends.process.cgroups import JobCgroups
+from roost.backends.process.joblimits import JobLimits, unbound_sentence
 from roost.backends.process.privdrop import find_setpriv
 from roost.backends.process.spawn import (
     CannotSwitchUser,
@@ -71,6 +78,7 @@ from roost.backends.ray.node.doors import DoorKeeper
 from roost.backends.ray.node.files import ChildRecordsKeeper, check_job_id
 from roost.backends.ray.node.peers import PeerFilesKeeper
 from roost.backends.ray.placement import node_root_name, run_as_refusal, setid_capable
+from roost.core.limits import LIMITS_ENV
 from roost.core.manifest import ResourceCaps
 from roost.services.launcher import childrecords
 from roost.system.fsutil import Place
@@ -116,9 +124,16 @@ class NodeKeeper(ChildRecordsKeeper, PeerFilesKeeper, DoorKeeper):
         self.cache = self.root / "registry"
         for path in (self.root, self.jobs_root, self.cache):
             path.mkdir(parents=True, exist_ok=True, mode=0o755)
-        self.cgroups = JobCgroups.discover(job_cgroups)
+        # This node's job cgroups (v2, and v1 for what v2 lacks here), and what its ended jobs left.
+        self.limits = JobLimits.discover(job_cgroups, where=f"Ray node {node_id}", holder="the node keeper")
+        self.limits.sweep_empty()
         self.children: dict[str, _Child] = {}
         self.started = time.time()
+
+    @property
+    def cgroups(self) -> JobCgroups | None:
+        """This node's v2 job cgroups (None: the marker sweep finishes jobs off here)."""
+        return self.limits.cgroups
 
     # -- about this node -------------------------------------------------------------------
     async def info(self, commands: dict[str, list[str]] | None = None, path: str | None = None) -> dict[str, Any]:
@@ -146,6 +161,7 @@ class NodeKeeper(ChildRecordsKeeper, PeerFilesKeeper, DoorKeeper):
             "artifacts": cache["count"],
             "cache": cache,
             "cgroups": str(self.cgroups.root) if self.cgroups else None,
+            "resource_limits": self.limits.mechanisms().to_dict(),
             "started": self.started,
             **(await self.identity()),
         }
@@ -185,6 +201,8 @@ class NodeKeeper(ChildRecordsKeeper, PeerFilesKeeper, DoorKeeper):
         stdin: bytes | None,
         limit_host: bool,
         containment: str = "advisory",
+        limits_mode: str = "enforce",
+        capsule: str = "",
     ) -> dict[str, Any]:
         """Start the child in its directory, in its own process group, as ``uid``; hold its lifeline.
 
@@ -192,27 +210,39 @@ class NodeKeeper(ChildRecordsKeeper, PeerFilesKeeper, DoorKeeper):
         the daemon's host; ``containment`` is the manifest's floor (``sealed`` keeps CAP_SETFCAP
         for a uid-0 child's bwrap).
 
+        ``caps`` are the manifest's ``capabilities.resources``, decided on and enforced here under
+        ``limits_mode`` (the daemon's ``resource_limits``): a limit this node cannot enforce raises
+        :class:`roost.backends.base.LimitsRefused` naming ``capsule`` before anything starts. With
+        ``limit_host`` the child itself gets the rlimits; else it is a capsule host, which sets
+        them on its entrypoint and reads what enforces each limit from ``MURMUR_RESOURCE_LIMITS``.
+
         ``argv[0] == "@python"`` becomes this node's interpreter; ``MURMUR_REGISTRY_PATH`` is this
         keeper's artifact cache. Returns ``{pid, start}`` (start: :func:`roost.system.procstart.process_identity`).
         """
         if job_id in self.children:
             raise ValueError(f"job {job_id} already runs on this node")
+        resources = ResourceCaps.model_validate(caps)
+        coords = capsule or job_id
+        plan = self.limits.decide(resources, limits_mode, coords)
         me = await self.identity()
         why = run_as_refusal(self.node_id, uid, me["uid"], me["can_switch"])
         if why is not None:
             raise CannotSwitchUser(why)
         place = self.place(job_id, uid)
-        resources = ResourceCaps.model_validate(caps)
         user = await asyncio.to_thread(run_as, uid)
         if argv and argv[0] == PYTHON_MARK:
             argv = [sys.executable, *argv[1:]]
         await asyncio.to_thread(require_command, argv[0], env.get("PATH", os.environ.get("PATH", os.defpath)))
+        # What the daemon's finish_off removes if the start fails from here on.
+        cgroups, plan = await asyncio.to_thread(self.limits.make, job_id, resources, plan, coords)
         log_fd = await asyncio.to_thread(childrecords.open_log, place)
         read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
         env = dict(env)
         env["MURMUR_SPAWNER_LIFELINE"] = str(read_fd)
         env["MURMUR_REGISTRY_PATH"] = str(self.cache)
         env.setdefault("PATH", os.environ.get("PATH", os.defpath))
+        if not limit_host:  # a capsule host reports them in effective_grants
+            env[LIMITS_ENV] = plan.to_env()
         ca = os.environ.get(CA_ENV)
         if ca:  # the node's own CA file: its children verify the daemon's certificate with it
             env[CA_ENV] = ca
@@ -227,22 +257,23 @@ class NodeKeeper(ChildRecordsKeeper, PeerFilesKeeper, DoorKeeper):
             sealed=containment == "sealed",
             setpcap=await asyncio.to_thread(daemon_holds_setpcap),
         )
-        cgroups = self.cgroups
-        if cgroups is not None:
-            try:
-                await asyncio.to_thread(cgroups.create, job_id, resources)
-            except OSError:
-                cgroups = None
         try:
             popen = start_process(spec)
-            if cgroups is not None:
-                cgroups.enter(job_id, popen.pid)
+            # Inline: the child has only just exec'd, and forks nothing before it has registered.
+            unlimited = self.limits.enter(job_id, popen.pid, cgroups, plan)
         except OSError:
             os.close(write_fd)
             raise
         finally:
             os.close(read_fd)
             os.close(log_fd)
+        if unlimited and plan.mode == "enforce":
+            # Its limits would not bind it: end it before it has done anything.
+            signal_group(popen.pid, signal.SIGKILL)
+            os.close(write_fd)
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                await asyncio.to_thread(popen.wait, 5)
+            raise RuntimeError(unbound_sentence(unlimited))
         start = process_identity(popen.pid)
         if limit_host:
             apply_limits(popen.pid, resources)
@@ -369,11 +400,9 @@ class NodeKeeper(ChildRecordsKeeper, PeerFilesKeeper, DoorKeeper):
         return left
 
     async def _finish_off(self, job_id: str) -> int:
-        cgroups = self.cgroups
         with contextlib.suppress(OSError):
-            if cgroups is not None and await asyncio.to_thread(cgroups.exists, job_id):
-                return await asyncio.to_thread(cgroups.finish, job_id)
-            return await asyncio.to_thread(sweep_marked, job_id)
+            left, _how = await asyncio.to_thread(self.limits.finish, job_id)
+            return left
         return 0
 
     async def list(self) -> list[dict[str, Any]]:
