@@ -23,9 +23,6 @@ import pytest
 from launcher.test_launch import start
 from trust.attacker import NOBODY, owned_dir, request_as, system_python
 
-from a2a.door import Door
-from roost.capsule.hostsock import HostSocket
-from roost.capsule.peerdoor import ROUTE_KEYS as PEER_DOOR_KEYS
 from roost.core.authz import (
     LOCAL_ONLY,
     CallerFacts,
@@ -33,9 +30,6 @@ from roost.core.authz import (
     Who,
     decide,
 )
-from roost.dashboard.admin import AdminSocket
-from roost.dashboard.guard import Guard
-from roost.dashboard.server import build_app as build_dashboard
 from roost.http.authz import TABLES, policy_for, route_keys
 from tests.support.capsules import capsules
 from tests.support.daemon import RunningDaemon
@@ -43,7 +37,8 @@ from tests.support.launcher import DOUBLE, job_final, wait_for
 from tests.support.registry import RegistryBuilder
 from tests.trust.admincells import ADMIN_ENDS, admin_expect, admin_sample
 from tests.trust.daemoncells import DAEMON_CLASSES, ENDS, World, daemon_expect, daemon_sample, token_headers
-from tests.trust.matrix import BROWSER_POST, EVIL_HOST, EVIL_ORIGIN, Expect, Ledger, Sample, send
+from tests.trust.edgecells import dashboard_keys, door_expect, door_keys, door_sample, hostsock_keys
+from tests.trust.matrix import BROWSER_POST, EVIL_HOST, EVIL_ORIGIN, Ledger, Sample, send
 
 RUNTIME_ANYONE = (system_python(), str(DOUBLE))
 __all__ = ["capsules"]  # the fixture, re-exported for this module
@@ -53,22 +48,15 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="forking a client as u
 def _apps(d: RunningDaemon, tmp_path: Path) -> dict[Listener, list[tuple[str, str]]]:
     roost = d.roost
     assert roost.app is not None
-    door = Door(name="x", version="0.1.0", session_id="ses_x", runner=_never)
     records = tmp_path / "records"
     records.mkdir(exist_ok=True)
-    hs = HostSocket(records, daemon_url=None, credential=lambda: None, callers=lambda _pid: None)
-    dash = build_dashboard(Guard(port=1), AdminSocket(tmp_path / "none.sock"))
     return {
         Listener.DAEMON: route_keys(roost.app),
         Listener.ADMIN: route_keys(roost._admin_app()),
-        Listener.DOOR: route_keys(door.app) + list(PEER_DOOR_KEYS),  # the peer door in front of it
-        Listener.HOST_SOCKET: route_keys(hs.build_app()),
-        Listener.DASHBOARD: route_keys(dash),
+        Listener.DOOR: door_keys(),
+        Listener.HOST_SOCKET: hostsock_keys(records),
+        Listener.DASHBOARD: dashboard_keys(tmp_path / "none.sock"),
     }
-
-
-async def _never(_task: Any) -> Any:
-    raise AssertionError("no task runs here")
 
 
 async def test_every_running_route_has_exactly_one_policy(
@@ -214,37 +202,6 @@ async def _owner_checks(d: RunningDaemon, root_job: str, scratch: Path) -> None:
 DOOR_CLASSES = ("rebound", "cross_site", "other_uid", "root")
 
 
-def door_sample(key: tuple[str, str]) -> Sample:
-    """A concrete request for each route a capsule door serves (a new route fails here)."""
-    samples = {
-        ("POST", "/"): Sample("POST", "/", message()),
-        ("GET", "/.well-known/agent-card.json"): Sample("GET", "/.well-known/agent-card.json"),
-        ("GET", "/.well-known/agent.json"): Sample("GET", "/.well-known/agent.json"),
-        ("*", "/resources/peer"): Sample("GET", "/resources/peer"),
-        ("*", "/resources/peer/{tail}"): Sample("GET", "/resources/peer/mh1.AAAA.BBBB"),
-        ("*", "/{tail}"): Sample("GET", "/no-such-route"),
-    }
-    assert key in samples, f"the door route {key} has no sample in {__name__}"
-    return samples[key]
-
-
-def message() -> dict[str, Any]:
-    """An A2A ``message/send`` with a fresh message id."""
-    text = {"kind": "text", "text": "hi"}
-    msg = {"kind": "message", "role": "user", "messageId": os.urandom(8).hex(), "parts": [text]}
-    return {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": msg}}
-
-
-def door_expect(key: tuple[str, str], *, registered: bool) -> Expect:
-    """What a door route answers a caller the table lets through (any local uid: its own tasks)."""
-    if key[1].startswith("/resources/peer"):
-        # Passed on to the daemon, which checks the handle; with no daemon the peer door says so.
-        return Expect(503, contains="not registered") if not registered else Expect(404)
-    if key == ("*", "/{tail}"):
-        return Expect(404)
-    return Expect(200, contains="tsk_" if key[0] == "POST" else "name")
-
-
 async def test_door_routes_by_caller_class(registry: RegistryBuilder, capsules: Any, tmp_path: Path) -> None:
     """Every route of a running capsule door, as every caller class that reaches it (it listens on
     loopback only): a local caller is served (another uid too: its tasks are its own); a rebound
@@ -253,8 +210,7 @@ async def test_door_routes_by_caller_class(registry: RegistryBuilder, capsules: 
 
     add_examples(registry, "echo")
     cp = await capsules.start("echo@0.1.0", tmp_path / "door", registry=registry.root, env=base_env())
-    door = Door(name="x", version="0.1.0", session_id="ses_x", runner=_never)
-    keys = route_keys(door.app) + list(PEER_DOOR_KEYS)
+    keys = door_keys()
     ledger = Ledger(Listener.DOOR, keys)
     for key in keys:
         sample = door_sample(key)
