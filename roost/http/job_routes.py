@@ -3,6 +3,8 @@
 Who may see and cancel a job (:func:`roost.core.authz.may_see_job`): its parent session's
 credential (``x-murmur-spawn-credential``); without one, a caller on this host whose uid owns the
 job, or root from a process that is not inside a job. Unknown and not-yours are the same 404.
+A launch without a credential (a top-level job) is never made for a process inside a job: a
+capsule delegates with its own session, inside its envelope.
 
 ``GET /debug/loop-lag`` (loopback only) gives the daemon's event-loop lag samples for the storm
 benchmark; ``?reset=1`` clears them, for the daemon's own user or root only: another local user
@@ -28,15 +30,24 @@ from roost.services.launcher.service import Viewer
 from roost.system.jobpeer import socket_in_job
 from roost.system.peercred import owner_of
 
-__all__ = ["routes"]
+__all__ = ["LAUNCH_IN_JOB", "routes"]
 
 routes = web.RouteTableDef()
+
+LAUNCH_IN_JOB = (
+    "a top-level job without a credential is launched only for the operator or a user in launch_uids, "
+    "never for a process inside a job: a capsule delegates with its own session (roost-capsule delegate)"
+)
 
 
 @routes.post("/jobs")
 async def launch(request: web.Request) -> web.Response:
     req = parse_launch(await read_json(request), traceparent=request.headers.get("traceparent"))
     credential = request.headers.get(CREDENTIAL_HEADER)
+    if credential is None and caller_of(request).loopback and await viewer_of(request).in_job():
+        # Root inside a job is not the operator: a capsule's top-level launch would escape its
+        # own spawn envelope (docs/security.md, threat E4).
+        raise Refused(LAUNCH_IN_JOB, "in_job")
     task_trust = request.headers.get(TASK_TRUST_HEADER)
     if credential is not None and task_trust is not None and task_trust.strip().lower() != "trusted":
         req = req._replace(untrusted=True)  # delegated from an untrusted task: the child is untrusted too
