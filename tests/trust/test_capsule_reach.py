@@ -19,6 +19,7 @@ import pytest
 from roost.capsule.probe import probe_host
 from roost.core.authz import ADMIN_IN_JOB, NOT_ENTRYPOINT
 from roost.http.job_routes import LAUNCH_IN_JOB
+from roost.http.referee_routes import REGISTER_IN_JOB
 from roost.observe.tracelines import read_trace, trace_path
 from tests.support.launcher import wait_for
 from tests.support.registry import RegistryBuilder
@@ -87,6 +88,9 @@ attempt("tcp_other_job", lambda: tcp("/jobs/" + t["other_job"]))
 attempt("tcp_cancel_other_job", lambda: tcp("/jobs/" + t["other_job"] + "/cancel", "POST"))
 top = json.dumps({"name": "sleeper", "version": "0.1.0", "task": "x"})
 attempt("tcp_launch_top_level", lambda: tcp("/jobs", "POST", top))
+# ...nor a top-level session of its own, whose credential would launch what it is not allowed.
+reg = {"session_id": "ses_" + os.urandom(8).hex(), "name": "sleeper", "version": "0.1.0", "workdir": os.getcwd()}
+attempt("tcp_register_top_level", lambda: tcp("/register", "POST", json.dumps(reg)))
 def prio(pid):
     if libc.setpriority(0, pid, 10) != 0:
         raise OSError(ctypes.get_errno(), "setpriority")
@@ -144,6 +148,8 @@ async def test_a_hostile_scoped_capsule_of_root_reaches_nothing_it_was_not_given
     assert res["tcp_other_job"] == "ALLOWED 404" and res["tcp_cancel_other_job"] == "ALLOWED 404", res
     # No top-level launch for it either: that would be a capsule outside its own spawn envelope.
     assert res["tcp_launch_top_level"] == _refused(LAUNCH_IN_JOB), res
+    assert res["tcp_register_top_level"] == _refused(REGISTER_IN_JOB), res
+    assert not [r for r in d.roost.table.iter_running() if r.job_id is None]  # no session of its own
     assert sorted(j.name for j in d.roost.launcher.jobs.values()) == ["hostile", "sleeper"]
     assert res["renice_outside"].startswith("denied") and res["pin_outside"].startswith("denied"), res
     assert res["renice_self"] == "ALLOWED 0", res
