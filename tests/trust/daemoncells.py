@@ -10,6 +10,8 @@ from typing import Any
 from roost.core.authz import Listener, Policy, Who
 from roost.core.errors import IDENTITY_REFUSAL
 from roost.http.authz import TABLES, policy_for
+from roost.http.job_routes import LAUNCH_IN_JOB
+from roost.http.referee_routes import REGISTER_IN_JOB
 from tests.trust.matrix import FORGED, Expect, Sample
 
 __all__ = ["DAEMON_CLASSES", "ENDS", "World", "daemon_expect", "daemon_sample", "token_headers"]
@@ -96,10 +98,14 @@ def _by_who(who: Who, key: tuple[str, str], caller: str) -> Expect:
     if who is Who.CREDENTIAL:
         return _CREDENTIAL_OK[key[1]] if caller in _VALID else identity
     if who is Who.REGISTER:
+        if caller == "in_capsule":  # no top-level session of its own: its credential would launch
+            return Expect(403, REGISTER_IN_JOB)
         return identity if caller == "forged" else Expect(200, contains="credential")
     if who is Who.LAUNCH:
         if caller == "forged":
             return identity
+        if caller == "in_capsule":  # no top-level launch outside its own envelope
+            return Expect(403, LAUNCH_IN_JOB)
         if caller == "other_uid":
             return Expect(403, contains="launch_uids")
         return Expect(201, contains="job_id")

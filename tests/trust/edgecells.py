@@ -4,9 +4,14 @@ table lets through (tests/trust/matrix.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+
+from aiohttp import web
 
 from a2a.door import Door
 from roost.capsule.hostsock import HostSocket
@@ -28,6 +33,7 @@ __all__ = [
     "hostsock_keys",
     "hostsock_sample",
     "message",
+    "serve_dashboard",
 ]
 
 Key = tuple[str, str]
@@ -47,6 +53,23 @@ def hostsock_keys(records: Path) -> list[Key]:
     """Every route of a capsule host socket (``records``: a scratch directory for its socket dir)."""
     hs = HostSocket(records, daemon_url=None, credential=lambda: None, callers=lambda _pid: None)
     return route_keys(hs.build_app())
+
+
+@contextlib.asynccontextmanager
+async def serve_dashboard(admin: Path) -> AsyncIterator[tuple[str, Guard, web.Application]]:
+    """The dashboard's application on a loopback port, as ``roostctl dashboard`` serves it."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    guard = Guard(port=sock.getsockname()[1])
+    app = build_dashboard(guard, AdminSocket(admin))
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    await web.SockSite(runner, sock).start()
+    try:
+        yield f"http://127.0.0.1:{guard.port}", guard, app
+    finally:
+        await runner.cleanup()
 
 
 def dashboard_keys(admin: Path) -> list[Key]:

@@ -10,48 +10,25 @@ cells act: the owner cancels a job, then drains the daemon.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import socket
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 from launcher.test_launch import start
 from trust.attacker import NOBODY, request_as
 
 from roost.core.authz import Listener
-from roost.dashboard.admin import AdminSocket
 from roost.dashboard.guard import COOKIE, CSRF_HEADER, Guard
-from roost.dashboard.server import build_app
+from roost.http.authz import route_keys
 from tests.support.launcher import wait_for
 from tests.support.registry import RegistryBuilder
-from tests.trust.edgecells import DASHBOARD_ENDS, dashboard_expect, dashboard_sample
+from tests.trust.edgecells import DASHBOARD_ENDS, dashboard_expect, dashboard_sample, serve_dashboard
 from tests.trust.matrix import BROWSER_POST, EVIL_HOST, EVIL_ORIGIN, Ledger, Sample, send
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="forking a client as uid 65534 needs root")
 
 CLASSES = ("rebound", "cross_site", "other_uid", "root", "own")
-
-
-@contextlib.asynccontextmanager
-async def dashboard(admin: Path) -> AsyncIterator[tuple[str, Guard, web.Application]]:
-    """The dashboard's application on a loopback port, as ``roostctl dashboard`` serves it."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    guard = Guard(port=sock.getsockname()[1])
-    app = build_app(guard, AdminSocket(admin))
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-    await runner.setup()
-    await web.SockSite(runner, sock).start()
-    try:
-        yield f"http://127.0.0.1:{guard.port}", guard, app
-    finally:
-        await runner.cleanup()
 
 
 async def test_dashboard_route_by_caller_class(daemon_factory: Any, registry: RegistryBuilder) -> None:
@@ -61,9 +38,9 @@ async def test_dashboard_route_by_caller_class(daemon_factory: Any, registry: Re
     running = d.roost.launcher.jobs[job["job_id"]]
     await wait_for(lambda: running.session_id is not None, 20)
     assert d.roost.admin.path is not None and running.session_id is not None
-    async with dashboard(d.roost.admin.path) as (url, guard, app):
+    async with serve_dashboard(d.roost.admin.path) as (url, guard, app):
         cookie = await _cookie(url, guard)
-        keys = _keys(app)
+        keys = route_keys(app)
         ledger = Ledger(Listener.DASHBOARD, keys)
         order = sorted((k for k in keys if k not in DASHBOARD_ENDS), key=str) + list(DASHBOARD_ENDS)
         for key in order:
@@ -74,12 +51,6 @@ async def test_dashboard_route_by_caller_class(daemon_factory: Any, registry: Re
         ledger.finish(CLASSES)
     assert running.final and running.state == "terminated"  # the owner's cancel
     assert d.roost.referee.draining  # and its drain
-
-
-def _keys(app: web.Application) -> list[tuple[str, str]]:
-    from roost.http.authz import route_keys
-
-    return route_keys(app)
 
 
 async def _cookie(url: str, guard: Guard) -> str:
