@@ -106,10 +106,13 @@ async def register(request: web.Request) -> web.Response:
     if _rec.workdir is not None and _local_session(request, _rec.job_id):
         # What the workdir is now, reached with no link: every later walk beneath it must find
         # the same directory (docs/security.md, "Workdirs").
+        # Durable before the credential leaves: nothing can mint as the session before then.
         try:
-            _rec.workdir_id = await executor.run(dir_identity, _rec.workdir)
+            identity = await executor.run(dir_identity, _rec.workdir)
         except OSError:
             log.warning("workdir_identity_unreadable", session_id=_rec.session_id)
+        else:
+            await referee.record_workdir_id(_rec, identity)
     # The session's door checks the daemon's seals with this key (docs/security.md).
     answer = {"credential": credential, "door_key": request.app[KEYS].door_key_for(_rec.session_id).hex()}
     job = request.app[LAUNCHER].jobs.get(_rec.job_id) if _rec.job_id is not None else None
