@@ -3,6 +3,8 @@
 Who may see and cancel a job (:func:`roost.core.authz.may_see_job`): its parent session's
 credential (``x-murmur-spawn-credential``); without one, a caller on this host whose uid owns the
 job, or root from a process that is not inside a job. Unknown and not-yours are the same 404.
+A launch without a credential (a top-level job) is never made for a process inside a job: a
+capsule delegates with its own session, inside its envelope.
 
 ``GET /debug/loop-lag`` (loopback only) gives the daemon's event-loop lag samples for the storm
 benchmark; ``?reset=1`` clears them, for the daemon's own user or root only: another local user
@@ -22,21 +24,29 @@ from roost.core.loopback import is_loopback_peer
 from roost.core.wire import CREDENTIAL_HEADER, TASK_TRUST_HEADER
 from roost.http.bodies.jobs import parse_launch
 from roost.http.caller import caller_of
-from roost.http.context import EXECUTOR, LAUNCHER, PROBES, REFEREE
+from roost.http.context import LAUNCHER, PROBES, REFEREE
 from roost.http.middleware import read_json
+from roost.http.peerjob import peer_in_job
 from roost.services.launcher.service import Viewer
-from roost.system.jobpeer import socket_in_job
-from roost.system.peercred import owner_of
 
-__all__ = ["routes"]
+__all__ = ["LAUNCH_IN_JOB", "routes"]
 
 routes = web.RouteTableDef()
+
+LAUNCH_IN_JOB = (
+    "a top-level job without a credential is launched only for the operator or a user in launch_uids, "
+    "never for a process inside a job: a capsule delegates with its own session (roost-capsule delegate)"
+)
 
 
 @routes.post("/jobs")
 async def launch(request: web.Request) -> web.Response:
     req = parse_launch(await read_json(request), traceparent=request.headers.get("traceparent"))
     credential = request.headers.get(CREDENTIAL_HEADER)
+    if credential is None and caller_of(request).loopback and await peer_in_job(request):
+        # Root inside a job is not the operator: a capsule's top-level launch would escape its
+        # own spawn envelope (docs/security.md, threat E4).
+        raise Refused(LAUNCH_IN_JOB, "in_job")
     task_trust = request.headers.get(TASK_TRUST_HEADER)
     if credential is not None and task_trust is not None and task_trust.strip().lower() != "trusted":
         req = req._replace(untrusted=True)  # delegated from an untrusted task: the child is untrusted too
@@ -69,18 +79,7 @@ def viewer_of(request: web.Request) -> Viewer:
     """The caller as a job's owner check sees it: the kernel's uid, on this host or not, and (asked
     only for root without a credential) whether its process belongs to a job."""
     caller = caller_of(request)
-
-    async def in_job() -> bool:
-        transport = request.transport
-        peer = transport.get_extra_info("peername") if transport is not None else None
-        local = transport.get_extra_info("sockname") if transport is not None else None
-        if not peer or not local:
-            return True
-        found = owner_of((str(peer[0]), int(peer[1])), (str(local[0]), int(local[1])))
-        roots = request.app[LAUNCHER].job_roots()
-        return await request.app[EXECUTOR].run(socket_in_job, found[1] if found else None, roots)
-
-    return Viewer(caller.uid, caller.loopback and is_loopback_peer(request.remote), in_job)
+    return Viewer(caller.uid, caller.loopback and is_loopback_peer(request.remote), lambda: peer_in_job(request))
 
 
 @routes.get("/jobs/{job_id}")

@@ -16,6 +16,7 @@ from roost.http.bodies.referee import parse_deregister, parse_register, parse_sp
 from roost.http.caller import caller_of
 from roost.http.context import EXECUTOR, KEYS, LAUNCHER, METRICS, REFEREE, SETTINGS
 from roost.http.middleware import json_ok, read_json
+from roost.http.peerjob import UNKNOWN, peer_job_root
 from roost.observe.jobspans import decided, spawn_decision
 from roost.services.launcher.tickets import is_ticket
 from roost.services.referee.registration import RegisterCaller
@@ -23,7 +24,7 @@ from roost.services.sessionwatch import pid_holds_connection
 from roost.system.fsutil import dir_identity
 from roost.system.procstart import process_identity, process_owner
 
-__all__ = ["routes"]
+__all__ = ["REGISTER_IN_JOB", "routes"]
 
 routes = web.RouteTableDef()
 log = structlog.get_logger("roost.referee")
@@ -91,6 +92,8 @@ async def register(request: web.Request) -> web.Response:
             log.info("register_pid_unverified", pid=pid)
             req = req.model_copy(update={"pid": None})
     approval, uid, job_id = request.headers.get(APPROVAL_HEADER), caller_of(request).uid, None
+    if approval is None and caller_of(request).loopback:
+        job_id = await _own_job(request, req.name, req.version)
     try:
         if approval is not None and is_ticket(approval.strip()):
             # A top-level job's child on another node: registered top-level, as the job's uid.
@@ -103,10 +106,13 @@ async def register(request: web.Request) -> web.Response:
     if _rec.workdir is not None and _local_session(request, _rec.job_id):
         # What the workdir is now, reached with no link: every later walk beneath it must find
         # the same directory (docs/security.md, "Workdirs").
+        # Durable before the credential leaves: nothing can mint as the session before then.
         try:
-            _rec.workdir_id = await executor.run(dir_identity, _rec.workdir)
+            identity = await executor.run(dir_identity, _rec.workdir)
         except OSError:
             log.warning("workdir_identity_unreadable", session_id=_rec.session_id)
+        else:
+            await referee.record_workdir_id(_rec, identity)
     # The session's door checks the daemon's seals with this key (docs/security.md).
     answer = {"credential": credential, "door_key": request.app[KEYS].door_key_for(_rec.session_id).hex()}
     job = request.app[LAUNCHER].jobs.get(_rec.job_id) if _rec.job_id is not None else None
@@ -116,6 +122,37 @@ async def register(request: web.Request) -> web.Response:
         # node is reached through that node's keeper (roost/backends/ray/doors.py).
         answer["completion_delivery"] = "launcher"
     return json_ok(answer)
+
+
+REGISTER_IN_JOB = (
+    "a process inside a job registers no top-level session of its own: only the job's own capsule "
+    "registers, once, as it starts; a capsule delegates through its host socket (roost-capsule delegate)"
+)
+
+
+async def _own_job(request: web.Request, name: str, version: str) -> str | None:
+    """A top-level registration from a process inside a job: the id of that job when this is the
+    job's own registration (a top-level job still starting, of these coordinates, with no session
+    yet); refused otherwise, since its credential would act outside the capsule's own spawn
+    envelope (docs/security.md, threat E4). None for a caller inside no job (or one the kernel
+    cannot place: no sock_diag, no check)."""
+    root = await peer_job_root(request)
+    if root is None or root == UNKNOWN:
+        return None
+    launcher, table = request.app[LAUNCHER], request.app[REFEREE].table
+    job = next((j for j in launcher.jobs.values() if j.pid == root and j.node is None and not j.final), None)
+    own = (
+        job is not None
+        and job.parent_id is None
+        and job.state == "starting"
+        and job.session_id is None
+        and (job.name, job.version) == (name, version)
+        and not any(rec.job_id == job.job_id for rec in table.iter_running())
+    )
+    if job is None or not own:
+        log.warning("register_refused_in_job", job_id=job.job_id if job is not None else None)
+        raise Refused(REGISTER_IN_JOB, "in_job")
+    return job.job_id
 
 
 def _local_session(request: web.Request, job_id: str | None) -> bool:

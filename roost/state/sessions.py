@@ -33,6 +33,8 @@ __all__ = [
     "SessionTable",
     "Slot",
     "Trust",
+    "identity_columns",
+    "identity_from_columns",
 ]
 
 Trust = Literal["trusted", "untrusted"]
@@ -66,8 +68,8 @@ class SessionRecord:
     containment: str | None = None
     """The class the session's host achieved (advisory|scoped|sealed), as told at register."""
     workdir_id: tuple[int, int] | None = None
-    """(dev, inode) of the workdir as checked at register, on this host (not persisted: a session
-    re-loaded after a restart is walked without links but not compared)."""
+    """(dev, inode) of the workdir as checked at register, on this host (stored with the session,
+    so one reloaded after a restart is compared too; None: not taken, or a node's workdir)."""
     formation_id: str | None = None
     """The formation the session belongs to (``MURMUR_FORMATION_ID``; roost/core/formation.py)."""
 
@@ -105,7 +107,30 @@ class SessionRecord:
             uid=row["uid"],
             containment=row["containment"],
             formation_id=row["formation_id"],
+            workdir_id=identity_from_columns(row["workdir_dev"], row["workdir_ino"]),
         )
+
+
+_U64: Final = 1 << 64
+
+
+def _signed(value: int) -> int:
+    """An unsigned 64-bit ``st_dev``/``st_ino`` as SQLite's signed INTEGER holds it."""
+    return value - _U64 if value >= 1 << 63 else value
+
+
+def identity_columns(identity: tuple[int, int] | None) -> tuple[int | None, int | None]:
+    """``workdir_id`` as the ``(workdir_dev, workdir_ino)`` columns store it."""
+    if identity is None:
+        return None, None
+    return _signed(identity[0]), _signed(identity[1])
+
+
+def identity_from_columns(dev: int | None, ino: int | None) -> tuple[int, int] | None:
+    """The ``workdir_id`` the two stored columns hold (None unless both were written)."""
+    if dev is None or ino is None:
+        return None
+    return dev % _U64, ino % _U64
 
 
 class Reservation(NamedTuple):

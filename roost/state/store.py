@@ -202,6 +202,12 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE jobs ADD COLUMN run_uid INTEGER;
     """,
+    # 12: the (device, inode) of a session's workdir as checked at register (NULL: not taken),
+    # so a session reloaded after a restart still refuses a workdir swapped for another.
+    """
+    ALTER TABLE sessions ADD COLUMN workdir_dev INTEGER;
+    ALTER TABLE sessions ADD COLUMN workdir_ino INTEGER;
+    """,
 ]
 
 # The WAL is truncated back to this after each checkpoint, whatever its high-water mark was.

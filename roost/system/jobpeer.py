@@ -30,6 +30,7 @@ __all__ = [
     "peer_pid",
     "process_in_job",
     "socket_in_job",
+    "socket_job_root",
 ]
 
 
@@ -166,13 +167,20 @@ def _holds(pid: int, target: str) -> bool:
     return False
 
 
-def socket_in_job(inode: int | None, roots: Collection[int]) -> bool:
-    """Whether a process of a job (below one of ``roots``) holds the socket ``inode`` (the other
-    end of a TCP connection, found by sock_diag). An unknown inode counts as inside."""
-    if inode is None:
-        return True
+def socket_job_root(inode: int, roots: Collection[int]) -> int | None:
+    """The one of ``roots`` whose process tree holds the socket ``inode`` (the other end of a TCP
+    connection, found by sock_diag), or None."""
     if not roots:
-        return False
+        return None
     target = f"socket:[{inode}]"
     children = _children()
-    return any(_holds(pid, target) for root in roots for pid in _tree(root, children))
+    for root in roots:
+        if any(_holds(pid, target) for pid in _tree(root, children)):
+            return root
+    return None
+
+
+def socket_in_job(inode: int | None, roots: Collection[int]) -> bool:
+    """Whether a process of a job (below one of ``roots``) holds the socket ``inode``. An unknown
+    inode counts as inside."""
+    return inode is None or socket_job_root(inode, roots) is not None

@@ -1,8 +1,10 @@
 """The schema's upgrades at a real SQLite file: a database left at schema 9 (each job's
 ``traceparent``) gains the formation columns of schema 10 and the run-as uid of schema 11, one
 left at schema 10 gains schema 11's, and each keeps what it held; the job repository writes and
-reads every column of the final schema; a schema past the last one this release knows is refused,
-not opened (docs/operations.md, exit 8)."""
+reads every column of the final schema; a database left at schema 11 gains schema 12's workdir
+identity of each session, its old sessions read back with none and a new one's (an inode past
+2**63 included) round-trips to what start-up loads; a schema past the last one this release knows
+is refused, not opened (docs/operations.md, exit 8)."""
 
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ import pytest
 
 from roost.core.jobs import Job
 from roost.state.repos.jobs import COLUMNS, JobRepository
+from roost.state.repos.sessions import SessionRepository
 from roost.state.store import MIGRATIONS, Store, StoreTooNew, _split_sql
 from roost.system.blocking import BlockingExecutor
+from tests.support.records import running_session
 from tests.unit.test_job_node import job
 
 TRACEPARENT = "00-" + "a" * 32 + "-" + "b" * 16 + "-01"
@@ -84,13 +88,44 @@ def test_an_older_database_gains_the_later_columns_and_keeps_what_it_held(tmp_pa
             await store.close()
 
     was, new, job_columns, session_columns, version = asyncio.run(reopen())
-    assert version == len(MIGRATIONS) == 11
+    assert version == len(MIGRATIONS) == 12
     assert sorted(job_columns) == sorted(COLUMNS)
     assert "formation_id" in session_columns
     assert was is not None and was.traceparent == TRACEPARENT and was.formation_id == formation
     assert was.run_uid is None and was.process_uid == was.uid
     assert new is not None and new.traceparent == TRACEPARENT and new.formation_id == FORMATION
     assert new.run_uid == RUN_UID and new.process_uid == RUN_UID
+
+
+def test_a_schema_11_database_gains_each_sessions_workdir_identity(tmp_path: Path) -> None:
+    db = tmp_path / "roost.db"
+    _database_at(db, 11)
+    # What release 11 wrote for a session: every column it had, no workdir identity.
+    sql, values = SessionRepository.insert_op(running_session("ses_old", None))
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute(sql.replace(", workdir_dev, workdir_ino)", ")").replace("?,?,?)", "?)"), values[:-2])
+    conn.close()
+    big = (2**64 - 3, 2**63 + 5)  # st_dev/st_ino are unsigned 64-bit; SQLite's INTEGER is signed
+
+    async def reopen() -> tuple[dict[str, tuple[int, int] | None], list[str], int]:
+        store = Store(db, BlockingExecutor())
+        await store.open()
+        try:
+            repo = SessionRepository(store)
+            first, second = running_session("ses_new", None), running_session("ses_big", None)
+            first.workdir_id = (2049, 131077)  # set before the insert: written by it
+            await store.commit([repo.insert_op(first), repo.insert_op(second)])
+            second.workdir_id = big  # taken after the insert (the route's order): written by its update
+            await store.commit([repo.workdir_id_op(second)])
+            loaded = {rec.session_id: rec.workdir_id for rec in repo.live_sync()}
+            return loaded, _columns(store, "sessions"), int(store.rows("PRAGMA user_version")[0][0])
+        finally:
+            await store.close()
+
+    loaded, columns, version = asyncio.run(reopen())
+    assert version == len(MIGRATIONS) == 12
+    assert {"workdir_dev", "workdir_ino"} <= set(columns)
+    assert loaded == {"ses_old": None, "ses_new": (2049, 131077), "ses_big": big}
 
 
 def test_a_schema_past_the_last_migration_is_refused_untouched(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """A hostile contained capsule, launched as root by the operator, probes what it can reach.
 
 It does not read our tests: it looks for the admin socket in the state dir, for other sessions'
-host sockets in ``/proc/net/unix``, asks the daemon about another job over TCP, reads its own
+host sockets in ``/proc/net/unix``, asks the daemon about another job over TCP and for a top-level
+launch of its own (outside its spawn envelope), reads its own
 capabilities, and tries the scheduler on a root process outside its sandbox and ``memfd`` exec.
 Each is what was seen to work before (docs/security.md, threat E4/E5); each must now be refused.
 """
@@ -17,6 +18,8 @@ import pytest
 
 from roost.capsule.probe import probe_host
 from roost.core.authz import ADMIN_IN_JOB, NOT_ENTRYPOINT
+from roost.http.job_routes import LAUNCH_IN_JOB
+from roost.http.referee_routes import REGISTER_IN_JOB
 from roost.observe.tracelines import read_trace, trace_path
 from tests.support.launcher import wait_for
 from tests.support.registry import RegistryBuilder
@@ -76,12 +79,18 @@ for i, p in enumerate(socks):
     attempt(f"other_share_{i}", lambda p=p: over_unix(p, "POST", "/share", share))
 get = json.dumps({"peer_url": "http://127.0.0.1:9", "task_id": "t"})
 attempt("own_socket", lambda: over_unix(mine, "POST", "/get", get))
-def tcp(path, method="GET"):
+def tcp(path, method="GET", body=None):
     c = http.client.HTTPConnection("127.0.0.1", t["port"], timeout=10)
-    c.request(method, path)
-    return c.getresponse().status
+    c.request(method, path, body=body, headers={"content-type": "application/json"})
+    r = c.getresponse()
+    return r.status if body is None else f"{r.status} {r.read().decode()[:300]}"
 attempt("tcp_other_job", lambda: tcp("/jobs/" + t["other_job"]))
 attempt("tcp_cancel_other_job", lambda: tcp("/jobs/" + t["other_job"] + "/cancel", "POST"))
+top = json.dumps({"name": "sleeper", "version": "0.1.0", "task": "x"})
+attempt("tcp_launch_top_level", lambda: tcp("/jobs", "POST", top))
+# ...nor a top-level session of its own, whose credential would launch what it is not allowed.
+reg = {"session_id": "ses_" + os.urandom(8).hex(), "name": "sleeper", "version": "0.1.0", "workdir": os.getcwd()}
+attempt("tcp_register_top_level", lambda: tcp("/register", "POST", json.dumps(reg)))
 def prio(pid):
     if libc.setpriority(0, pid, 10) != 0:
         raise OSError(ctypes.get_errno(), "setpriority")
@@ -130,22 +139,29 @@ async def test_a_hostile_scoped_capsule_of_root_reaches_nothing_it_was_not_given
     cap_eff, cap_prm, cap_bnd, cap_amb, nnp = res["caps"]
     assert int(cap_eff, 16) == int(cap_prm, 16) == int(cap_bnd, 16) == int(cap_amb, 16) == 0, res["caps"]
     assert nnp == "1"
-    assert res["admin_config"] == f"ALLOWED 403 {json.dumps({'error': ADMIN_IN_JOB}, separators=(',', ':'))}", res
-    assert res["admin_cancel"] == f"ALLOWED 403 {json.dumps({'error': ADMIN_IN_JOB}, separators=(',', ':'))}", res
+    assert res["admin_config"] == res["admin_cancel"] == _refused(ADMIN_IN_JOB), res
     assert res["found_other_host_sockets"] >= 1, res
     others = [v for k, v in res.items() if k.startswith("other_share_")]
-    assert others and all(
-        v == f"ALLOWED 403 {json.dumps({'error': NOT_ENTRYPOINT}, separators=(',', ':'))}" for v in others
-    ), res
+    assert others and all(v == _refused(NOT_ENTRYPOINT) for v in others), res
     # Its own host socket still forwards for it (the daemon's own refusal of that peer comes back).
     assert res["own_socket"].startswith("ALLOWED 403") and "network policy" in res["own_socket"], res
     assert res["tcp_other_job"] == "ALLOWED 404" and res["tcp_cancel_other_job"] == "ALLOWED 404", res
+    # No top-level launch for it either: that would be a capsule outside its own spawn envelope.
+    assert res["tcp_launch_top_level"] == _refused(LAUNCH_IN_JOB), res
+    assert res["tcp_register_top_level"] == _refused(REGISTER_IN_JOB), res
+    assert not [r for r in d.roost.table.iter_running() if r.job_id is None]  # no session of its own
+    assert sorted(j.name for j in d.roost.launcher.jobs.values()) == ["hostile", "sleeper"]
     assert res["renice_outside"].startswith("denied") and res["pin_outside"].startswith("denied"), res
     assert res["renice_self"] == "ALLOWED 0", res
     assert res["memfd"].startswith("denied"), res
     assert os.getpriority(os.PRIO_PROCESS, 0) == before and os.sched_getaffinity(0) == affinity
     assert d.roost.launcher.jobs[other["job_id"]].state == "running"
     assert (await d.call("POST", f"/jobs/{other['job_id']}/cancel"))[0] == 200
+
+
+def _refused(sentence: str) -> str:
+    """What the probe records for a 403 with ``sentence`` (the daemon's compact JSON)."""
+    return f"ALLOWED 403 {json.dumps({'error': sentence}, separators=(',', ':'))}"
 
 
 def _limit_evidence(job: dict[str, Any], name: str) -> tuple[object, object]:

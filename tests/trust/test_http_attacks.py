@@ -8,7 +8,9 @@ compressed body; a relay told to dial the daemon itself. docs/security.md, "Who 
 
 from __future__ import annotations
 
+import asyncio
 import gzip
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from trust.attacker import NOBODY, owned_dir, request_as, system_python
 
 from a2a.door import Door, TaskOutcome
 from roost.core.egress import own_refusal
+from roost.http import middleware
 from tests.support.daemon import RunningDaemon
 from tests.support.doorserve import serve_door
 from tests.support.launcher import DOUBLE
@@ -129,6 +132,35 @@ async def test_a_corrupt_compressed_body_is_a_400_sentence(daemon: RunningDaemon
         ) as resp,
     ):
         assert resp.status == 200, await resp.text()
+
+
+@pytest.mark.slow
+async def test_a_trickled_body_is_cut_off_at_the_deadline(daemon: RunningDaemon, monkeypatch: Any) -> None:
+    """A client that sends a request head, then its body a byte at a time and never all of it:
+    408 with the sentence and ``Connection: close`` once the body deadline passes, and the
+    connection ends within aiohttp's lingering read (10 s) although the client keeps trickling."""
+    monkeypatch.setattr(middleware, "BODY_DEADLINE_SECS", 1.0)  # 30 s in production
+    reader, writer = await asyncio.open_connection("127.0.0.1", daemon.port)
+    writer.write(b"POST /register HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n")
+    writer.write(b"Content-Length: 200\r\n\r\n{")
+    await writer.drain()
+
+    async def trickle() -> None:
+        for _ in range(100):
+            await asyncio.sleep(0.25)
+            writer.write(b" ")
+            await writer.drain()
+
+    dripping = asyncio.create_task(trickle())
+    try:
+        # To EOF within 15 s: the trickle alone lasts 25 s and never completes the body.
+        answer = await asyncio.wait_for(reader.read(), 15)
+    finally:
+        dripping.cancel()
+        writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408") and b"Connection: close" in head, answer
+    assert json.loads(body) == {"error": middleware.SLOW_BODY}, body
 
 
 async def test_the_relay_never_dials_the_daemon_itself(daemon_factory: Any, registry: RegistryBuilder) -> None:

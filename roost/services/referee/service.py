@@ -340,6 +340,12 @@ class Referee:
         starts watching)."""
         return self.registrar.on_registered
 
+    async def record_workdir_id(self, rec: SessionRecord, identity: tuple[int, int]) -> None:
+        """Hold the workdir identity taken at register with the session and make it durable, so
+        the peer plane compares it after a restart too (docs/security.md, "Workdirs")."""
+        rec.workdir_id = identity
+        await self.store.commit([self.sessions.workdir_id_op(rec)])
+
     # -- POST /deregister ------------------------------------------------------------------
     async def deregister(self, credential: str | None, req: DeregisterRequest) -> SessionRecord:
         rec = self.authenticate(credential)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from roost.core.wire import ACTIVE_JOB_STATES
-from roost.state.sessions import SessionRecord
+from roost.state.sessions import SessionRecord, identity_columns
 from roost.state.store import Op, Store
 
 __all__ = ["SessionRepository"]
@@ -11,11 +11,12 @@ __all__ = ["SessionRepository"]
 INSERT = (
     "INSERT INTO sessions (session_id, name, version, sha256, status, parent_id, depth_remaining,"
     " envelope, manifest, trust, cred_nonce, handle_salt, workdir, pid, pid_start, capsule_url,"
-    " job_id, created_ms, ended_ms, uid, containment, formation_id)"
-    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    " job_id, created_ms, ended_ms, uid, containment, formation_id, workdir_dev, workdir_ino)"
+    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 SET_STATUS = "UPDATE sessions SET status = ?, ended_ms = ?, end_reason = ? WHERE session_id = ?"
 SET_JOB = "UPDATE sessions SET job_id = ? WHERE session_id = ?"
+SET_WORKDIR_ID = "UPDATE sessions SET workdir_dev = ?, workdir_ino = ? WHERE session_id = ?"
 BY_ID = "SELECT * FROM sessions WHERE session_id = ?"
 # Only what is live: running sessions, and the ended ones an unfinished job still names (its
 # child's own record of how it ended, or its parent).
@@ -74,6 +75,7 @@ class SessionRepository:
                 rec.uid,
                 rec.containment,
                 rec.formation_id,
+                *identity_columns(rec.workdir_id),
             ),
         )
 
@@ -81,6 +83,11 @@ class SessionRepository:
     def status_op(rec: SessionRecord) -> Op:
         """The session's end (status, when, why)."""
         return (SET_STATUS, (rec.status, rec.ended_ms, rec.end_reason, rec.session_id))
+
+    @staticmethod
+    def workdir_id_op(rec: SessionRecord) -> Op:
+        """The workdir's identity as taken at register (``SessionRecord.workdir_id``)."""
+        return (SET_WORKDIR_ID, (*identity_columns(rec.workdir_id), rec.session_id))
 
     @staticmethod
     def job_op(session_id: str, job_id: str) -> Op:
