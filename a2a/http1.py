@@ -261,21 +261,34 @@ PeerCheck = Callable[[str, int], str | None]
 
 class _StreamConnection(_Connection):
     """A connection whose answer's body is handed on as it arrives, for one streamed exchange:
-    :meth:`exchange` returns at the end of the head; the body's pieces then go to ``chunks``
-    (None at its end, an exception if the connection broke first). Reading pauses while
-    :data:`STREAM_HIGH` pieces wait, so a slow reader holds the peer back instead of memory."""
+    :meth:`exchange` returns at the end of the head; the body's pieces then wait in ``pieces``
+    until :meth:`StreamAnswer.chunks` takes them (every piece waiting, joined, at once), and
+    ``ended`` says how the body ended (None at its end, an exception if the connection broke
+    first). Reading pauses while :data:`STREAM_HIGH` pieces wait, so a slow reader holds the peer
+    back instead of memory."""
 
-    chunks: asyncio.Queue[bytes | BaseException | None]
+    pieces: list[bytes]
+    ended: BaseException | bool | None
+    """False while the body goes on; then None (read to its end) or the exception that ended it."""
     content_type: str | None
+    ready: asyncio.Future[None] | None
+    """Set by a reader waiting for a piece or the end; resolved when one comes."""
     _streaming: bool
     paused: bool
 
     def _reset(self) -> None:
         super()._reset()
-        self.chunks = asyncio.Queue()
+        self.pieces = []
+        self.ended = False
+        self.ready = None
         self.content_type = None
         self._streaming = False
         self.paused = False
+
+    def _wake(self) -> None:
+        ready = self.ready
+        if ready is not None and not ready.done():
+            ready.set_result(None)
 
     def data_received(self, data: bytes) -> None:
         if not self._streaming:
@@ -308,8 +321,9 @@ class _StreamConnection(_Connection):
         if not self._streaming:
             super().on_body(body)
             return
-        self.chunks.put_nowait(bytes(body))
-        if self.chunks.qsize() >= STREAM_HIGH and not self.paused and self.transport is not None:
+        self.pieces.append(bytes(body))
+        self._wake()
+        if len(self.pieces) >= STREAM_HIGH and not self.paused and self.transport is not None:
             self.paused = True
             self.transport.pause_reading()
 
@@ -319,7 +333,8 @@ class _StreamConnection(_Connection):
             return
         self._streaming = False
         self.reusable = self._parser.should_keep_alive() and self._framed  # for the next stream
-        self.chunks.put_nowait(None)
+        self.ended = None
+        self._wake()
         if not self.reusable:
             self.close()
 
@@ -333,13 +348,23 @@ class _StreamConnection(_Connection):
     def _end(self, item: BaseException | None) -> None:
         if self._streaming:
             self._streaming = False
-            self.chunks.put_nowait(item)
+            self.ended = item
+            self._wake()
         self.close()
 
-    def resume(self) -> None:
-        if self.paused and self.chunks.qsize() <= STREAM_HIGH // 4 and self.transport is not None:
+    def take(self) -> bytes:
+        """Every piece waiting, joined; reading resumes if it was paused."""
+        pieces = self.pieces
+        self.pieces = []
+        if self.paused and self.transport is not None:
             self.paused = False
             self.transport.resume_reading()
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
+def _time_out(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_exception(TimeoutError())
 
 
 class StreamAnswer:
@@ -356,24 +381,33 @@ class StreamAnswer:
         self._released = False
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        """The body's pieces in order; TimeoutError when none came for the idle timeout, an
-        OSError when the connection broke before the body's end."""
+        """The body's pieces in order (whatever arrived together comes as one piece); TimeoutError
+        when none came for the idle timeout, an OSError when the connection broke before the
+        body's end."""
         conn = self._conn
-        queue = conn.chunks
         whole = False
+        loop = asyncio.get_running_loop()
         try:
             while True:
-                try:
-                    item = await asyncio.wait_for(queue.get(), self._idle)
-                except TimeoutError:
-                    raise TimeoutError(f"the peer sent nothing for {self._idle:g} s") from None
-                conn.resume()
-                if item is None:
+                if conn.pieces:
+                    yield conn.take()
+                    continue
+                ended = conn.ended
+                if ended is None:
                     whole = True
                     return
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
+                if ended is not False:
+                    assert isinstance(ended, BaseException)
+                    raise ended
+                ready = conn.ready = loop.create_future()
+                timer = loop.call_later(self._idle, _time_out, ready)
+                try:
+                    await ready
+                except TimeoutError:
+                    raise TimeoutError(f"the peer sent nothing for {self._idle:g} s") from None
+                finally:
+                    timer.cancel()
+                    conn.ready = None
         finally:
             if whole and conn.reusable and not conn.closed:  # read to its end: kept for the next stream
                 self._released = True
