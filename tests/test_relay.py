@@ -479,3 +479,33 @@ async def test_a_streamed_send_is_refused_as_a_plain_one(relay_daemon: RunningDa
     )
     assert status == 502 and body["error"].startswith("could not reach http://127.0.0.1:9/")
     assert not [r for r in _trace(tmp_path / "t", sid) if r["event_type"] == "a2a_send"]
+
+
+async def test_a_streamed_send_keeps_an_idle_stream_alive_with_heartbeats(
+    relay_daemon: RunningDaemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the peer's task runs and nothing comes, the relay writes heartbeat comments to the
+    sender; the updates that follow still arrive, each once, and the stream ends after the last."""
+    from roost.http import relay_routes
+
+    monkeypatch.setattr(relay_routes, "DEFAULT_HEARTBEAT_SECS", 0.05)
+    d = relay_daemon
+    _, cred = await _session(d, "sender", tmp_path / "s")
+    async with peer_door(block=True) as peer:
+        body = {"peer_url": peer.url, "text": "slow"}
+        headers = {CRED: cred, "Accept": "text/event-stream"}
+        async with d.http.post(d.url + "/a2a/send", json=body, headers=headers) as resp:
+            assert resp.status == 200 and resp.content_type == "text/event-stream"
+            first = await asyncio.wait_for(resp.content.readline(), 10)
+            assert json.loads(first.removeprefix(b"data: "))["kind"] == "task"
+            beats = 0
+            while beats < 3:  # heartbeats keep coming while the task is held
+                line = await asyncio.wait_for(resp.content.readline(), 10)
+                if line == b": heartbeat\n":
+                    beats += 1
+            peer.release.set()
+            rest = (await asyncio.wait_for(resp.content.read(), 10)).decode()
+    events = [json.loads(x.removeprefix("data: ")) for x in rest.split("\n") if x.startswith("data: ")]
+    assert events and events[-1]["kind"] == "status" and events[-1]["final"] is True
+    assert events[-1]["state"] == "completed"
+    assert [e["text"] for e in events if e["kind"] == "artifact"] == ["echo: slow"]

@@ -56,35 +56,50 @@ async def a2a_send(request: web.Request) -> web.StreamResponse:
 async def _send_stream(request: web.Request, req: SendRequest) -> web.StreamResponse:
     """The streamed send: refusals before the peer's Task are the usual JSON answers (raised to the
     middleware); then one SSE event per item, and a heartbeat comment whenever nothing was written
-    for a while (one timer task per stream, not one task per event)."""
+    for a while. One timer per stream watches for that, not a task: it is re-armed only when it
+    fires (at the last write's time plus the interval), and a task writes a heartbeat only when
+    one is due, so a stream that ends before the interval costs no task at all."""
     headers = request.headers
     items = request.app[RELAY].send_stream(headers.get(CREDENTIAL_HEADER), req, headers.get(TASK_TRUST_HEADER))
     first = await anext(items)
     response = web.StreamResponse(status=200, headers=SSE_HEADERS)
     loop = asyncio.get_running_loop()
     last_write = loop.time()
-
-    async def heartbeats() -> None:
-        nonlocal last_write
-        while True:
-            await asyncio.sleep(max(0.0, last_write + DEFAULT_HEARTBEAT_SECS - loop.time()))
-            if loop.time() - last_write >= DEFAULT_HEARTBEAT_SECS:
-                last_write = loop.time()
-                await response.write(HEARTBEAT)
-
+    timer: asyncio.TimerHandle | None = None
     beating: asyncio.Task[None] | None = None
+
+    async def heartbeat() -> None:
+        with contextlib.suppress(ConnectionError):
+            await response.write(HEARTBEAT)
+
+    def due() -> None:
+        nonlocal last_write, timer, beating
+        now = loop.time()
+        if now - last_write >= DEFAULT_HEARTBEAT_SECS:
+            last_write = now  # a heartbeat still being written (a slow reader) counts as this one
+            if beating is None or beating.done():
+                beating = loop.create_task(heartbeat())
+        timer = loop.call_at(last_write + DEFAULT_HEARTBEAT_SECS, due)
+
     try:
         await response.prepare(request)
         await response.write(_event(first))
-        beating = asyncio.create_task(heartbeats())
+        last_write = loop.time()
+        timer = loop.call_at(last_write + DEFAULT_HEARTBEAT_SECS, due)
         async for item in items:
             last_write = loop.time()
             await response.write(_event(item))
+        timer.cancel()
+        timer = None
+        if beating is not None:
+            await beating  # a heartbeat being written finishes before the end of the stream
         await response.write_eof()
     except ConnectionError:
         pass  # the sender went away: the peer's task goes on
     finally:
-        if beating is not None:
+        if timer is not None:
+            timer.cancel()
+        if beating is not None and not beating.done():
             beating.cancel()
             with contextlib.suppress(asyncio.CancelledError, ConnectionError):
                 await beating
