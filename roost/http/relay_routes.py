@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable
 from typing import TypeVar
 
+import orjson
 from aiohttp import web
 
 from a2a.sse import DEFAULT_HEARTBEAT_SECS, HEARTBEAT, SSE_HEADERS, accepts_event_stream
@@ -108,7 +109,13 @@ async def _send_stream(request: web.Request, req: SendRequest) -> web.StreamResp
 
 
 def _event(item: dict[str, object]) -> bytes:
-    return b"data: " + json.dumps(item, separators=(",", ":")).encode() + b"\n\n"
+    """One SSE event, its JSON compact as a plain send's answer (:func:`json_ok`) is; the stdlib
+    writes what orjson cannot (a lone surrogate a peer's text may carry)."""
+    try:
+        data = orjson.dumps(item)
+    except orjson.JSONEncodeError:
+        data = json.dumps(item, separators=(",", ":")).encode()
+    return b"data: " + data + b"\n\n"
 
 
 @routes.post("/a2a/tasks/get")
