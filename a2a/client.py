@@ -280,6 +280,21 @@ class A2AClient:
             "stream", url, lambda d: {"message": dump_message(message, d)}, dialect, headers, idle_timeout
         )
 
+    def stream_message_batches(
+        self,
+        url: str,
+        message: Message,
+        *,
+        dialect: Dialect | None = None,
+        headers: Mapping[str, str] | None = None,
+        idle_timeout: float = STREAM_IDLE_SECS,
+    ) -> AsyncGenerator[list[Task | TaskEvent], None]:
+        """:meth:`stream_message`, the items that arrived together in one list (never empty): for a
+        consumer that passes them on, so it can pass on each list at once, as they came."""
+        return self._stream_batches(
+            "stream", url, lambda d: {"message": dump_message(message, d)}, dialect, headers, idle_timeout
+        )
+
     def subscribe(
         self,
         url: str,
@@ -301,6 +316,23 @@ class A2AClient:
         extra_headers: Mapping[str, str] | None,
         idle_timeout: float,
     ) -> AsyncGenerator[Task | TaskEvent, None]:
+        batches = self._stream_batches(op, url, params, dialect, extra_headers, idle_timeout)
+        try:
+            async for batch in batches:
+                for item in batch:
+                    yield item
+        finally:
+            await batches.aclose()
+
+    async def _stream_batches(
+        self,
+        op: str,
+        url: str,
+        params: Callable[[Dialect], dict[str, Any]],
+        dialect: Dialect | None,
+        extra_headers: Mapping[str, str] | None,
+        idle_timeout: float,
+    ) -> AsyncGenerator[list[Task | TaskEvent], None]:
         shown, d = await self._target(url, dialect)
         target = normalize_peer_url(shown)
         if self.route is not None and self.route(target, {}) is not None:
@@ -328,14 +360,22 @@ class A2AClient:
             parser = SseParser()
             try:
                 async for chunk in answer.chunks():
-                    for data in parser.feed(chunk):
-                        result = jsonrpc.read_result(data, shown)
-                        try:
-                            yield parse_event(result)
-                        except ValueError as exc:
-                            raise errors.InvalidResponse(
-                                shown, f"a stream item is not valid ({_first_line(exc)})"
-                            ) from None
+                    batch: list[Task | TaskEvent] = []
+                    try:
+                        for data in parser.feed(chunk):
+                            result = jsonrpc.read_result(data, shown)
+                            try:
+                                batch.append(parse_event(result))
+                            except ValueError as exc:
+                                raise errors.InvalidResponse(
+                                    shown, f"a stream item is not valid ({_first_line(exc)})"
+                                ) from None
+                    except Exception:
+                        if batch:  # the items before the bad one are delivered first, as they came
+                            yield batch
+                        raise
+                    if batch:
+                        yield batch
             except OSError as exc:
                 raise errors.PeerUnreachable(shown, _reason(exc, idle_timeout)) from None
             except ValueError as exc:  # an event past the size bound

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import orjson
 from aiohttp import web
@@ -56,13 +56,14 @@ async def a2a_send(request: web.Request) -> web.StreamResponse:
 
 async def _send_stream(request: web.Request, req: SendRequest) -> web.StreamResponse:
     """The streamed send: refusals before the peer's Task are the usual JSON answers (raised to the
-    middleware); then one SSE event per item, and a heartbeat comment whenever nothing was written
-    for a while. One timer per stream watches for that, not a task: it is re-armed only when it
-    fires (at the last write's time plus the interval), and a task writes a heartbeat only when
-    one is due, so a stream that ends before the interval costs no task at all."""
+    middleware); then one SSE event per item (the items that arrived together in one write), and
+    a heartbeat comment whenever nothing was written for a while. One timer per stream watches for
+    that, not a task: it is re-armed only when it fires (at the last write's time plus the
+    interval), and a task writes a heartbeat only when one is due, so a stream that ends before
+    the interval costs no task at all."""
     headers = request.headers
     items = request.app[RELAY].send_stream(headers.get(CREDENTIAL_HEADER), req, headers.get(TASK_TRUST_HEADER))
-    first = await anext(items)
+    first = await anext(items)  # the peer's Task arrived (and whatever came with it)
     response = web.StreamResponse(status=200, headers=SSE_HEADERS)
     loop = asyncio.get_running_loop()
     last_write = loop.time()
@@ -84,12 +85,12 @@ async def _send_stream(request: web.Request, req: SendRequest) -> web.StreamResp
 
     try:
         await response.prepare(request)
-        await response.write(_event(first))
+        await response.write(_events(first))
         last_write = loop.time()
         timer = loop.call_at(last_write + DEFAULT_HEARTBEAT_SECS, due)
-        async for item in items:
+        async for batch in items:  # what arrived together is written together, as the door writes it
             last_write = loop.time()
-            await response.write(_event(item))
+            await response.write(_events(batch))
         timer.cancel()
         timer = None
         if beating is not None:
@@ -108,7 +109,12 @@ async def _send_stream(request: web.Request, req: SendRequest) -> web.StreamResp
     return response
 
 
-def _event(item: dict[str, object]) -> bytes:
+def _events(items: list[dict[str, Any]]) -> bytes:
+    """SSE events, one per item."""
+    return b"".join(map(_event, items)) if len(items) > 1 else _event(items[0])
+
+
+def _event(item: dict[str, Any]) -> bytes:
     """One SSE event, its JSON compact as a plain send's answer (:func:`json_ok`) is; the stdlib
     writes what orjson cannot (a lone surrogate a peer's text may carry)."""
     try:

@@ -339,17 +339,20 @@ class Relay:
 
     async def send_stream(
         self, credential: str | None, req: SendRequest, task_trust: str | None = None
-    ) -> AsyncGenerator[dict[str, Any], None]:
+    ) -> AsyncGenerator[list[dict[str, Any]], None]:
         """A send whose peer streams (``SendStreamingMessage``): the relay's answer when the peer's
         Task arrives (the ``a2a_send`` record is written then, once), then each update as
-        :func:`stream_item` shows it. Refusals and failures before the Task raise as :meth:`send`'s
-        do; a failure after it is the last item (``kind: "error"``). Its trust is stamped as a
-        plain send's (the lower of the session's and its task's)."""
+        :func:`stream_item` shows it, in lists of the items that arrived together (never empty),
+        so the caller can pass each list on at once. Refusals and failures before the Task raise
+        as :meth:`send`'s do; a failure after it is the last item (``kind: "error"``). Its trust is
+        stamped as a plain send's (the lower of the session's and its task's)."""
         out = self._outgoing(credential, req, "stream", task_trust)
         try:
             endpoint, out = await self._dial(out, req)
-            items = self._a2a.stream_message(endpoint.url, out.message, dialect=endpoint.dialect, headers=out.headers)
-            first = await anext(items)
+            batches = self._a2a.stream_message_batches(
+                endpoint.url, out.message, dialect=endpoint.dialect, headers=out.headers
+            )
+            first, *rest = await anext(batches)
         except StopAsyncIteration:
             raise self._failed(out.span, out.rec.session_id, "stream", NoResult(req.peer_url)) from None
         except (Refused, BadGateway, A2AError) as exc:
@@ -357,13 +360,14 @@ class Relay:
         try:
             if not isinstance(first, Task):
                 raise InvalidResponse(req.peer_url, "the stream did not begin with the task")
-            yield {"kind": "task", **await self._sent(out, req, first, "stream")}
-            async for item in items:
-                yield stream_item(item)
+            sent = {"kind": "task", **await self._sent(out, req, first, "stream")}
+            yield [sent, *map(stream_item, rest)]
+            async for batch in batches:
+                yield [stream_item(item) for item in batch]
         except A2AError as exc:
-            yield {"kind": "error", "error": _failure(exc)[0]}
+            yield [{"kind": "error", "error": _failure(exc)[0]}]
         finally:
-            await items.aclose()
+            await batches.aclose()
 
     async def get(self, credential: str | None, req: A2ATaskRequest, task_trust: str | None = None) -> dict[str, Any]:
         return await self._task_call("get", credential, req, task_trust)

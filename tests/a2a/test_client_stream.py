@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from aiohttp import web
@@ -90,3 +91,34 @@ async def test_a_stream_read_to_its_end_leaves_its_connection_for_the_next() -> 
         await stopped.aclose()  # a consumer that stops early: that connection is closed
         await asyncio.sleep(0.05)
         assert pool.idle_count == 0
+
+
+async def test_items_that_came_together_come_in_order_before_a_bad_one() -> None:
+    """A peer that writes a Task, an update and a bad item in one write: ``stream_message`` gives
+    the two good ones, then raises for the bad one; ``stream_message_batches`` gives the good ones
+    as one list first (what came together), then raises."""
+    task = {"task": {"id": "tsk_1", "contextId": "ctx_1", "status": {"state": "TASK_STATE_WORKING"}}}
+    update = {"statusUpdate": {"taskId": "tsk_1", "contextId": "ctx_1", "status": {"state": "TASK_STATE_WORKING"}}}
+    events = [{"jsonrpc": "2.0", "id": 1, "result": r} for r in (task, update, {"statusUpdate": {"taskId": 3}})]
+    body = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(body)  # one write: the client reads it as one piece
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/", stream)
+    async with serve_app(app) as url, A2AClient() as client:
+        got: list[object] = []
+        with pytest.raises(errors.InvalidResponse, match="a stream item is not valid"):
+            async for item in client.stream_message(url + "/", _message("x", "m1"), dialect="1.0"):
+                got.append(item)
+        assert [type(i) for i in got] == [Task, StatusUpdate]
+        batches: list[list[object]] = []
+        with pytest.raises(errors.InvalidResponse, match="a stream item is not valid"):
+            async for batch in client.stream_message_batches(url + "/", _message("x", "m2"), dialect="1.0"):
+                batches.append(batch)
+        assert [[type(i) for i in b] for b in batches] == [[Task, StatusUpdate]]
