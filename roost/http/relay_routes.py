@@ -64,7 +64,7 @@ async def _send_stream(request: web.Request, req: SendRequest) -> web.StreamResp
     headers = request.headers
     items = request.app[RELAY].send_stream(headers.get(CREDENTIAL_HEADER), req, headers.get(TASK_TRUST_HEADER))
     first = await anext(items)  # the peer's Task arrived (and whatever came with it)
-    response = web.StreamResponse(status=200, headers=SSE_HEADERS)
+    response = _SseResponse(status=200, headers=SSE_HEADERS)
     loop = asyncio.get_running_loop()
     last_write = loop.time()
     timer: asyncio.TimerHandle | None = None
@@ -107,6 +107,14 @@ async def _send_stream(request: web.Request, req: SendRequest) -> web.StreamResp
                 await beating
         await items.aclose()
     return response
+
+
+class _SseResponse(web.StreamResponse):
+    """The stream's response, whose head goes out with its first event in one write: aiohttp's
+    opt-in for buffering the head (its ``Response`` opts in too). The first event is written right
+    after :meth:`prepare`, so nothing waits on it."""
+
+    _send_headers_immediately = False
 
 
 def _events(items: list[dict[str, Any]]) -> bytes:
