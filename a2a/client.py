@@ -34,7 +34,7 @@ import json
 from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 from urllib.parse import urljoin
 
 from multidict import CIMultiDict
@@ -65,6 +65,16 @@ _METHODS: dict[Dialect, dict[str, str]] = {
     },
 }
 STREAM_IDLE_SECS = 60.0  # a stream that sends nothing (not even a heartbeat) for this long has failed
+
+
+class StreamOptions(TypedDict, total=False):
+    """The keyword options of a streamed request (:meth:`A2AClient.stream_message`)."""
+
+    dialect: Dialect | None
+    headers: Mapping[str, str] | None
+    idle_timeout: float
+
+
 ENDPOINT_CACHE = 4096  # peers whose selected interface is remembered; past it, all are read afresh
 IMMEDIATE: dict[Dialect, dict[str, bool]] = {"1.0": {"returnImmediately": True}, "0.3": {"blocking": False}}
 
@@ -276,23 +286,24 @@ class A2AClient:
         """``SendStreamingMessage`` / ``message/stream``: the peer's Task, then its updates as they
         come, until the peer closes the stream (at a terminal or interrupted state). Break out of
         the loop to stop listening; the task goes on at the peer."""
-        return self._stream(
-            "stream", url, lambda d: {"message": dump_message(message, d)}, dialect, headers, idle_timeout
+        return _flat(
+            self._stream_batches(
+                "stream", url, lambda d: {"message": dump_message(message, d)}, dialect, headers, idle_timeout
+            )
         )
 
     def stream_message_batches(
-        self,
-        url: str,
-        message: Message,
-        *,
-        dialect: Dialect | None = None,
-        headers: Mapping[str, str] | None = None,
-        idle_timeout: float = STREAM_IDLE_SECS,
+        self, url: str, message: Message, **options: Unpack[StreamOptions]
     ) -> AsyncGenerator[list[Task | TaskEvent], None]:
-        """:meth:`stream_message`, the items that arrived together in one list (never empty): for a
-        consumer that passes them on, so it can pass on each list at once, as they came."""
+        """:meth:`stream_message` (the same options), the items that arrived together in one list
+        (never empty): for a consumer that passes them on, so it can pass on each list at once."""
         return self._stream_batches(
-            "stream", url, lambda d: {"message": dump_message(message, d)}, dialect, headers, idle_timeout
+            "stream",
+            url,
+            lambda d: {"message": dump_message(message, d)},
+            options.get("dialect"),
+            options.get("headers"),
+            options.get("idle_timeout", STREAM_IDLE_SECS),
         )
 
     def subscribe(
@@ -305,24 +316,7 @@ class A2AClient:
         idle_timeout: float = STREAM_IDLE_SECS,
     ) -> AsyncGenerator[Task | TaskEvent, None]:
         """``SubscribeToTask`` / ``tasks/resubscribe``: the task as it stands, then its updates."""
-        return self._stream("subscribe", url, lambda _d: {"id": task_id}, dialect, headers, idle_timeout)
-
-    async def _stream(
-        self,
-        op: str,
-        url: str,
-        params: Callable[[Dialect], dict[str, Any]],
-        dialect: Dialect | None,
-        extra_headers: Mapping[str, str] | None,
-        idle_timeout: float,
-    ) -> AsyncGenerator[Task | TaskEvent, None]:
-        batches = self._stream_batches(op, url, params, dialect, extra_headers, idle_timeout)
-        try:
-            async for batch in batches:
-                for item in batch:
-                    yield item
-        finally:
-            await batches.aclose()
+        return _flat(self._stream_batches("subscribe", url, lambda _d: {"id": task_id}, dialect, headers, idle_timeout))
 
     async def _stream_batches(
         self,
@@ -446,6 +440,16 @@ class A2AClient:
             text = body.decode("utf-8", "replace").strip()
             message = _snippet(text) if text else "no body"
         return errors.PeerHTTPError(url, status, message, code)
+
+
+async def _flat(batches: AsyncGenerator[list[Task | TaskEvent], None]) -> AsyncGenerator[Task | TaskEvent, None]:
+    """The items of a stream's batches, one at a time (closing the batches when stopped early)."""
+    try:
+        async for batch in batches:
+            for item in batch:
+                yield item
+    finally:
+        await batches.aclose()
 
 
 async def _read(answer: StreamAnswer, url: str) -> bytes:
