@@ -78,6 +78,22 @@ def test_readme_quickstart_walk() -> None:
         shutil.rmtree(walk, ignore_errors=True)
 
 
+def _private_tmp(walk: Path) -> str:
+    """Shell lines that give the namespace a private ``/tmp`` (a tmpfs) in which this checkout and
+    the test's virtualenv stay reachable where they are, when they live under ``/tmp`` (a clean
+    clone in CI may): the host's ``/tmp`` is bound aside first, and their top folders bound back."""
+    tmp = Path("/tmp")
+    keep = sorted(
+        {p.relative_to(tmp).parts[0] for p in (REPO.resolve(), Path(sys.prefix).resolve()) if p.is_relative_to(tmp)}
+    )
+    aside = walk / ".host-tmp"
+    lines = [f"mkdir -p {aside} && mount --bind /tmp {aside} && mount -t tmpfs tmpfs /tmp || exit 99"]
+    for top in keep:
+        name = shlex.quote(top)
+        lines.append(f"mkdir -p /tmp/{name} && mount --bind {aside}/{name} /tmp/{name} || exit 99")
+    return "\n".join(lines)
+
+
 def _walk(walk: Path, first: list[str], steps: list[list[str]]) -> None:
     commands = [re.sub(r"\bJOB_ID\b", "$JOB_ID", ln) for block in steps for ln in block]
     second: list[str] = []
@@ -106,7 +122,8 @@ def _walk(walk: Path, first: list[str], steps: list[list[str]]) -> None:
     script = "\n".join(
         [
             "set -u",
-            "ip link set lo up && mount --make-rprivate / && mount -t tmpfs tmpfs /tmp || exit 99",
+            "ip link set lo up && mount --make-rprivate / || exit 99",
+            _private_tmp(walk),
             f"( {daemon_cmd} ) >daemon.log 2>&1 &",
             "DAEMON=$!",
             "for _ in $(seq 300); do [ -S deploy/state/admin.sock ] && break; sleep 0.1; done",
