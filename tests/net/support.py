@@ -36,7 +36,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from roost.daemon.compose import Roost
+from roost.services.artifactserve import keeper_token
 from roost.state.config import Config
+from roost.state.keys import KeyRing
 from roost.state.registry.packing import pack_capsule
 from tests.support.daemon import InProcessDaemon
 
@@ -301,3 +303,38 @@ def netns_or_skip() -> Iterator[NetNs]:
         yield ns
     finally:
         ns.close()
+
+
+@dataclass(frozen=True)
+class RemoteDaemon:
+    """A daemon serving TLS on SERVER_IP inside a network namespace, and a keeper token of its key."""
+
+    ns: NetNs
+    daemon: DaemonProc
+    pki: Pki
+    keeper_token: str
+
+
+@contextlib.contextmanager
+def tls_daemon(tmp_path: Path, registry: Path, spawn_allow: str) -> Iterator[RemoteDaemon]:
+    """The real ``mur-roost`` with ``listen`` on SERVER_IP over TLS (its state in ``tmp_path/state``),
+    reachable from CLIENT_IP through ``ns.run``; stopped, and its exit status checked, on leaving."""
+    pki = make_pki(tmp_path / "pki", ips=("127.0.0.1", SERVER_IP))
+    state = tmp_path / "state"
+    with netns_or_skip() as ns:
+        daemon = start_daemon(
+            [
+                "--state-dir", str(state),
+                "--registry-path", str(registry),
+                "--spawn-allow", spawn_allow,
+                "--listen", f"{SERVER_IP}:0",
+                "--tls-cert", str(pki.cert),
+                "--tls-key", str(pki.key),
+            ],
+            prefix=ns.prefix,
+        )  # fmt: skip
+        try:
+            assert daemon.network_url is not None and daemon.network_url.startswith(f"https://{SERVER_IP}:")
+            yield RemoteDaemon(ns, daemon, pki, keeper_token(KeyRing.load_or_create(state), "node-a"))
+        finally:
+            assert daemon.stop() == 0

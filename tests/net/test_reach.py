@@ -23,10 +23,8 @@ from roost.backends.ray.node.artifactfetch import fetch_artifact
 from roost.core.authz import LOCAL_ONLY, Need
 from roost.core.errors import IDENTITY_REFUSAL
 from roost.http.authz import REMOTE_ROUTES, remote_need
-from roost.services.artifactserve import keeper_token
-from roost.state.keys import KeyRing
 from roost.system.tlsclient import client_ssl_context
-from tests.net.support import CLIENT_IP, SERVER_IP, add_capsule, make_pki, netns_or_skip, start_daemon
+from tests.net.support import CLIENT_IP, SERVER_IP, add_capsule, netns_or_skip, start_daemon, tls_daemon
 
 CRED = "x-murmur-spawn-credential"
 APPROVAL = "x-murmur-spawn-approval"
@@ -69,26 +67,10 @@ def test_remote_callers_reach_only_authenticating_endpoints(tmp_path: Path) -> N
     add_capsule(registry, src, "orchestrator", spawn_allow=("worker",))
     sha = add_capsule(registry, src, "worker")
     artifact = (registry / "worker" / "0.1.0" / "worker-0.1.0.mur.zip").read_bytes()
-    pki = make_pki(tmp_path / "pki", ips=("127.0.0.1", SERVER_IP))
-    state = tmp_path / "state"
-    with netns_or_skip() as ns:
-        daemon = start_daemon(
-            [
-                "--state-dir", str(state),
-                "--registry-path", str(registry),
-                "--spawn-allow", "orchestrator",
-                "--listen", f"{SERVER_IP}:0",
-                "--tls-cert", str(pki.cert),
-                "--tls-key", str(pki.key),
-            ],
-            prefix=ns.prefix,
-        )  # fmt: skip
-        try:
-            assert daemon.network_url is not None and daemon.network_url.startswith(f"https://{SERVER_IP}:")
-            token = keeper_token(KeyRing.load_or_create(state), "node-a")
-            out = ns.run(lambda: _scenario(daemon.port, daemon.network_url or "", pki.ca, token, sha, tmp_path))
-        finally:
-            assert daemon.stop() == 0
+    with tls_daemon(tmp_path, registry, "orchestrator") as remote_daemon:
+        daemon, ca, token = remote_daemon.daemon, remote_daemon.pki.ca, remote_daemon.keeper_token
+        url = daemon.network_url or ""
+        out = remote_daemon.ns.run(lambda: _scenario(daemon.port, url, ca, token, sha, tmp_path))
     local, remote = out["local"], out["remote"]
     # On this host nothing changed.
     assert local["status"][0] == 200 and local["metrics"][0] == 200 and local["readyz"][0] == 200

@@ -21,11 +21,9 @@ from roost.core.authz import Listener, Who
 from roost.daemon.compose import Roost
 from roost.http.app import build_app
 from roost.http.authz import DAEMON_ROUTES, policy_for, route_keys
-from roost.services.artifactserve import keeper_token
 from roost.state.config import Config
-from roost.state.keys import KeyRing
 from roost.system.tlsclient import client_ssl_context
-from tests.net.support import CLIENT_IP, SERVER_IP, add_capsule, make_pki, netns_or_skip, start_daemon
+from tests.net.support import CLIENT_IP, add_capsule, tls_daemon
 from tests.trust.daemoncells import ENDS, World, daemon_expect, daemon_sample
 from tests.trust.matrix import Expect, Ledger, Sample
 
@@ -49,27 +47,10 @@ async def test_daemon_route_by_remote_caller(tmp_path: Path) -> None:
     registry.mkdir()
     add_capsule(registry, src, "boss", spawn_allow=("kid", "boss"))
     add_capsule(registry, src, "kid")
-    pki = make_pki(tmp_path / "pki", ips=("127.0.0.1", SERVER_IP))
-    state = tmp_path / "state"
-    with netns_or_skip() as ns:
-        daemon = start_daemon(
-            [
-                "--state-dir", str(state),
-                "--registry-path", str(registry),
-                "--spawn-allow", "boss",
-                "--listen", f"{SERVER_IP}:0",
-                "--tls-cert", str(pki.cert),
-                "--tls-key", str(pki.key),
-            ],
-            prefix=ns.prefix,
-        )  # fmt: skip
-        try:
-            assert daemon.network_url is not None
-            token = keeper_token(KeyRing.load_or_create(state), "node-a")
-            here, there = f"http://127.0.0.1:{daemon.port}", daemon.network_url
-            answers = ns.run(lambda: _drive(keys, here, there, pki.ca, token, tmp_path))
-        finally:
-            assert daemon.stop() == 0
+    with tls_daemon(tmp_path, registry, "boss") as remote:
+        here, there = f"http://127.0.0.1:{remote.daemon.port}", remote.daemon.network_url or ""
+        ca, token = remote.pki.ca, remote.keeper_token
+        answers = remote.ns.run(lambda: _drive(keys, here, there, ca, token, tmp_path))
     ledger = Ledger(Listener.DAEMON, keys)
     for key, caller, got in answers:
         ledger.check(key, caller, got, _expect(key, caller))
